@@ -1,0 +1,525 @@
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <vector>
+
+#include "libpm/address_space.h"
+#include "libpm/commit_gate.h"
+#include "libpm/container_impl.h"
+#include "libpm/file_lock.h"
+#include "libpm/heap.h"
+#include "libpm/journal.h"
+#include "libpm/superblock.h"
+#include "libpm/tracker.h"
+
+namespace pm {
+
+namespace {
+
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t kGiB = 1ull << 30;
+
+uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+Status check_create_options(const Options& o) {
+  if (o.max_size == 0 || o.max_size % kGiB != 0 || o.max_size > (1ull << 40)) {
+    return Status::invalid_argument("max_size must be a multiple of 1 GiB, at most 1 TiB");
+  }
+  if (o.initial_size < (1ull << 20) || o.initial_size > o.max_size) {
+    return Status::invalid_argument("initial_size must be at least 1 MiB and at most max_size");
+  }
+  if (o.base_address % kGiB != 0) {
+    return Status::invalid_argument("base_address must be 1 GiB-aligned");
+  }
+  if (o.layout.size() > 31) return Status::invalid_argument("layout name longer than 31 bytes");
+  return Status();
+}
+
+Superblock make_superblock(const Options& o, uint64_t base) {
+  Superblock sb;
+  std::memset(&sb, 0, sizeof sb);
+  std::memcpy(sb.magic, kSuperblockMagic, sizeof sb.magic);
+  sb.version = kFormatVersion;
+  sb.superblock_size = sizeof sb;
+  sb.page_size = kPageSize;
+  sb.heap_offset = kHeapOffset;
+  sb.base_address = base;
+  sb.max_size = o.max_size;
+  sb.created_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                            std::chrono::system_clock::now().time_since_epoch())
+                                            .count());
+  std::random_device rd;
+  for (auto& b : sb.uuid) b = static_cast<uint8_t>(rd());
+  std::memcpy(sb.layout, o.layout.data(), o.layout.size());
+  sb.checksum = superblock_checksum(sb);
+  return sb;
+}
+
+class ContainerImpl final : public Container {
+ public:
+  ContainerImpl(std::string path, Options options)
+      : path_(std::move(path)), options_(std::move(options)) {}
+  ~ContainerImpl() override;
+
+  Status init_new(const PersistOpener& opener);
+  Status init_existing(const PersistOpener& opener);
+
+  Status commit() override;
+  Status abort() override;
+  Result<void*> alloc(size_t n) override;
+  Status free(void* p) override;
+  Result<BlockInfo> find_block(const void* p) const override;
+  void* root(std::string_view name) const override { return heap_->root(name); }
+  Status set_root(void* p, std::string_view name) override;
+  Status reserve(uint64_t heap_bytes) override;
+  void will_write(const void* p, size_t n) override;
+  Status release_clean() override;
+  bool contains(const void* p) const override;
+  uint64_t generation() const override { return generation_; }
+  ContainerInfo info() const override;
+  CheckReport check() override;
+  void begin_mutation() override { gate_.enter(); }
+  bool created_file() const { return created_file_; }
+  void end_mutation() override { gate_.leave(); }
+
+ private:
+  void log(LogLevel level, const std::string& msg) const {
+    if (options_.logger) options_.logger(level, msg);
+  }
+  Status recover();
+  Status map_and_attach();
+  Status grow_to(uint64_t new_heap_size);
+  Status commit_locked();
+  // Rewrites the pending header of the last (fully applied) commit as applied.
+  Status mark_applied() {
+    JournalHeader h;
+    std::memcpy(&h, persist_->view() + kJournalHeaderOffset, sizeof h);
+    PM_TRY(mark_journal_applied(*persist_, h));
+    journal_pending_ = false;
+    journal_state_ = JournalState::kApplied;
+    return Status();
+  }
+  void remember_committed(const std::vector<PageRun>& pages);
+
+  std::string path_;
+  Options options_;
+  FileLock lock_;
+  std::unique_ptr<Persist> persist_;
+  Superblock sb_{};
+  AddressReservation reservation_;
+  std::unique_ptr<DirtyTracker> tracker_;
+  std::unique_ptr<Heap> heap_;
+  mutable CommitGate gate_;
+  // Serialises use of persist_ between commit/abort (gate closed), growth
+  // (inside alloc, gate open) and info().
+  mutable std::mutex persist_mu_;
+  std::atomic<uint64_t> mapped_{0};  // heap bytes mapped in the working view
+  uint64_t seq_ = 0;                 // last commit's journal sequence number
+  bool journal_pending_ = false;     // header says pending (not yet marked applied)
+  JournalState journal_state_ = JournalState::kEmpty;
+  Status failed_;                    // set when write-back failed after a commit point
+  uint64_t generation_ = 0;
+  bool created_file_ = false;  // init_new created the file (remove it on failure)
+  std::vector<PageRun> committed_private_;  // committed pages still private (DRAM)
+  std::vector<PageRun> dirty_scratch_;
+  std::vector<Run> runs_scratch_;
+};
+
+ContainerImpl::~ContainerImpl() {
+  if (persist_ && journal_pending_ && failed_.ok()) (void)mark_applied();
+  // The tracker goes before the mapping it watches; the lock goes last.
+  tracker_.reset();
+  heap_.reset();
+  reservation_ = AddressReservation();
+  persist_.reset();
+}
+
+Status ContainerImpl::init_new(const PersistOpener& opener) {
+  PM_TRY(check_create_options(options_));
+  Result<FileLock> lock = FileLock::acquire(path_, /*create=*/true);
+  if (!lock.ok()) return lock.status();
+  lock_ = std::move(*lock);
+  created_file_ = true;
+  const uint64_t heap_size = align_up(options_.initial_size, kPage);
+  if (::ftruncate(lock_.fd(), static_cast<off_t>(kHeapOffset + heap_size)) != 0) {
+    return Status::from_errno("size " + path_, errno);
+  }
+  Result<AddressReservation> res = options_.base_address
+                                       ? AddressReservation::at(options_.base_address,
+                                                                options_.max_size)
+                                       : AddressReservation::anywhere(options_.max_size);
+  if (!res.ok()) return res.status();
+  reservation_ = std::move(*res);
+  Result<std::unique_ptr<Persist>> p = opener(path_);
+  if (!p.ok()) return p.status();
+  persist_ = std::move(*p);
+
+  // The heap image first, the superblock last: a crash in between leaves a
+  // file that open() rejects as "not a container".
+  std::vector<std::byte> image(kPage * 2 + heap_size / kPage * 4);
+  Heap::format(image.data(), heap_size);
+  persist_->write_flushed(kHeapOffset, image.data(), image.size());
+  PM_TRY(persist_->drain());
+  sb_ = make_superblock(options_, reinterpret_cast<uint64_t>(reservation_.base()));
+  persist_->write_flushed(0, &sb_, sizeof sb_);
+  PM_TRY(persist_->drain());
+  if (::fsync(lock_.fd()) != 0) return Status::from_errno("fsync " + path_, errno);
+  std::string dir = path_.substr(0, path_.find_last_of('/') + 1);
+  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);  // the new directory entry
+    ::close(dfd);
+  }
+  return map_and_attach();
+}
+
+Status ContainerImpl::init_existing(const PersistOpener& opener) {
+  Result<FileLock> lock = FileLock::acquire(path_, /*create=*/false);
+  if (!lock.ok()) return lock.status();
+  lock_ = std::move(*lock);
+  struct stat st;
+  if (::fstat(lock_.fd(), &st) != 0) return Status::from_errno("stat " + path_, errno);
+  if (static_cast<uint64_t>(st.st_size) < sizeof(Superblock)) {
+    return Status::corruption("file is " + std::to_string(st.st_size) +
+                              " bytes: too small to be a container (truncated, or not one)");
+  }
+  if (::pread(lock_.fd(), &sb_, sizeof sb_, 0) != static_cast<ssize_t>(sizeof sb_)) {
+    return Status::from_errno("read superblock", errno);
+  }
+  PM_TRY(validate_superblock(sb_, static_cast<uint64_t>(st.st_size)));
+  if (!options_.layout.empty() && options_.layout != sb_.layout) {
+    return Status::invalid_argument("layout is '" + std::string(sb_.layout) +
+                                    "', the program expects '" + options_.layout + "'");
+  }
+  Result<std::unique_ptr<Persist>> p = opener(path_);
+  if (!p.ok()) return p.status();
+  persist_ = std::move(*p);
+  PM_TRY(recover());
+  Result<AddressReservation> res = AddressReservation::at(sb_.base_address, sb_.max_size);
+  if (!res.ok()) return res.status();
+  reservation_ = std::move(*res);
+  return map_and_attach();
+}
+
+Status ContainerImpl::recover() {
+  JournalStatus js = read_journal(*persist_);
+  seq_ = js.header.seq;
+  journal_state_ = js.state;
+  if (js.state == JournalState::kTorn) {
+    log(LogLevel::kWarn, "ignored the torn journal of commit " + std::to_string(js.header.seq) +
+                             " (" + js.why + "): that commit never completed");
+    return Status();
+  }
+  if (js.state != JournalState::kPending) return Status();
+  auto t0 = std::chrono::steady_clock::now();
+  PM_TRY(replay_journal(*persist_, js.header).with_context("recovery"));
+  journal_state_ = JournalState::kApplied;
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                std::chrono::steady_clock::now() - t0).count();
+  log(LogLevel::kInfo, "recovered: replayed commit " + std::to_string(js.header.seq) + " (" +
+                           std::to_string(js.header.body_len) + " journal bytes) in " +
+                           std::to_string(us) + " us");
+  return Status();
+}
+
+Status ContainerImpl::map_and_attach() {
+  const auto* hh = reinterpret_cast<const HeapHeader*>(persist_->view() + kHeapOffset);
+  const uint64_t file_heap = persist_->size() - kHeapOffset;
+  uint64_t heap_size = hh->heap_size;
+  if (hh->magic != kHeapMagic || heap_size % kPage != 0 || heap_size < 2 * kPage) {
+    return Status::corruption("heap header damaged");
+  }
+  if (heap_size > file_heap || heap_size > sb_.max_size) {
+    return Status::corruption("file truncated: heap needs " + std::to_string(heap_size) +
+                              " bytes, the file holds " + std::to_string(file_heap));
+  }
+  PM_TRY(reservation_.map_private(0, heap_size, lock_.fd(), kHeapOffset));
+  mapped_ = heap_size;
+  std::string why;
+  Result<std::unique_ptr<DirtyTracker>> t = make_tracker(options_.tracker, sb_.max_size, &why);
+  if (!t.ok()) return t.status();
+  tracker_ = std::move(*t);
+  PM_TRY(tracker_->track(reservation_.base(), heap_size));
+  log(LogLevel::kInfo, std::string("tracker ") + tracker_name(tracker_->kind()) + " (" + why + ")");
+  heap_ = std::make_unique<Heap>(reservation_.base(), sb_.max_size, tracker_.get(),
+                                 [this](uint64_t n) { return grow_to(n); });
+  PM_TRY(heap_->attach(heap_size));
+  generation_ = heap_->bump_generation();
+  return Status();
+}
+
+// Called by the heap (its mutex held, the gate entered) to extend the file
+// and the working view. Everything past the heap's current end is scratch
+// (the journal of an applied commit): mark that journal applied, then cut it
+// off so the new heap pages read as zero.
+Status ContainerImpl::grow_to(uint64_t new_heap_size) {
+  std::lock_guard<std::mutex> l(persist_mu_);
+  const uint64_t heap_end =
+      reinterpret_cast<const HeapHeader*>(reservation_.base())->heap_size;
+  if (journal_pending_) PM_TRY(mark_applied());
+  PM_TRY(persist_->resize(kHeapOffset + heap_end, kHeapOffset + new_heap_size));
+  uint64_t mapped = mapped_.load();
+  if (new_heap_size > mapped) {
+    PM_TRY(reservation_.map_private(mapped, new_heap_size - mapped, lock_.fd(),
+                                    kHeapOffset + mapped));
+    PM_TRY(tracker_->track(reservation_.base(), new_heap_size));
+    mapped_ = new_heap_size;
+  }
+  log(LogLevel::kInfo, "grew heap to " + std::to_string(new_heap_size >> 20) + " MiB");
+  return Status();
+}
+
+Status ContainerImpl::commit() {
+  if (gate_.held_by_this_thread()) {
+    return Status::busy("commit() called while this thread holds a MutationGuard");
+  }
+  ClosedGate closed(gate_);
+  std::lock_guard<std::mutex> l(persist_mu_);
+  if (!failed_.ok()) return failed_;
+  return commit_locked();
+}
+
+Status ContainerImpl::commit_locked() {
+  std::vector<PageRun>& pages = dirty_scratch_;
+  std::vector<Run>& runs = runs_scratch_;
+  pages.clear();
+  runs.clear();
+  PM_TRY(tracker_->take_dirty(&pages));
+  if (pages.empty()) return Status();
+  const uint64_t mapped = mapped_.load();
+  const std::byte* work = reservation_.base();
+  const std::byte* home = persist_->view() + kHeapOffset;
+  for (const PageRun& r : pages) {
+    uint64_t off = r.first * kPage;
+    if (off >= mapped) break;
+    uint64_t len = std::min(r.count * kPage, mapped - off);
+    diff_lines(work + off, home + off, off, len, &runs);
+  }
+  if (!runs.empty()) {
+    // The body goes past everything mapped, where no heap page lives.
+    Status s = write_journal(*persist_, seq_ + 1, kHeapOffset + mapped, work, runs);
+    if (!s.ok()) {
+      (void)tracker_->redirty(pages);
+      return s.with_context("commit (nothing applied; retry)");
+    }
+    seq_++;
+    journal_pending_ = true;
+    journal_state_ = JournalState::kPending;
+    s = apply_runs(*persist_, work, runs);
+    if (!s.ok()) {
+      failed_ = s.with_context(
+          "commit is durable in the journal but writing it back failed; reopen the "
+          "container to finish it");
+      return failed_;
+    }
+  }
+  if (options_.release_after_commit) {
+    for (const PageRun& r : pages) {
+      ::madvise(reservation_.base() + r.first * kPage, r.count * kPage, MADV_DONTNEED);
+    }
+  } else {
+    remember_committed(pages);
+  }
+  return Status();
+}
+
+void ContainerImpl::remember_committed(const std::vector<PageRun>& pages) {
+  committed_private_.insert(committed_private_.end(), pages.begin(), pages.end());
+  if (committed_private_.size() < 4096) return;
+  // Keep the list short: sort and merge overlapping runs.
+  std::sort(committed_private_.begin(), committed_private_.end(),
+            [](const PageRun& a, const PageRun& b) { return a.first < b.first; });
+  std::vector<PageRun> merged;
+  for (const PageRun& r : committed_private_) {
+    if (!merged.empty() && r.first <= merged.back().first + merged.back().count) {
+      uint64_t end = std::max(merged.back().first + merged.back().count, r.first + r.count);
+      merged.back().count = end - merged.back().first;
+    } else {
+      merged.push_back(r);
+    }
+  }
+  committed_private_.swap(merged);
+}
+
+Status ContainerImpl::abort() {
+  if (gate_.held_by_this_thread()) {
+    return Status::busy("abort() called while this thread holds a MutationGuard");
+  }
+  ClosedGate closed(gate_);
+  std::lock_guard<std::mutex> l(persist_mu_);
+  std::vector<PageRun>& pages = dirty_scratch_;
+  pages.clear();
+  PM_TRY(tracker_->take_dirty(&pages));
+  // Dropping a private page makes the working view read the file again,
+  // which holds the last committed state.
+  for (const PageRun& r : pages) {
+    if (::madvise(reservation_.base() + r.first * kPage, r.count * kPage, MADV_DONTNEED) != 0) {
+      return Status::from_errno("abort: madvise", errno);
+    }
+  }
+  return heap_->reload(mapped_.load());
+}
+
+Result<void*> ContainerImpl::alloc(size_t n) {
+  MutationGuard g(*this);
+  return heap_->alloc(n);
+}
+
+Status ContainerImpl::free(void* p) {
+  if (p == nullptr) return Status();
+  if (!contains(p)) return Status::invalid_argument("free: pointer is not in this container");
+  MutationGuard g(*this);
+  return heap_->free(p);
+}
+
+Result<BlockInfo> ContainerImpl::find_block(const void* p) const {
+  if (!contains(p)) return Status::not_found("address is not in this container");
+  return heap_->find_block(p);
+}
+
+Status ContainerImpl::set_root(void* p, std::string_view name) {
+  MutationGuard g(*this);
+  return heap_->set_root(p, name);
+}
+
+Status ContainerImpl::reserve(uint64_t heap_bytes) {
+  if (heap_bytes > sb_.max_size) {
+    return Status::no_space("reserve: " + std::to_string(heap_bytes) +
+                            " bytes exceeds max_size " + std::to_string(sb_.max_size));
+  }
+  MutationGuard g(*this);
+  return heap_->reserve(align_up(heap_bytes, kPage));
+}
+
+bool ContainerImpl::contains(const void* p) const {
+  auto* b = static_cast<const std::byte*>(p);
+  return b >= reservation_.base() && b < reservation_.base() + mapped_.load();
+}
+
+void ContainerImpl::will_write(const void* p, size_t n) {
+  auto* b = static_cast<const std::byte*>(p);
+  const std::byte* lo = reservation_.base();
+  const std::byte* hi = lo + mapped_.load();
+  if (n == 0 || b + n <= lo || b >= hi) return;
+  const std::byte* from = std::max(b, lo);
+  const std::byte* to = std::min(b + n, hi);
+  tracker_->will_write(from, static_cast<size_t>(to - from));
+}
+
+Status ContainerImpl::release_clean() {
+  if (gate_.held_by_this_thread()) {
+    return Status::busy("release_clean() called while this thread holds a MutationGuard");
+  }
+  ClosedGate closed(gate_);
+  std::vector<PageRun> dirty;
+  PM_TRY(tracker_->peek_dirty(&dirty));
+  std::vector<bool> is_dirty;
+  for (const PageRun& r : dirty) {
+    if (is_dirty.size() < r.first + r.count) is_dirty.resize(r.first + r.count);
+    for (uint64_t i = 0; i < r.count; i++) is_dirty[r.first + i] = true;
+  }
+  for (const PageRun& r : committed_private_) {
+    uint64_t start = r.first, end = r.first + r.count;
+    for (uint64_t p = start; p <= end; p++) {
+      bool stop = p == end || (p < is_dirty.size() && is_dirty[p]);
+      if (!stop) continue;
+      if (p > start) ::madvise(reservation_.base() + start * kPage, (p - start) * kPage, MADV_DONTNEED);
+      start = p + 1;
+    }
+  }
+  committed_private_.clear();
+  return Status();
+}
+
+ContainerInfo ContainerImpl::info() const {
+  ContainerInfo i;
+  i.path = path_;
+  Heap::Stats hs = heap_->stats();
+  i.heap_bytes = hs.heap_bytes;
+  i.max_bytes = sb_.max_size;
+  i.used_bytes = hs.used_bytes;
+  i.free_bytes = hs.heap_bytes - hs.used_bytes - hs.meta_bytes;
+  i.blocks = hs.blocks;
+  i.base_address = sb_.base_address;
+  i.generation = generation_;
+  i.tracker = tracker_name(tracker_->kind());
+  i.layout = sb_.layout;
+  std::vector<PageRun> dirty;
+  if (tracker_->peek_dirty(&dirty).ok()) {
+    for (const PageRun& r : dirty) i.dirty_pages += r.count;
+  }
+  std::lock_guard<std::mutex> l(persist_mu_);
+  i.file_bytes = persist_->size();
+  i.is_pmem = persist_->is_pmem();
+  i.journal = journal_state_;
+  i.commits = seq_;
+  return i;
+}
+
+CheckReport ContainerImpl::check() {
+  CheckReport r;
+  ClosedGate closed(gate_);
+  heap_->check(&r.problems);
+  Heap::Stats hs = heap_->stats();
+  r.blocks = hs.blocks;
+  r.used_bytes = hs.used_bytes;
+  return r;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Container>> open_container(const std::string& path,
+                                                  const Options& options, bool create,
+                                                  const PersistOpener& opener) {
+  auto c = std::make_unique<ContainerImpl>(path, options);
+  if (!create && options.create_if_missing && ::access(path.c_str(), F_OK) != 0 &&
+      errno == ENOENT) {
+    create = true;
+  }
+  Status s;
+  try {
+    s = create ? c->init_new(opener) : c->init_existing(opener);
+  } catch (const std::bad_alloc&) {
+    s = Status::no_space("out of memory");
+  }
+  if (!s.ok()) {
+    bool remove_file = c->created_file();
+    c.reset();
+    // A half-created file is not a container: do not leave it behind.
+    if (remove_file) ::unlink(path.c_str());
+    return s.with_context((create ? "create " : "open ") + path);
+  }
+  return std::unique_ptr<Container>(std::move(c));
+}
+
+Result<std::unique_ptr<Container>> Container::create(const std::string& path,
+                                                     const Options& options) {
+  return open_container(path, options, true, open_pmem_file);
+}
+
+Result<std::unique_ptr<Container>> Container::open(const std::string& path,
+                                                   const Options& options) {
+  return open_container(path, options, false, open_pmem_file);
+}
+
+Status Container::remove(const std::string& path) {
+  Result<FileLock> lock = FileLock::acquire(path, /*create=*/false);
+  if (!lock.ok()) return lock.status().with_context("remove");
+  char magic[sizeof kSuperblockMagic];
+  if (::pread(lock->fd(), magic, sizeof magic, 0) != static_cast<ssize_t>(sizeof magic) ||
+      std::memcmp(magic, kSuperblockMagic, sizeof magic) != 0) {
+    return Status::invalid_argument("remove " + path + ": not a libpm container; left alone");
+  }
+  if (::unlink(path.c_str()) != 0) return Status::from_errno("remove " + path, errno);
+  return Status();
+}
+
+}  // namespace pm

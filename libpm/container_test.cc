@@ -1,0 +1,590 @@
+#include "pm/container.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "libpm/container_impl.h"
+#include "libpm/superblock.h"
+#include "testutil/temp_dir.h"
+
+namespace pm {
+namespace {
+
+struct Node {
+  Node* next;
+  uint64_t value;
+};
+
+std::unique_ptr<Container> must(Result<std::unique_ptr<Container>> r) {
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  return r.ok() ? std::move(*r) : nullptr;
+}
+
+Options small() {
+  Options o;
+  o.initial_size = 4 << 20;
+  o.max_size = 4ull << 30;
+  return o;
+}
+
+// Writes through will_write so that the test means the same for all trackers.
+template <typename T>
+void put(Container& c, T* p, T v) {
+  c.will_write(p, sizeof v);
+  *p = v;
+}
+
+Node* push(Container& c, Node* head, uint64_t v) {
+  Result<Node*> n = c.make<Node>(Node{head, v});
+  EXPECT_TRUE(n.ok()) << n.status().to_string();
+  return *n;
+}
+
+std::vector<uint64_t> values(Node* n) {
+  std::vector<uint64_t> v;
+  for (; n != nullptr; n = n->next) v.push_back(n->value);
+  return v;
+}
+
+class ContainerTest : public ::testing::Test {
+ protected:
+  test::TempDir dir_;
+  std::string path_ = dir_.file("c.pm");
+};
+
+TEST_F(ContainerTest, CommittedLinkedListSurvivesReopenWithRawPointers) {
+  {
+    auto c = must(Container::create(path_, small()));
+    Node* head = nullptr;
+    for (uint64_t i = 0; i < 100; i++) head = push(*c, head, i);
+    ASSERT_TRUE(c->set_root(head).ok());
+    ASSERT_TRUE(c->commit().ok());
+  }
+  auto c = must(Container::open(path_));
+  std::vector<uint64_t> v = values(c->root<Node>());
+  ASSERT_EQ(v.size(), 100u);
+  EXPECT_EQ(v.front(), 99u);
+  EXPECT_EQ(v.back(), 0u);
+  EXPECT_TRUE(c->check().problems.empty());
+}
+
+TEST_F(ContainerTest, UncommittedChangesVanishOnClose) {
+  {
+    auto c = must(Container::create(path_, small()));
+    Node* head = push(*c, nullptr, 1);
+    ASSERT_TRUE(c->set_root(head).ok());
+    ASSERT_TRUE(c->commit().ok());
+    put(*c, &head->value, uint64_t{2});
+    push(*c, head, 3);
+  }
+  auto c = must(Container::open(path_));
+  EXPECT_EQ(values(c->root<Node>()), std::vector<uint64_t>{1});
+  EXPECT_EQ(c->info().blocks, 1u);
+}
+
+TEST_F(ContainerTest, AbortRestoresLastCommitIncludingAllocations) {
+  auto c = must(Container::create(path_, small()));
+  Node* head = push(*c, nullptr, 1);
+  ASSERT_TRUE(c->set_root(head).ok());
+  ASSERT_TRUE(c->commit().ok());
+  ContainerInfo before = c->info();
+  put(*c, &head->value, uint64_t{7});
+  Node* second = push(*c, head, 8);
+  ASSERT_TRUE(c->set_root(second).ok());
+  ASSERT_TRUE(c->abort().ok());
+  EXPECT_EQ(c->root<Node>(), head);
+  EXPECT_EQ(head->value, 1u);
+  EXPECT_EQ(c->info().blocks, before.blocks);
+  EXPECT_EQ(c->info().used_bytes, before.used_bytes);
+  EXPECT_TRUE(c->check().problems.empty());
+  // The heap works after abort, and the aborted slot is free again.
+  Node* again = push(*c, head, 9);
+  EXPECT_EQ(again, second);
+}
+
+TEST_F(ContainerTest, LargeAllocationsGrowTheContainerAndCommit) {
+  auto c = must(Container::create(path_, small()));
+  std::vector<std::byte*> big;
+  for (int i = 0; i < 6; i++) {
+    Result<void*> p = c->alloc(size_t{24} << 20);  // 24 MiB each, initial heap 4 MiB
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    auto* b = static_cast<std::byte*>(*p);
+    c->will_write(b, 64);
+    std::memset(b, i + 1, 64);
+    c->will_write(b + (24 << 20) - 64, 64);
+    std::memset(b + (24 << 20) - 64, i + 1, 64);
+    big.push_back(b);
+  }
+  ASSERT_TRUE(c->set_root(big[5]).ok());
+  ASSERT_TRUE(c->commit().ok());
+  EXPECT_GE(c->info().heap_bytes, uint64_t{144} << 20);
+  c.reset();
+  c = must(Container::open(path_));
+  auto* b = c->root<std::byte>();
+  EXPECT_EQ(b, big[5]);
+  EXPECT_EQ(b[0], std::byte{6});
+  EXPECT_EQ(b[(24 << 20) - 1], std::byte{6});
+  EXPECT_TRUE(c->check().problems.empty());
+}
+
+TEST_F(ContainerTest, AbortAfterGrowthKeepsTheHeapUsable) {
+  auto c = must(Container::create(path_, small()));
+  ASSERT_TRUE(c->commit().ok());
+  uint64_t heap = c->info().heap_bytes;
+  ASSERT_TRUE(c->alloc(size_t{32} << 20).ok());
+  EXPECT_GT(c->info().heap_bytes, heap);
+  ASSERT_TRUE(c->abort().ok());
+  EXPECT_EQ(c->info().heap_bytes, heap);
+  Result<void*> p = c->alloc(size_t{40} << 20);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  c->will_write(*p, 8);
+  std::memset(*p, 0x5a, 8);
+  ASSERT_TRUE(c->set_root(*p).ok());
+  ASSERT_TRUE(c->commit().ok());
+  c.reset();
+  c = must(Container::open(path_));
+  EXPECT_EQ(*c->root<uint8_t>(), 0x5a);
+  EXPECT_TRUE(c->check().problems.empty());
+}
+
+TEST_F(ContainerTest, FreeRejectsPointersThatAreNotBlockStarts) {
+  auto c = must(Container::create(path_, small()));
+  auto* p = static_cast<char*>(*c->alloc(100));
+  EXPECT_EQ(c->free(p + 8).code(), Code::kInvalidArgument);
+  int local = 0;
+  EXPECT_EQ(c->free(&local).code(), Code::kInvalidArgument);
+  EXPECT_TRUE(c->free(p).ok());
+  EXPECT_EQ(c->free(p).code(), Code::kInvalidArgument);  // double free
+  EXPECT_TRUE(c->free(nullptr).ok());
+  auto* big = static_cast<char*>(*c->alloc(1 << 20));
+  EXPECT_EQ(c->free(big + 4096).code(), Code::kInvalidArgument);
+  EXPECT_TRUE(c->free(big).ok());
+  EXPECT_TRUE(c->check().problems.empty());
+}
+
+TEST_F(ContainerTest, FindBlockAnswersForInteriorPointers) {
+  auto c = must(Container::create(path_, small()));
+  auto* s = static_cast<char*>(*c->alloc(100));
+  auto* l = static_cast<char*>(*c->alloc(100000));
+  Result<BlockInfo> b = c->find_block(s + 50);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->start, s);
+  EXPECT_GE(b->size, 100u);
+  b = c->find_block(l + 99999);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->start, l);
+  EXPECT_GE(b->size, 100000u);
+  ASSERT_TRUE(c->free(s).ok());
+  EXPECT_TRUE(c->find_block(s).status().is_not_found());
+  int local;
+  EXPECT_TRUE(c->find_block(&local).status().is_not_found());
+}
+
+TEST_F(ContainerTest, NamedRootsPersistAndHaveLimits) {
+  {
+    auto c = must(Container::create(path_, small()));
+    for (int i = 0; i < 32; i++) {
+      void* p = *c->alloc(8);
+      ASSERT_TRUE(c->set_root(p, "root" + std::to_string(i)).ok());
+    }
+    EXPECT_EQ(c->set_root(*c->alloc(8), "one-too-many").code(), Code::kNoSpace);
+    EXPECT_EQ(c->set_root(nullptr, std::string(48, 'x')).code(), Code::kInvalidArgument);
+    int local;
+    EXPECT_EQ(c->set_root(&local, "stack").code(), Code::kInvalidArgument);
+    ASSERT_TRUE(c->set_root(nullptr, "root3").ok());
+    ASSERT_TRUE(c->commit().ok());
+  }
+  auto c = must(Container::open(path_));
+  EXPECT_NE(c->root("root0"), nullptr);
+  EXPECT_EQ(c->root("root3"), nullptr);
+  EXPECT_NE(c->root("root31"), nullptr);
+  EXPECT_EQ(c->root("missing"), nullptr);
+  EXPECT_EQ(c->root(), nullptr);
+}
+
+TEST_F(ContainerTest, SecondOpenIsRefusedWhileOpen) {
+  auto c = must(Container::create(path_, small()));
+  Result<std::unique_ptr<Container>> again = Container::open(path_);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), Code::kBusy);
+  EXPECT_NE(again.status().message().find("locked by"), std::string::npos)
+      << again.status().message();
+  EXPECT_EQ(Container::remove(path_).code(), Code::kBusy);
+}
+
+TEST_F(ContainerTest, LockHolderIsNamedAcrossProcesses) {
+  auto c = must(Container::create(path_, small()));
+  c.reset();
+  int to_child[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    auto cc = Container::open(path_);
+    char b = cc.ok() ? 'y' : 'n';
+    (void)!write(to_child[1], &b, 1);
+    pause();
+    _exit(0);
+  }
+  char b;
+  ASSERT_EQ(read(to_child[0], &b, 1), 1);
+  ASSERT_EQ(b, 'y');
+  Result<std::unique_ptr<Container>> again = Container::open(path_);
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find("pid " + std::to_string(pid)), std::string::npos)
+      << again.status().message();
+  EXPECT_TRUE(Container::open(path_).ok());  // the lock died with the process
+}
+
+TEST_F(ContainerTest, OpenAndCreateReportMisuse) {
+  EXPECT_EQ(Container::open(path_).status().code(), Code::kNotFound);
+  auto c = must(Container::create(path_, small()));
+  c.reset();
+  EXPECT_EQ(Container::create(path_, small()).status().code(), Code::kInvalidArgument);
+  Options bad = small();
+  bad.max_size = 3 << 20;
+  EXPECT_EQ(Container::create(dir_.file("bad.pm"), bad).status().code(), Code::kInvalidArgument);
+  EXPECT_FALSE(std::ifstream(dir_.file("bad.pm")).good()) << "failed create left a file";
+  Options o;
+  o.create_if_missing = true;
+  EXPECT_TRUE(Container::open(dir_.file("new.pm"), o).ok());
+}
+
+TEST_F(ContainerTest, NewFilesAreCreatedPrivate) {
+  auto c = must(Container::create(path_, small()));
+  struct stat st;
+  ASSERT_EQ(stat(path_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST_F(ContainerTest, LayoutIsCheckedAtOpen) {
+  Options o = small();
+  o.layout = "linked-list-v1";
+  must(Container::create(path_, o));
+  Options other;
+  other.layout = "hash-v2";
+  Result<std::unique_ptr<Container>> r = Container::open(path_, other);
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("linked-list-v1"), std::string::npos);
+  other.layout = "linked-list-v1";
+  EXPECT_TRUE(Container::open(path_, other).ok());
+}
+
+TEST_F(ContainerTest, SeveralContainersInOneProcess) {
+  auto a = must(Container::create(dir_.file("a.pm"), small()));
+  auto b = must(Container::create(dir_.file("b.pm"), small()));
+  Node* na = push(*a, nullptr, 1);
+  Node* nb = push(*b, nullptr, 2);
+  EXPECT_TRUE(a->contains(na));
+  EXPECT_FALSE(a->contains(nb));
+  ASSERT_TRUE(a->set_root(na).ok());
+  ASSERT_TRUE(b->set_root(nb).ok());
+  ASSERT_TRUE(a->commit().ok());
+  ASSERT_TRUE(b->abort().ok());
+  a.reset();
+  b.reset();
+  a = must(Container::open(dir_.file("a.pm")));
+  b = must(Container::open(dir_.file("b.pm")));
+  EXPECT_EQ(a->root<Node>()->value, 1u);
+  EXPECT_EQ(b->root<Node>(), nullptr);
+}
+
+TEST_F(ContainerTest, AddressInUseIsAClearError) {
+  auto a = must(Container::create(dir_.file("a.pm"), small()));
+  Options o = small();
+  o.base_address = a->info().base_address;
+  Result<std::unique_ptr<Container>> r = Container::create(dir_.file("b.pm"), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kBusy);
+  EXPECT_NE(r.status().message().find("already in use"), std::string::npos);
+}
+
+TEST_F(ContainerTest, UntrackedWritesAreCommittedByFaultingTrackers) {
+  if (test::hints_only()) GTEST_SKIP() << "the hints tracker commits announced ranges only";
+  {
+    auto c = must(Container::create(path_, small()));
+    auto* p = static_cast<uint64_t*>(*c->alloc(1 << 16));
+    ASSERT_TRUE(c->set_root(p).ok());
+    ASSERT_TRUE(c->commit().ok());
+    for (int i = 0; i < 8192; i += 512) p[i] = static_cast<uint64_t>(i) + 1;  // no hints
+    ASSERT_TRUE(c->commit().ok());
+    p[0] = 77;  // uncommitted
+  }
+  auto c = must(Container::open(path_));
+  auto* p = c->root<uint64_t>();
+  EXPECT_EQ(p[0], 1u);
+  EXPECT_EQ(p[512], 513u);
+  EXPECT_EQ(p[8192 - 512], 8192u - 512 + 1);
+}
+
+TEST_F(ContainerTest, SystemCallsCanWriteIntoAnnouncedRanges) {
+  auto c = must(Container::create(path_, small()));
+  auto* buf = static_cast<char*>(*c->alloc(4096));
+  int fd = ::open("/proc/self/cmdline", O_RDONLY);
+  c->will_write(buf, 4096);
+  ssize_t n = ::read(fd, buf, 4096);
+  ::close(fd);
+  EXPECT_GT(n, 0) << strerror(errno);
+}
+
+TEST_F(ContainerTest, CommitWhileHoldingAGuardIsRefused) {
+  auto c = must(Container::create(path_, small()));
+  MutationGuard g(*c);
+  EXPECT_EQ(c->commit().code(), Code::kBusy);
+  EXPECT_EQ(c->abort().code(), Code::kBusy);
+}
+
+// Mutators move units between counters under a guard; a committer commits
+// concurrently. The sum is invariant in every committed state.
+TEST_F(ContainerTest, ConcurrentMutatorsAndCommitsKeepInvariants) {
+  constexpr int kSlots = 64;
+  {
+    auto c = must(Container::create(path_, small()));
+    auto* slots = static_cast<int64_t*>(*c->alloc(kSlots * sizeof(int64_t)));
+    c->will_write(slots, kSlots * sizeof(int64_t));
+    for (int i = 0; i < kSlots; i++) slots[i] = 1000;
+    ASSERT_TRUE(c->set_root(slots).ok());
+    ASSERT_TRUE(c->commit().ok());
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 3; t++) {
+      ts.emplace_back([&, t] {
+        std::mt19937 rng(t);
+        while (!stop.load()) {
+          MutationGuard g(*c);
+          int a = static_cast<int>(rng() % kSlots), b = static_cast<int>(rng() % kSlots);
+          c->will_write(&slots[a], 8);
+          c->will_write(&slots[b], 8);
+          // Atomic RMW: several mutators share the slots.
+          __atomic_fetch_sub(&slots[a], 1, __ATOMIC_RELAXED);
+          __atomic_fetch_add(&slots[b], 1, __ATOMIC_RELAXED);
+          void* junk = *c->alloc(16 + rng() % 200);
+          (void)c->free(junk);
+        }
+      });
+    }
+    for (int i = 0; i < 200; i++) ASSERT_TRUE(c->commit().ok());
+    stop = true;
+    for (auto& t : ts) t.join();
+    ASSERT_TRUE(c->commit().ok());
+    EXPECT_TRUE(c->check().problems.empty());
+  }
+  auto c = must(Container::open(path_));
+  auto* slots = c->root<int64_t>();
+  int64_t sum = 0;
+  for (int i = 0; i < kSlots; i++) sum += slots[i];
+  EXPECT_EQ(sum, 1000 * kSlots);
+  EXPECT_TRUE(c->check().problems.empty());
+}
+
+TEST_F(ContainerTest, ReleaseCleanDropsDramButKeepsData) {
+  auto c = must(Container::create(path_, small()));
+  auto* p = static_cast<char*>(*c->alloc(1 << 20));
+  c->will_write(p, 1 << 20);
+  std::memset(p, 'x', 1 << 20);
+  ASSERT_TRUE(c->set_root(p).ok());
+  ASSERT_TRUE(c->commit().ok());
+  put(*c, p, 'y');  // dirty again: must survive release_clean
+  ASSERT_TRUE(c->release_clean().ok());
+  EXPECT_EQ(p[0], 'y');
+  EXPECT_EQ(p[(1 << 20) - 1], 'x');
+  ASSERT_TRUE(c->commit().ok());
+  c.reset();
+  c = must(Container::open(path_));
+  EXPECT_EQ(c->root<char>()[0], 'y');
+}
+
+TEST_F(ContainerTest, GenerationChangesOnEveryOpen) {
+  uint64_t g1, g2;
+  {
+    auto c = must(Container::create(path_, small()));
+    g1 = c->generation();
+    ASSERT_TRUE(c->commit().ok());
+  }
+  {
+    auto c = must(Container::open(path_));
+    g2 = c->generation();
+  }
+  auto c = must(Container::open(path_));
+  EXPECT_NE(g1, g2);
+  EXPECT_NE(c->generation(), g1);
+}
+
+TEST_F(ContainerTest, RemoveDeletesContainersOnly) {
+  must(Container::create(path_, small()));
+  EXPECT_TRUE(Container::remove(path_).ok());
+  EXPECT_EQ(Container::open(path_).status().code(), Code::kNotFound);
+  std::ofstream(dir_.file("notes.txt")) << "not a container";
+  EXPECT_EQ(Container::remove(dir_.file("notes.txt")).code(), Code::kInvalidArgument);
+  EXPECT_TRUE(std::ifstream(dir_.file("notes.txt")).good());
+}
+
+// ---- bad input -------------------------------------------------------------
+
+void patch(const std::string& path, off_t off, const void* data, size_t n) {
+  int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_EQ(::pwrite(fd, data, n, off), static_cast<ssize_t>(n));
+  ::close(fd);
+}
+
+TEST_F(ContainerTest, DamagedFilesFailToOpenWithAReason) {
+  {
+    auto c = must(Container::create(path_, small()));
+    ASSERT_TRUE(c->set_root(push(*c, nullptr, 5)).ok());
+    ASSERT_TRUE(c->commit().ok());
+  }
+  const std::string pristine = dir_.file("pristine.pm");
+  std::filesystem::copy_file(path_, pristine);
+  auto reset = [&] { std::filesystem::copy_file(pristine, path_, std::filesystem::copy_options::overwrite_existing); };
+  auto expect = [&](Code code, const char* words) {
+    Result<std::unique_ptr<Container>> r = Container::open(path_);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), code) << r.status().to_string();
+    EXPECT_NE(r.status().message().find(words), std::string::npos) << r.status().message();
+  };
+
+  patch(path_, 0, "NOTACONT", 8);
+  expect(Code::kCorruption, "not a libpm container");
+  reset();
+  uint32_t v = 99;
+  patch(path_, offsetof(Superblock, version), &v, 4);
+  expect(Code::kNotSupported, "version 99");
+  reset();
+  char b = 0x7f;
+  patch(path_, offsetof(Superblock, layout) + 3, &b, 1);
+  expect(Code::kCorruption, "checksum");
+  reset();
+  ASSERT_EQ(truncate(path_.c_str(), 100), 0);
+  expect(Code::kCorruption, "too small");
+  reset();
+  ASSERT_EQ(truncate(path_.c_str(), 4096 + 8192), 0);
+  expect(Code::kCorruption, "truncated");
+  reset();
+  std::ofstream(path_, std::ios::trunc) << std::string(10000, 'z');
+  expect(Code::kCorruption, "not a libpm container");
+  reset();
+  EXPECT_TRUE(Container::open(path_).ok());
+}
+
+// Random byte damage anywhere in the metadata never crashes open(); when
+// open succeeds, check() and a commit still behave.
+TEST_F(ContainerTest, RandomCorruptionNeverCrashesOpen) {
+  {
+    auto c = must(Container::create(path_, small()));
+    Node* head = nullptr;
+    for (int i = 0; i < 50; i++) head = push(*c, head, static_cast<uint64_t>(i));
+    ASSERT_TRUE(c->set_root(head).ok());
+    ASSERT_TRUE(c->commit().ok());
+    put(*c, &head->value, uint64_t{1234});
+    ASSERT_TRUE(c->commit().ok());
+  }
+  const std::string pristine = dir_.file("pristine.pm");
+  std::filesystem::copy_file(path_, pristine);
+  std::mt19937_64 rng(42);
+  int opened = 0;
+  for (int round = 0; round < 300; round++) {
+    std::filesystem::copy_file(pristine, path_, std::filesystem::copy_options::overwrite_existing);
+    int nbytes = 1 + static_cast<int>(rng() % 8);
+    for (int k = 0; k < nbytes; k++) {
+      // Superblock, journal header, heap header, segment metadata.
+      off_t off = static_cast<off_t>(rng() % (4096 + 4096 + 8192));
+      char byte = static_cast<char>(rng());
+      patch(path_, off, &byte, 1);
+    }
+    Result<std::unique_ptr<Container>> r = Container::open(path_);
+    if (!r.ok()) {
+      EXPECT_FALSE(r.status().message().empty());
+      continue;
+    }
+    opened++;
+    (void)(*r)->check();
+    (void)(*r)->alloc(64);
+    (void)(*r)->commit();
+  }
+  EXPECT_GT(opened, 0);
+}
+
+// ---- crash between commit point and write-back ----------------------------
+
+// Forwards to the real file until `drains_left` drains have happened, then
+// drops every later write: the process "lost power" right after that drain.
+class CrashAfterDrains : public Persist {
+ public:
+  CrashAfterDrains(std::unique_ptr<Persist> real, int drains) : real_(std::move(real)), left_(drains) {}
+  bool is_pmem() const override { return real_->is_pmem(); }
+  const std::byte* view() const override { return real_->view(); }
+  uint64_t size() const override { return real_->size(); }
+  void write(uint64_t off, const void* src, size_t n) override {
+    if (left_ > 0) real_->write(off, src, n);
+  }
+  void flush(uint64_t off, size_t n) override {
+    if (left_ > 0) real_->flush(off, n);
+  }
+  Status drain() override {
+    if (left_ <= 0) return Status();
+    left_--;
+    return real_->drain();
+  }
+  Status resize(uint64_t keep, uint64_t n) override { return real_->resize(keep, n); }
+
+ private:
+  std::unique_ptr<Persist> real_;
+  int left_;
+};
+
+TEST_F(ContainerTest, CommitIsReplayedAfterACrashBeforeWriteBack) {
+  Node* head;
+  {
+    auto c = must(Container::create(path_, small()));
+    head = push(*c, nullptr, 1);
+    ASSERT_TRUE(c->set_root(head).ok());
+    ASSERT_TRUE(c->commit().ok());
+  }
+  {
+    // One drain (the journal) reaches the file; write-back is lost.
+    auto c = must(open_container(path_, Options(), false, [](const std::string& p) -> Result<std::unique_ptr<Persist>> {
+      Result<std::unique_ptr<Persist>> real = open_pmem_file(p);
+      if (!real.ok()) return real.status();
+      return std::unique_ptr<Persist>(new CrashAfterDrains(std::move(*real), 1));
+    }));
+    put(*c, &c->root<Node>()->value, uint64_t{42});
+    ASSERT_TRUE(c->commit().ok());
+  }
+  auto c = must(Container::open(path_));
+  EXPECT_EQ(c->info().commits, 2u);
+  EXPECT_EQ(c->root<Node>()->value, 42u);
+}
+
+TEST_F(ContainerTest, CommitIsAbsentAfterACrashBeforeTheCommitPoint) {
+  {
+    auto c = must(Container::create(path_, small()));
+    ASSERT_TRUE(c->set_root(push(*c, nullptr, 1)).ok());
+    ASSERT_TRUE(c->commit().ok());
+  }
+  {
+    auto c = must(open_container(path_, Options(), false, [](const std::string& p) -> Result<std::unique_ptr<Persist>> {
+      Result<std::unique_ptr<Persist>> real = open_pmem_file(p);
+      if (!real.ok()) return real.status();
+      return std::unique_ptr<Persist>(new CrashAfterDrains(std::move(*real), 0));
+    }));
+    put(*c, &c->root<Node>()->value, uint64_t{42});
+    ASSERT_TRUE(c->commit().ok());
+  }
+  auto c = must(Container::open(path_));
+  EXPECT_EQ(c->root<Node>()->value, 1u);
+}
+
+}  // namespace
+}  // namespace pm

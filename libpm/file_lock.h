@@ -1,0 +1,31 @@
+// FileLock: the container file, opened and locked exclusively (flock) for
+// the life of the object: one process per container.
+#ifndef LIBPM_FILE_LOCK_H_
+#define LIBPM_FILE_LOCK_H_
+
+#include <string>
+
+#include "pm/status.h"
+
+namespace pm {
+
+class FileLock {
+ public:
+  FileLock() = default;
+  FileLock(FileLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  FileLock& operator=(FileLock&& o) noexcept;
+  ~FileLock();
+
+  // Opens `path` read-write (creating it with mode 0600 when `create`; then
+  // the file must not exist) and locks it. kBusy names the holder's pid.
+  static Result<FileLock> acquire(const std::string& path, bool create);
+
+  int fd() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace pm
+
+#endif  // LIBPM_FILE_LOCK_H_

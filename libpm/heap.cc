@@ -1,0 +1,492 @@
+#include "libpm/heap.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "libpm/size_classes.h"
+
+namespace pm {
+
+namespace {
+
+constexpr uint64_t kPage = 4096;
+// Smallest segment added by growth: keeps the number of segments small.
+constexpr uint64_t kMinGrowPages = (16ull << 20) / kPage;
+
+uint64_t meta_pages_for(uint64_t npages) {
+  return (sizeof(SegmentHeader) + 4 * npages + kPage - 1) / kPage;
+}
+
+uint32_t* segment_map(std::byte* seg) {
+  return reinterpret_cast<uint32_t*>(seg + sizeof(SegmentHeader));
+}
+
+SlabHeader* slab_at(std::byte* p) { return reinterpret_cast<SlabHeader*>(p); }
+
+size_t slab_header_bytes(const SizeClass& sc) { return 8 + 8 * ((sc.objects + 63) / 64); }
+
+// Writes a segment header and marks its metadata pages in its map. The map
+// must read as zero (free) otherwise.
+void write_segment(std::byte* seg, uint64_t npages) {
+  auto* h = reinterpret_cast<SegmentHeader*>(seg);
+  h->magic = kSegmentMagic;
+  h->npages = npages;
+  h->meta_pages = meta_pages_for(npages);
+  uint32_t* map = segment_map(seg);
+  for (uint64_t i = 0; i < h->meta_pages; i++) map[i] = page_entry(PageKind::kMeta, 0);
+}
+
+}  // namespace
+
+Heap::Heap(std::byte* base, uint64_t max_size, DirtyTracker* tracker, GrowFn grow)
+    : base_(base), max_size_(max_size), tracker_(tracker), grow_fn_(std::move(grow)) {
+  partial_.resize(static_cast<size_t>(size_class_count()));
+}
+
+void Heap::format(std::byte* image, uint64_t size) {
+  auto* h = reinterpret_cast<HeapHeader*>(image);
+  h->magic = kHeapMagic;
+  h->heap_size = size;
+  h->segments = 1;
+  write_segment(image + kPage, size / kPage - 1);
+}
+
+Status Heap::attach(uint64_t mapped) {
+  std::lock_guard<std::mutex> l(mu_);
+  const HeapHeader* h = header();
+  if (h->magic != kHeapMagic) return Status::corruption("heap header damaged (bad magic)");
+  if (h->heap_size % kPage != 0 || h->heap_size < 2 * kPage || h->heap_size > mapped) {
+    return Status::corruption("heap size " + std::to_string(h->heap_size) +
+                              " does not fit the file (" + std::to_string(mapped) +
+                              " bytes of heap): file truncated or damaged");
+  }
+  return load_segments(mapped);
+}
+
+Status Heap::reload(uint64_t mapped) {
+  std::lock_guard<std::mutex> l(mu_);
+  indexed_ = false;
+  return load_segments(mapped);
+}
+
+Status Heap::load_segments(uint64_t mapped) {
+  segments_.clear();
+  free_by_size_.clear();
+  free_by_addr_.clear();
+  for (auto& p : partial_) p.clear();
+  indexed_ = false;
+  const uint64_t end = std::min(header()->heap_size, mapped) / kPage;
+  uint64_t page = 1;
+  while (page < end) {
+    auto* sh = reinterpret_cast<const SegmentHeader*>(page_addr(page));
+    if (sh->magic != kSegmentMagic || sh->npages < 2 || sh->npages > end - page ||
+        sh->meta_pages != meta_pages_for(sh->npages) || sh->meta_pages >= sh->npages) {
+      return Status::corruption("heap segment at page " + std::to_string(page) + " is damaged");
+    }
+    segments_.push_back({page, sh->npages, sh->meta_pages, segment_map(page_addr(page))});
+    page += sh->npages;
+  }
+  if (page != end || segments_.size() != header()->segments) {
+    return Status::corruption("heap segment chain does not match the heap header");
+  }
+  return Status();
+}
+
+const Heap::Segment* Heap::segment_of(uint64_t page) const {
+  auto it = std::upper_bound(segments_.begin(), segments_.end(), page,
+                             [](uint64_t p, const Segment& s) { return p < s.first_page; });
+  if (it == segments_.begin()) return nullptr;
+  --it;
+  return page < it->first_page + it->npages ? &*it : nullptr;
+}
+
+uint32_t& Heap::entry(uint64_t page) {
+  const Segment* s = segment_of(page);
+  return s->map[page - s->first_page];
+}
+
+void Heap::set_entry(uint64_t page, uint32_t e) {
+  uint32_t& slot = entry(page);
+  note(&slot, sizeof slot);
+  slot = e;
+}
+
+// One pass over the page maps (and slab headers): validates every entry it
+// reads, so damaged metadata becomes an error here instead of overlapping
+// blocks later.
+Status Heap::ensure_index() {
+  if (indexed_) return Status();
+  auto bad = [](uint64_t page, const char* what) {
+    return Status::corruption("heap page map damaged at page " + std::to_string(page) + " (" +
+                              what + "); run 'pm check'");
+  };
+  for (const Segment& s : segments_) {
+    uint64_t i = s.meta_pages;
+    while (i < s.npages) {
+      uint32_t e = s.map[i];
+      uint64_t page = s.first_page + i;
+      uint64_t span = 1;
+      PageKind tail = PageKind::kFree;
+      switch (entry_kind(e)) {
+        case PageKind::kRunHead:
+          span = entry_value(e);
+          tail = PageKind::kRunTail;
+          break;
+        case PageKind::kSlabHead: {
+          auto cls = static_cast<int>(entry_value(e));
+          if (cls >= size_class_count()) return bad(page, "unknown size class");
+          const SizeClass& sc = size_class(cls);
+          const SlabHeader* sh = slab_at(page_addr(page));
+          if (sh->magic != kSlabMagic || sh->size_class != cls || sh->nfree > sc.objects) {
+            return bad(page, "slab header");
+          }
+          span = sc.pages;
+          tail = PageKind::kSlabTail;
+          if (sh->nfree > 0) partial_[static_cast<size_t>(cls)].insert(page);
+          break;
+        }
+        case PageKind::kFree: {
+          if (e != 0) return bad(page, "free entry with a value");
+          uint64_t j = i + 1;
+          while (j < s.npages && s.map[j] == 0) j++;
+          add_free(page, j - i);
+          i = j;
+          continue;
+        }
+        default:
+          return bad(page, "continuation without a head");
+      }
+      if (span == 0 || span > s.npages - i) return bad(page, "block past its segment");
+      for (uint64_t t = 1; t < span; t++) {
+        if (s.map[i + t] != page_entry(tail, t)) return bad(page + t, "continuation entry");
+      }
+      i += span;
+    }
+  }
+  indexed_ = true;
+  return Status();
+}
+
+void Heap::add_free(uint64_t page, uint64_t npages) {
+  // Coalesce with free neighbours (a segment's metadata pages are never
+  // free, so runs never merge across segments).
+  auto next = free_by_addr_.find(page + npages);
+  if (next != free_by_addr_.end()) {
+    npages += next->second;
+    free_by_size_.erase({next->second, next->first});
+    free_by_addr_.erase(next);
+  }
+  auto prev = free_by_addr_.lower_bound(page);
+  if (prev != free_by_addr_.begin()) {
+    --prev;
+    if (prev->first + prev->second == page) {
+      page = prev->first;
+      npages += prev->second;
+      free_by_size_.erase({prev->second, prev->first});
+      free_by_addr_.erase(prev);
+    }
+  }
+  free_by_addr_[page] = npages;
+  free_by_size_.insert({npages, page});
+}
+
+void Heap::remove_free(uint64_t page, uint64_t npages) {
+  free_by_addr_.erase(page);
+  free_by_size_.erase({npages, page});
+}
+
+Result<uint64_t> Heap::alloc_pages(uint64_t npages, PageKind head, uint32_t head_value,
+                                   PageKind tail) {
+  auto it = free_by_size_.lower_bound({npages, 0});
+  if (it == free_by_size_.end()) {
+    PM_TRY(grow(npages));
+    it = free_by_size_.lower_bound({npages, 0});
+    if (it == free_by_size_.end()) return Status::no_space("heap growth gave too little space");
+  }
+  auto [have, page] = *it;
+  remove_free(page, have);
+  if (have > npages) add_free(page + npages, have - npages);
+  set_entry(page, page_entry(head, head_value));
+  for (uint64_t i = 1; i < npages; i++) set_entry(page + i, page_entry(tail, i));
+  return page;
+}
+
+void Heap::free_pages(uint64_t page, uint64_t npages) {
+  for (uint64_t i = 0; i < npages; i++) set_entry(page + i, 0);
+  add_free(page, npages);
+}
+
+Status Heap::grow(uint64_t min_pages) {
+  HeapHeader* h = header();
+  uint64_t cur = h->heap_size / kPage;
+  uint64_t want = std::max({min_pages + meta_pages_for(min_pages + 1) + 1, cur, kMinGrowPages});
+  uint64_t limit = max_size_ / kPage;
+  if (cur + want > limit) want = limit - cur;
+  if (want < min_pages + meta_pages_for(min_pages + 1) + 1 || want > kPageValueMask) {
+    return Status::no_space("container heap would exceed its max_size of " +
+                            std::to_string(max_size_ >> 20) +
+                            " MiB; create it with a larger max_size");
+  }
+  PM_TRY(grow_fn_(h->heap_size + want * kPage));
+  std::byte* seg = page_addr(cur);
+  note(seg, meta_pages_for(want) * kPage);
+  write_segment(seg, want);
+  note(h, sizeof *h);
+  h->heap_size += want * kPage;
+  h->segments++;
+  Segment s{cur, want, meta_pages_for(want), segment_map(seg)};
+  segments_.push_back(s);
+  add_free(cur + s.meta_pages, want - s.meta_pages);
+  return Status();
+}
+
+Result<void*> Heap::alloc(uint64_t n) {
+  std::lock_guard<std::mutex> l(mu_);
+  PM_TRY(ensure_index());
+  if (n == 0) n = 1;
+  if (n <= kMaxSmall) return alloc_small(size_class_for(n));
+  if (n > max_size_) {
+    return Status::no_space("alloc(" + std::to_string(n) + "): larger than the container's " +
+                            "max_size; create it with a larger max_size");
+  }
+  uint64_t npages = (n + kPage - 1) / kPage;
+  Result<uint64_t> page = alloc_pages(npages, PageKind::kRunHead,
+                                      static_cast<uint32_t>(npages), PageKind::kRunTail);
+  if (!page.ok()) return page.status();
+  HeapHeader* h = header();
+  note(h, sizeof *h);
+  h->used_bytes += npages * kPage;
+  h->blocks++;
+  return static_cast<void*>(page_addr(*page));
+}
+
+Result<void*> Heap::alloc_small(int cls) {
+  const SizeClass& sc = size_class(cls);
+  auto& partial = partial_[static_cast<size_t>(cls)];
+  if (partial.empty()) {
+    Result<uint64_t> page = alloc_pages(sc.pages, PageKind::kSlabHead,
+                                        static_cast<uint32_t>(cls), PageKind::kSlabTail);
+    if (!page.ok()) return page.status();
+    SlabHeader* s = slab_at(page_addr(*page));
+    note(s, slab_header_bytes(sc));
+    std::memset(s, 0, slab_header_bytes(sc));
+    s->magic = kSlabMagic;
+    s->size_class = static_cast<uint16_t>(cls);
+    s->nfree = static_cast<uint16_t>(sc.objects);
+    partial.insert(*page);
+  }
+  uint64_t page = *partial.begin();
+  SlabHeader* s = slab_at(page_addr(page));
+  uint32_t idx = 0;
+  for (uint32_t w = 0; w * 64 < sc.objects; w++) {
+    if (~s->bitmap[w] != 0) {
+      idx = w * 64 + static_cast<uint32_t>(std::countr_one(s->bitmap[w]));
+      break;
+    }
+  }
+  note(s, 8);
+  note(&s->bitmap[idx / 64], 8);
+  s->bitmap[idx / 64] |= 1ull << (idx % 64);
+  if (--s->nfree == 0) partial.erase(partial.begin());
+  HeapHeader* h = header();
+  note(h, sizeof *h);
+  h->used_bytes += sc.size;
+  h->blocks++;
+  return static_cast<void*>(page_addr(page) + sc.first_off + uint64_t{idx} * sc.size);
+}
+
+Result<uint64_t> Heap::block_head(uint64_t off, PageKind* kind) {
+  if (off >= header()->heap_size) return Status::not_found("address outside the heap");
+  uint64_t page = off / kPage;
+  const Segment* seg = segment_of(page);
+  if (seg == nullptr) return Status::not_found("address in the heap header");
+  uint32_t e = seg->map[page - seg->first_page];
+  *kind = entry_kind(e);
+  if (*kind == PageKind::kRunTail || *kind == PageKind::kSlabTail) {
+    if (entry_value(e) > page - seg->first_page) return Status::corruption("bad page map entry");
+    page -= entry_value(e);
+    *kind = *kind == PageKind::kRunTail ? PageKind::kRunHead : PageKind::kSlabHead;
+  }
+  if (*kind != PageKind::kRunHead && *kind != PageKind::kSlabHead) {
+    return Status::not_found("address in free or metadata pages");
+  }
+  uint32_t head = seg->map[page - seg->first_page];
+  if (entry_kind(head) != *kind ||
+      (*kind == PageKind::kSlabHead && static_cast<int>(entry_value(head)) >= size_class_count())) {
+    return Status::corruption("bad page map entry");
+  }
+  return page;
+}
+
+Status Heap::free(void* p) {
+  std::lock_guard<std::mutex> l(mu_);
+  PM_TRY(ensure_index());
+  auto off = static_cast<uint64_t>(static_cast<std::byte*>(p) - base_);
+  PageKind kind;
+  Result<uint64_t> head = block_head(off, &kind);
+  auto invalid = [&] {
+    return Status::invalid_argument("free(" + std::to_string(reinterpret_cast<uintptr_t>(p)) +
+                                    "): not the start of an allocated block");
+  };
+  if (!head.ok()) return invalid();
+  if (kind == PageKind::kSlabHead) return free_small(*head, static_cast<std::byte*>(p));
+  if (off != *head * kPage) return invalid();
+  uint64_t npages = entry_value(entry(*head));
+  free_pages(*head, npages);
+  HeapHeader* h = header();
+  note(h, sizeof *h);
+  h->used_bytes -= npages * kPage;
+  h->blocks--;
+  return Status();
+}
+
+Status Heap::free_small(uint64_t slab_page, std::byte* p) {
+  int cls = static_cast<int>(entry_value(entry(slab_page)));
+  const SizeClass& sc = size_class(cls);
+  std::byte* slab = page_addr(slab_page);
+  uint64_t rel = static_cast<uint64_t>(p - slab);
+  if (rel < sc.first_off || (rel - sc.first_off) % sc.size != 0 ||
+      (rel - sc.first_off) / sc.size >= sc.objects) {
+    return Status::invalid_argument("free: pointer is inside a block, not at its start");
+  }
+  uint64_t idx = (rel - sc.first_off) / sc.size;
+  SlabHeader* s = slab_at(slab);
+  if ((s->bitmap[idx / 64] >> (idx % 64) & 1) == 0) {
+    return Status::invalid_argument("free: block is not allocated (double free?)");
+  }
+  note(s, 8);
+  note(&s->bitmap[idx / 64], 8);
+  s->bitmap[idx / 64] &= ~(1ull << (idx % 64));
+  auto& partial = partial_[static_cast<size_t>(cls)];
+  s->nfree++;
+  partial.insert(slab_page);
+  // Return an empty slab's pages unless it is the class's only free space
+  // (avoids thrashing a slab in and out on alloc/free pairs).
+  if (s->nfree == sc.objects && partial.size() > 1) {
+    partial.erase(slab_page);
+    free_pages(slab_page, sc.pages);
+  }
+  HeapHeader* h = header();
+  note(h, sizeof *h);
+  h->used_bytes -= sc.size;
+  h->blocks--;
+  return Status();
+}
+
+Result<BlockInfo> Heap::find_block(const void* p) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto* bp = static_cast<const std::byte*>(p);
+  if (bp < base_) return Status::not_found("address outside the heap");
+  auto off = static_cast<uint64_t>(bp - base_);
+  PageKind kind;
+  Result<uint64_t> head = block_head(off, &kind);
+  if (!head.ok()) return head.status();
+  std::byte* start = page_addr(*head);
+  if (kind == PageKind::kRunHead) {
+    return BlockInfo{start, uint64_t{entry_value(entry(*head))} * kPage};
+  }
+  const SizeClass& sc = size_class(static_cast<int>(entry_value(entry(*head))));
+  uint64_t rel = off - *head * kPage;
+  if (rel < sc.first_off) return Status::not_found("address in a slab header");
+  uint64_t idx = (rel - sc.first_off) / sc.size;
+  if (idx >= sc.objects || !(slab_at(start)->bitmap[idx / 64] >> (idx % 64) & 1)) {
+    return Status::not_found("address in a free slot");
+  }
+  return BlockInfo{start + sc.first_off + idx * sc.size, sc.size};
+}
+
+Status Heap::reserve(uint64_t heap_bytes) {
+  std::lock_guard<std::mutex> l(mu_);
+  PM_TRY(ensure_index());
+  uint64_t cur = header()->heap_size;
+  if (heap_bytes <= cur) return Status();
+  return grow((heap_bytes - cur + kPage - 1) / kPage);
+}
+
+void* Heap::root(std::string_view name) {
+  std::lock_guard<std::mutex> l(mu_);
+  const HeapHeader* h = header();
+  if (name.empty()) return h->root ? base_ + h->root : nullptr;
+  for (const NamedRoot& r : h->roots) {
+    if (r.name[0] != '\0' && name == r.name) return r.off ? base_ + r.off : nullptr;
+  }
+  return nullptr;
+}
+
+Status Heap::set_root(void* p, std::string_view name) {
+  std::lock_guard<std::mutex> l(mu_);
+  HeapHeader* h = header();
+  uint64_t off = p ? static_cast<uint64_t>(static_cast<std::byte*>(p) - base_) : 0;
+  if (p != nullptr && (static_cast<std::byte*>(p) < base_ || off >= h->heap_size)) {
+    return Status::invalid_argument("set_root: object is not inside this container");
+  }
+  if (name.empty()) {
+    note(&h->root, 8);
+    h->root = off;
+    return Status();
+  }
+  if (name.size() > kMaxRootName) {
+    return Status::invalid_argument("root name longer than 47 bytes: " + std::string(name));
+  }
+  NamedRoot* slot = nullptr;
+  for (NamedRoot& r : h->roots) {
+    if (r.name[0] != '\0' && name == r.name) { slot = &r; break; }
+    if (r.name[0] == '\0' && slot == nullptr) slot = &r;
+  }
+  if (slot == nullptr) return Status::no_space("all 32 named roots are in use");
+  note(slot, sizeof *slot);
+  if (p == nullptr) {
+    std::memset(slot, 0, sizeof *slot);
+    return Status();
+  }
+  std::memset(slot->name, 0, sizeof slot->name);
+  std::memcpy(slot->name, name.data(), name.size());
+  slot->off = off;
+  return Status();
+}
+
+uint64_t Heap::bump_generation() {
+  std::lock_guard<std::mutex> l(mu_);
+  note(&header()->generation, 8);
+  return ++header()->generation;
+}
+
+uint64_t Heap::generation() {
+  std::lock_guard<std::mutex> l(mu_);
+  return header()->generation;
+}
+
+Heap::Stats Heap::stats() {
+  std::lock_guard<std::mutex> l(mu_);
+  const HeapHeader* h = header();
+  uint64_t meta = kPage;
+  for (const Segment& s : segments_) meta += s.meta_pages * kPage;
+  return {h->heap_size, h->used_bytes, h->blocks, meta, h->segments};
+}
+
+void Heap::for_each_block(const std::function<void(void*, uint64_t)>& fn) {
+  std::lock_guard<std::mutex> l(mu_);
+  for (const Segment& s : segments_) {
+    for (uint64_t i = s.meta_pages; i < s.npages;) {
+      uint32_t e = s.map[i];
+      std::byte* at = page_addr(s.first_page + i);
+      if (entry_kind(e) == PageKind::kRunHead && entry_value(e) > 0) {
+        fn(at, uint64_t{entry_value(e)} * kPage);
+        i += entry_value(e);
+      } else if (entry_kind(e) == PageKind::kSlabHead &&
+                 static_cast<int>(entry_value(e)) < size_class_count()) {
+        const SizeClass& sc = size_class(static_cast<int>(entry_value(e)));
+        const SlabHeader* sh = slab_at(at);
+        for (uint32_t k = 0; k < sc.objects; k++) {
+          if (sh->bitmap[k / 64] >> (k % 64) & 1) fn(at + sc.first_off + uint64_t{k} * sc.size, sc.size);
+        }
+        i += sc.pages;
+      } else {
+        i++;
+      }
+    }
+  }
+}
+
+}  // namespace pm

@@ -1,0 +1,66 @@
+/* pm.h: the C API of libpm persistent containers.
+ *
+ * Mirrors pm::Container (pm/container.h): see there for the model. Functions
+ * that can fail return NULL or a nonzero pm_errcode; pm_errormsg() then
+ * returns the message of the calling thread's last failure. Thread-safe. */
+#ifndef PM_H_
+#define PM_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pm_container pm_container;
+
+/* Same values as pm::Code. */
+typedef enum pm_errcode {
+  PM_OK = 0,
+  PM_ENOTFOUND = 1,
+  PM_EINVAL = 2,
+  PM_ECORRUPT = 3,
+  PM_EIO = 4,
+  PM_EBUSY = 5,
+  PM_ENOSPC = 6,
+  PM_ENOTSUP = 7,
+} pm_errcode;
+
+/* Options for pm_create/pm_open; zero-initialise and set what you need.
+ * Zero fields take the C++ defaults. */
+typedef struct pm_options {
+  uint64_t initial_size;
+  uint64_t max_size;
+  const char* layout;  /* may be NULL */
+  const char* tracker; /* "auto", "uffd", "mprotect", "hints"; NULL = auto */
+  int create_if_missing;
+} pm_options;
+
+pm_container* pm_create(const char* path, const pm_options* opts);
+pm_container* pm_open(const char* path, const pm_options* opts);
+void pm_close(pm_container* c); /* discards uncommitted changes */
+pm_errcode pm_remove(const char* path);
+
+pm_errcode pm_commit(pm_container* c);
+pm_errcode pm_abort(pm_container* c);
+
+void* pm_alloc(pm_container* c, size_t n);
+pm_errcode pm_free(pm_container* c, void* p);
+
+void* pm_root(pm_container* c, const char* name); /* name NULL or "" = the root */
+pm_errcode pm_set_root(pm_container* c, const char* name, void* p);
+
+void pm_will_write(pm_container* c, const void* p, size_t n);
+void pm_begin_mutation(pm_container* c);
+void pm_end_mutation(pm_container* c);
+
+/* The calling thread's last error message ("" if none). Valid until the next
+ * failing call on this thread. */
+const char* pm_errormsg(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PM_H_ */

@@ -1,0 +1,198 @@
+// pm::Container: a file mapped into the address space, with a heap, roots,
+// and one-call atomic, durable commit().
+//
+// Model. The application reads and writes container memory with ordinary loads
+// and stores on a private working view. commit() makes every change since the
+// last commit durable and atomic (all or nothing across a crash); abort()
+// drops them. close() without commit() discards uncommitted changes, as a
+// crash would. Raw pointers between objects stay valid across reopening: the
+// working view is always mapped at the address recorded in the file.
+//
+// Thread safety. Every method may be called from any thread. commit() and
+// abort() need a moment when no thread is mutating: a thread that writes
+// container memory while other threads may commit holds a MutationGuard for
+// the duration of the writes that belong together. alloc(), free(), set_root()
+// take the guard themselves.
+//
+// Trackers. With TrackerKind::kHints only ranges announced through
+// will_write() are committed. With kMprotect a system call that writes into
+// container memory (read(2) into an object) fails with EFAULT unless the range
+// was announced with will_write() first; kUffd has no such limit.
+#ifndef PM_CONTAINER_H_
+#define PM_CONTAINER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "pm/options.h"
+#include "pm/status.h"
+
+namespace pm {
+
+// State of the redo journal as found in the file.
+enum class JournalState : int {
+  kEmpty = 0,    // no commit yet, or header unreadable (a torn, unacknowledged commit)
+  kApplied = 1,  // last commit fully applied to the home view
+  kPending = 2,  // a durable commit that open() will replay (crash after commit)
+  kTorn = 3,     // a commit that never completed (crash during commit); ignored
+};
+
+// What check() found; empty `problems` means consistent.
+struct CheckReport {
+  std::vector<std::string> problems;
+  uint64_t blocks = 0;
+  uint64_t used_bytes = 0;
+};
+
+struct ContainerInfo {
+  std::string path;
+  uint64_t file_bytes = 0;      // size of the file
+  uint64_t heap_bytes = 0;      // heap size (grows on demand)
+  uint64_t max_bytes = 0;       // largest heap size this container may reach
+  uint64_t used_bytes = 0;      // bytes in allocated blocks (including size-class rounding)
+  uint64_t free_bytes = 0;      // heap_bytes - used_bytes - allocator metadata
+  uint64_t blocks = 0;          // allocated blocks
+  uint64_t dirty_pages = 0;     // pages written since the last commit
+  uint64_t base_address = 0;    // where the working view is mapped
+  uint64_t commits = 0;         // journal sequence number of the last commit
+  uint64_t generation = 0;      // see Container::generation()
+  bool is_pmem = false;         // home view is persistent memory (or forced)
+  std::string tracker;          // tracker in use
+  std::string layout;
+  JournalState journal = JournalState::kEmpty;
+};
+
+// A block of the heap: what "which block contains this address" answers.
+struct BlockInfo {
+  void* start = nullptr;
+  size_t size = 0;  // usable bytes (the size class, or the page run)
+};
+
+class Container {
+ public:
+  // Creates a new container file (mode 0600). Fails with kInvalidArgument if
+  // `path` exists or an option is out of range, kBusy if the address range is
+  // in use in this process, kIOError/kNoSpace from the file system.
+  static Result<std::unique_ptr<Container>> create(const std::string& path,
+                                                   const Options& options = Options());
+
+  // Opens an existing container, replaying a committed but unapplied journal.
+  // kNotFound: no file (unless create_if_missing); kBusy: locked by another
+  // process (the message names it) or the address is taken in this process;
+  // kCorruption: not a container, truncated, or damaged (the message says
+  // which); kNotSupported: written by another format version;
+  // kInvalidArgument: layout mismatch.
+  static Result<std::unique_ptr<Container>> open(const std::string& path,
+                                                 const Options& options = Options());
+
+  // Deletes a container file. kBusy if it is open; kInvalidArgument if the
+  // file is not a container (it is left alone).
+  static Status remove(const std::string& path);
+
+  // Closes: uncommitted changes are discarded. Every pointer into the
+  // container becomes invalid.
+  virtual ~Container() = default;
+
+  Container(const Container&) = delete;
+  Container& operator=(const Container&) = delete;
+
+  // Makes all changes since the last commit durable and atomic. On error
+  // (kIOError, kNoSpace) nothing of this commit is applied and the changes
+  // stay in the working view, so commit() may be retried. kBusy if the calling
+  // thread holds a MutationGuard (that would deadlock).
+  virtual Status commit() = 0;
+
+  // Drops every change since the last commit, including allocations and
+  // frees. Pointers to objects allocated since then become invalid.
+  virtual Status abort() = 0;
+
+  // Allocates n bytes (16-byte aligned; page-aligned from 32 KiB), growing
+  // the container when needed. Contents are unspecified. kNoSpace when
+  // max_size would be exceeded or the file system is full.
+  virtual Result<void*> alloc(size_t n) = 0;
+
+  // Frees a block returned by alloc(). nullptr is a no-op. kInvalidArgument if
+  // p is not the start of an allocated block of this container.
+  virtual Status free(void* p) = 0;
+
+  // The block containing p, or kNotFound if p is in no allocated block.
+  virtual Result<BlockInfo> find_block(const void* p) const = 0;
+
+  // The root object (or nullptr), and named roots (names up to 47 bytes,
+  // up to 32 names). Setting nullptr clears. Changes become durable at commit.
+  virtual void* root(std::string_view name = {}) const = 0;
+  virtual Status set_root(void* p, std::string_view name = {}) = 0;
+
+  // Grows the heap to at least `heap_bytes` now (it also grows on demand).
+  virtual Status reserve(uint64_t heap_bytes) = 0;
+
+  // Announces that [p, p+n) is about to be written. Required with the hints
+  // tracker; lets the mprotect tracker skip faults (and avoid EFAULT in
+  // system calls); free with uffd.
+  virtual void will_write(const void* p, size_t n) = 0;
+
+  // Drops the working view's private copies of committed, unchanged pages,
+  // returning their DRAM. Reads then come from the file again.
+  virtual Status release_clean() = 0;
+
+  // True if p points into this container's mapped heap.
+  virtual bool contains(const void* p) const = 0;
+
+  // A number that differs in every session that opens the container. A lock
+  // word stored in a persistent object keeps the generation it was taken in;
+  // a word from another generation is unlocked (locks never survive restarts).
+  virtual uint64_t generation() const = 0;
+
+  virtual ContainerInfo info() const = 0;
+
+  // Verifies the heap metadata (page maps, slab headers and bitmaps,
+  // counters). Takes the commit gate: no mutation runs meanwhile.
+  virtual CheckReport check() = 0;
+
+  // Shared side of the commit gate; prefer MutationGuard. Re-entrant.
+  virtual void begin_mutation() = 0;
+  virtual void end_mutation() = 0;
+
+  // Typed helpers.
+  template <typename T>
+  T* root(std::string_view name = {}) const {
+    return static_cast<T*>(root(name));
+  }
+  // Allocates and constructs a T in the container.
+  template <typename T, typename... Args>
+  Result<T*> make(Args&&... args) {
+    Result<void*> mem = alloc(sizeof(T));
+    if (!mem.ok()) return mem.status();
+    will_write(*mem, sizeof(T));
+    return new (*mem) T(std::forward<Args>(args)...);
+  }
+
+ protected:
+  Container() = default;
+};
+
+// Holds the shared side of a container's commit gate: commit() and abort()
+// wait until no guard is held. Cheap (two atomic operations) and re-entrant.
+class MutationGuard {
+ public:
+  explicit MutationGuard(Container& c) : c_(&c) { c_->begin_mutation(); }
+  ~MutationGuard() {
+    if (c_) c_->end_mutation();
+  }
+  MutationGuard(const MutationGuard&) = delete;
+  MutationGuard& operator=(const MutationGuard&) = delete;
+
+ private:
+  Container* c_;
+};
+
+}  // namespace pm
+
+#endif  // PM_CONTAINER_H_

@@ -1,0 +1,73 @@
+// pm::Options: how a container is created and opened.
+#ifndef PM_OPTIONS_H_
+#define PM_OPTIONS_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace pm {
+
+// How the library learns which pages of the working view changed.
+// Frozen: the names are accepted by PM_TRACKER and `pm --tracker`.
+enum class TrackerKind : int {
+  kAuto = 0,      // PM_TRACKER if set, else uffd where the kernel has it, else mprotect
+  kUffd = 1,      // userfaultfd async write-protect + PAGEMAP_SCAN (Linux 6.7+)
+  kMprotect = 2,  // mprotect + SIGSEGV: works everywhere, ~10 us per first write
+  kHints = 3,     // only ranges announced with will_write(): no faults at all
+};
+
+// "auto", "uffd", "mprotect", "hints".
+const char* tracker_name(TrackerKind kind);
+// Parses a tracker name; false when unknown.
+bool parse_tracker(std::string_view name, TrackerKind* kind);
+
+enum class LogLevel : int { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
+
+// Receives open/recovery summaries, the tracker chosen and why, growth.
+// Called from the thread doing the work; must not call back into the container.
+using Logger = std::function<void(LogLevel, std::string_view)>;
+
+struct Options {
+  // --- used by create (and by open with create_if_missing) ---
+
+  // Heap bytes available right after create. The file is this plus 4 KiB.
+  // Default 64 MiB. The container grows by itself when the heap runs out.
+  uint64_t initial_size = 64ull << 20;
+
+  // Address space reserved for the heap: the container can grow up to this.
+  // Costs no memory (PROT_NONE reservation), only virtual addresses.
+  // Default 64 GiB; a multiple of 1 GiB.
+  uint64_t max_size = 64ull << 30;
+
+  // Address of the working view, recorded in the file so that raw pointers
+  // survive reopening. 0 (default) picks a free 1 GiB-aligned address far from
+  // where the kernel places ordinary mappings.
+  uint64_t base_address = 0;
+
+  // Identity of the program's data layout (at most 31 bytes), stored at create
+  // and compared at open when non-empty: one program's file is never read as
+  // another's. Default empty (not checked).
+  std::string layout;
+
+  // --- used by open ---
+
+  // open() creates the container when the file does not exist.
+  bool create_if_missing = false;
+
+  // Dirty tracker; kAuto lets PM_TRACKER (uffd|mprotect|hints) decide.
+  TrackerKind tracker = TrackerKind::kAuto;
+
+  // After each commit, drop the private copies of the committed pages so that
+  // DRAM held by the working view stays bounded by one transaction's writes.
+  // Costs a page fault on the next write to each such page. Default off.
+  bool release_after_commit = false;
+
+  // Default: drop messages.
+  Logger logger;
+};
+
+}  // namespace pm
+
+#endif  // PM_OPTIONS_H_

@@ -1,0 +1,152 @@
+#include "libpm/journal.h"
+
+#include <xxhash.h>
+
+#include <cstring>
+
+#include "libpm/superblock.h"
+
+namespace pm {
+
+namespace {
+
+uint64_t header_checksum(const JournalHeader& h) {
+  return XXH3_64bits(&h, offsetof(JournalHeader, checksum));
+}
+
+uint64_t body_size(const std::vector<Run>& runs) {
+  uint64_t n = 0;
+  for (const Run& r : runs) n += sizeof(JournalEntry) + r.len;
+  return n;
+}
+
+// True if the 64-byte lines differ; compiled to a few vector compares.
+inline bool line_differs(const std::byte* a, const std::byte* b) {
+  uint64_t x[8], y[8];
+  std::memcpy(x, a, kLine);
+  std::memcpy(y, b, kLine);
+  uint64_t d = 0;
+  for (int i = 0; i < 8; i++) d |= x[i] ^ y[i];
+  return d != 0;
+}
+
+Status write_header(Persist& p, JournalHeader h) {
+  h.checksum = header_checksum(h);
+  p.write_flushed(kJournalHeaderOffset, &h, sizeof h);
+  return p.drain();
+}
+
+}  // namespace
+
+// Empty when the body is sound, else why not. Nothing is written.
+std::string check_body(const Persist& p, const JournalHeader& h) {
+  const uint64_t size = p.size();
+  if (h.body_offset < kHeapOffset || h.body_offset > size || h.body_len > size - h.body_offset) {
+    return "journal body lies outside the file";
+  }
+  const std::byte* body = p.view() + h.body_offset;
+  if (XXH3_64bits_withSeed(body, h.body_len, h.seq) != h.body_checksum) {
+    return "journal body checksum mismatch";
+  }
+  uint64_t at = 0, n = 0;
+  while (at < h.body_len) {
+    JournalEntry e;
+    if (h.body_len - at < sizeof e) return "journal entry truncated";
+    std::memcpy(&e, body + at, sizeof e);
+    at += sizeof e;
+    if (e.len > h.body_len - at || e.heap_off > size || e.len > size - kHeapOffset - e.heap_off) {
+      return "journal entry points past the end of the file";
+    }
+    at += e.len;
+    n++;
+  }
+  if (n != h.entries) return "journal entry count mismatch";
+  return "";
+}
+
+JournalStatus read_journal(const Persist& p) {
+  JournalStatus js;
+  if (p.size() < kJournalHeaderOffset + sizeof(JournalHeader)) return js;
+  std::memcpy(&js.header, p.view() + kJournalHeaderOffset, sizeof js.header);
+  const JournalHeader& h = js.header;
+  if (h.magic != kJournalMagic || header_checksum(h) != h.checksum) return js;
+  if (h.state == static_cast<uint32_t>(JournalState::kApplied)) js.state = JournalState::kApplied;
+  if (h.state == static_cast<uint32_t>(JournalState::kPending)) {
+    js.why = check_body(p, h);
+    js.state = js.why.empty() ? JournalState::kPending : JournalState::kTorn;
+  }
+  return js;
+}
+
+void diff_lines(const std::byte* work, const std::byte* home, uint64_t off, uint64_t len,
+                std::vector<Run>* runs) {
+  for (uint64_t i = 0; i < len; i += kLine) {
+    if (!line_differs(work + i, home + i)) continue;
+    uint64_t at = off + i;
+    if (!runs->empty() && runs->back().off + runs->back().len == at) {
+      runs->back().len += kLine;
+    } else {
+      runs->push_back({at, kLine});
+    }
+  }
+}
+
+Status write_journal(Persist& p, uint64_t seq, uint64_t body_offset, const std::byte* work,
+                     const std::vector<Run>& runs) {
+  uint64_t len = body_size(runs);
+  uint64_t need = body_offset + len;
+  if (p.size() < need) {
+    // Round up so that a series of growing commits resizes rarely.
+    uint64_t grow = (need + (1ull << 20) - 1) & ~((1ull << 20) - 1);
+    PM_TRY(p.resize(p.size(), grow));
+  }
+  uint64_t at = body_offset;
+  for (const Run& r : runs) {
+    JournalEntry e{r.off, r.len};
+    p.write_flushed(at, &e, sizeof e);
+    p.write_flushed(at + sizeof e, work + r.off, r.len);
+    at += sizeof e + r.len;
+  }
+  JournalHeader h{};
+  h.magic = kJournalMagic;
+  h.seq = seq;
+  h.body_offset = body_offset;
+  h.body_len = len;
+  h.body_checksum = XXH3_64bits_withSeed(p.view() + body_offset, len, seq);
+  h.state = static_cast<uint32_t>(JournalState::kPending);
+  h.entries = static_cast<uint32_t>(runs.size());
+  h.checksum = header_checksum(h);
+  p.kill_point("journal.body_written");
+  p.write_flushed(kJournalHeaderOffset, &h, sizeof h);
+  // The commit point: body and header become durable together. A crash
+  // before the drain completes leaves a header or body that fails its checksum.
+  return p.drain();
+}
+
+Status apply_runs(Persist& p, const std::byte* work, const std::vector<Run>& runs) {
+  for (const Run& r : runs) {
+    p.write_flushed(kHeapOffset + r.off, work + r.off, r.len);
+  }
+  p.kill_point("journal.apply_written");
+  return p.drain();
+}
+
+Status replay_journal(Persist& p, const JournalHeader& h) {
+  const std::byte* body = p.view() + h.body_offset;
+  for (uint64_t at = 0; at < h.body_len;) {
+    JournalEntry e;
+    std::memcpy(&e, body + at, sizeof e);
+    p.write_flushed(kHeapOffset + e.heap_off, body + at + sizeof e, e.len);
+    at += sizeof e + e.len;
+  }
+  p.kill_point("journal.replay_written");
+  PM_TRY(p.drain());
+  return mark_journal_applied(p, h);
+}
+
+Status mark_journal_applied(Persist& p, JournalHeader h) {
+  h.state = static_cast<uint32_t>(JournalState::kApplied);
+  return write_header(p, h);
+}
+
+}  // namespace pm

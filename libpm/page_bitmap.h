@@ -1,0 +1,93 @@
+// PageBitmap: one bit per page of a region, set from any thread (including a
+// signal handler), drained in ascending runs by one thread at a time.
+// Two levels: a summary bit per 64-page word keeps draining proportional to
+// the dirty part, not to the region.
+#ifndef LIBPM_PAGE_BITMAP_H_
+#define LIBPM_PAGE_BITMAP_H_
+
+#include <sys/mman.h>
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "libpm/tracker.h"
+
+namespace pm {
+
+class PageBitmap {
+ public:
+  // Address space for max_pages bits; only touched words take memory.
+  explicit PageBitmap(uint64_t max_pages)
+      : words_((max_pages + 63) / 64), summary_words_((words_ + 63) / 64) {
+    bits_ = map_words(words_);
+    summary_ = map_words(summary_words_);
+  }
+  ~PageBitmap() {
+    ::munmap(bits_, words_ * 8);
+    ::munmap(summary_, summary_words_ * 8);
+  }
+  PageBitmap(const PageBitmap&) = delete;
+  PageBitmap& operator=(const PageBitmap&) = delete;
+
+  uint64_t max_pages() const { return words_ * 64; }
+
+  // Async-signal-safe.
+  void set(uint64_t page) {
+    uint64_t w = page / 64;
+    if ((bits_[w].load(std::memory_order_relaxed) >> (page % 64) & 1) == 0) {
+      bits_[w].fetch_or(1ull << (page % 64), std::memory_order_relaxed);
+    }
+    uint64_t s = w / 64;
+    if ((summary_[s].load(std::memory_order_relaxed) >> (w % 64) & 1) == 0) {
+      summary_[s].fetch_or(1ull << (w % 64), std::memory_order_relaxed);
+    }
+  }
+
+  bool test(uint64_t page) const {
+    return (bits_[page / 64].load(std::memory_order_relaxed) >> (page % 64)) & 1;
+  }
+
+  // Appends set pages as ascending runs; clears them when `clear`.
+  void collect(bool clear, std::vector<PageRun>* out) {
+    for (uint64_t s = 0; s < summary_words_; s++) {
+      uint64_t sw = summary_[s].load(std::memory_order_relaxed);
+      if (sw == 0) continue;
+      if (clear) summary_[s].store(0, std::memory_order_relaxed);
+      while (sw != 0) {
+        uint64_t w = s * 64 + static_cast<uint64_t>(__builtin_ctzll(sw));
+        sw &= sw - 1;
+        uint64_t bits = clear ? bits_[w].exchange(0, std::memory_order_relaxed)
+                              : bits_[w].load(std::memory_order_relaxed);
+        while (bits != 0) {
+          uint64_t page = w * 64 + static_cast<uint64_t>(__builtin_ctzll(bits));
+          bits &= bits - 1;
+          if (!out->empty() && out->back().first + out->back().count == page) {
+            out->back().count++;
+          } else {
+            out->push_back({page, 1});
+          }
+        }
+      }
+    }
+  }
+
+ private:
+  static std::atomic<uint64_t>* map_words(uint64_t n) {
+    void* p = ::mmap(nullptr, n * 8, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    // Address space for a bitmap of at most max_size/32768 bytes; failure here
+    // is an exhausted address space, not user input.
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    return static_cast<std::atomic<uint64_t>*>(p);
+  }
+
+  uint64_t words_;
+  uint64_t summary_words_;
+  std::atomic<uint64_t>* bits_;
+  std::atomic<uint64_t>* summary_;
+};
+
+}  // namespace pm
+
+#endif  // LIBPM_PAGE_BITMAP_H_

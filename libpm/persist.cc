@@ -1,0 +1,141 @@
+#include "libpm/persist.h"
+
+#include <fcntl.h>
+#include <libpmem.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+namespace pm {
+
+namespace {
+
+constexpr uint64_t kPage = 4096;
+
+// libpmem-backed home view. On pmem, flush/drain are cache-line flushes and
+// a fence; elsewhere flushed ranges are remembered and drain() msyncs them.
+class PmemFile final : public Persist {
+ public:
+  explicit PmemFile(std::string path) : path_(std::move(path)) {}
+  ~PmemFile() override { unmap(); }
+
+  Status map() {
+    size_t len = 0;
+    int is_pmem = 0;
+    void* p = pmem_map_file(path_.c_str(), 0, 0, 0, &len, &is_pmem);
+    if (p == nullptr) {
+      return Status::io_error("map " + path_ + ": " + pmem_errormsg());
+    }
+    base_ = static_cast<std::byte*>(p);
+    len_ = len;
+    is_pmem_ = is_pmem != 0;
+    return Status();
+  }
+
+  bool is_pmem() const override { return is_pmem_; }
+  const std::byte* view() const override { return base_; }
+  uint64_t size() const override { return len_; }
+
+  void write(uint64_t off, const void* src, size_t n) override {
+    pmem_memcpy(base_ + off, src, n, PMEM_F_MEM_NOFLUSH);
+  }
+
+  void flush(uint64_t off, size_t n) override {
+    if (is_pmem_) {
+      pmem_flush(base_ + off, n);
+    } else {
+      uint64_t b = off & ~(kPage - 1);
+      pending_.push_back({b, off + n - b});
+    }
+  }
+
+  void write_flushed(uint64_t off, const void* src, size_t n) override {
+    if (is_pmem_) {
+      pmem_memcpy_nodrain(base_ + off, src, n);
+    } else {
+      write(off, src, n);
+      flush(off, n);
+    }
+  }
+
+  Status drain() override {
+    if (is_pmem_) {
+      pmem_drain();
+      return Status();
+    }
+    return msync_pending();
+  }
+
+  Status resize(uint64_t keep, uint64_t new_size) override {
+    PM_TRY(drain());
+    int fd = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) return Status::from_errno("resize " + path_, errno);
+    Status s;
+    if (keep < new_size && keep < len_ && ::ftruncate(fd, static_cast<off_t>(keep)) != 0) {
+      s = Status::from_errno("resize " + path_, errno);
+    }
+    if (s.ok() && ::ftruncate(fd, static_cast<off_t>(new_size)) != 0) {
+      s = Status::from_errno("resize " + path_ + " to " + std::to_string(new_size) + " bytes",
+                             errno);
+    }
+    // The new size must be durable before anything in the new range is.
+    if (s.ok() && ::fsync(fd) != 0) s = Status::from_errno("fsync " + path_, errno);
+    ::close(fd);
+    if (!s.ok()) return s;
+    unmap();
+    return map();
+  }
+
+ private:
+  struct Range {
+    uint64_t off, len;
+  };
+
+  Status msync_pending() {
+    if (pending_.empty()) return Status();
+    std::sort(pending_.begin(), pending_.end(),
+              [](const Range& a, const Range& b) { return a.off < b.off; });
+    Status s;
+    uint64_t cur = pending_[0].off, end = cur + pending_[0].len;
+    auto sync = [&](uint64_t b, uint64_t e) {
+      if (s.ok() && pmem_msync(base_ + b, e - b) != 0) {
+        s = Status::io_error("msync " + path_ + ": " + pmem_errormsg());
+      }
+    };
+    for (const Range& r : pending_) {
+      if (r.off > end) {
+        sync(cur, end);
+        cur = r.off;
+      }
+      end = std::max(end, r.off + r.len);
+    }
+    sync(cur, end);
+    pending_.clear();
+    return s;
+  }
+
+  void unmap() {
+    if (base_ != nullptr) pmem_unmap(base_, len_);
+    base_ = nullptr;
+  }
+
+  std::string path_;
+  std::byte* base_ = nullptr;
+  uint64_t len_ = 0;
+  bool is_pmem_ = false;
+  std::vector<Range> pending_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Persist>> open_pmem_file(const std::string& path) {
+  auto f = std::make_unique<PmemFile>(path);
+  PM_TRY(f->map());
+  return std::unique_ptr<Persist>(std::move(f));
+}
+
+}  // namespace pm

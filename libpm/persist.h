@@ -1,0 +1,66 @@
+// Persist: the one module that writes a container file.
+//
+// Every store to the file's home view and every flush, drain and sync goes
+// through this interface, so that a test backend can record them and build
+// crash images (what survives a power failure at any point). Words keep
+// PMDK's meanings: write() stores without any ordering; flush() starts
+// write-back of a range; drain() waits until everything flushed so far is
+// durable (the barrier). Nothing written is durable before a drain() that
+// follows its flush().
+//
+// Thread safety: not thread-safe; the container serialises its use.
+#ifndef LIBPM_PERSIST_H_
+#define LIBPM_PERSIST_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "pm/status.h"
+
+namespace pm {
+
+class Persist {
+ public:
+  virtual ~Persist() = default;
+
+  // True when flush+drain reach persistence with CPU cache flushes (real or
+  // forced pmem); false when drain() is msync.
+  virtual bool is_pmem() const = 0;
+
+  // The home view: read-only to everyone but this module. Valid until the
+  // next resize().
+  virtual const std::byte* view() const = 0;
+  virtual uint64_t size() const = 0;
+
+  virtual void write(uint64_t off, const void* src, size_t n) = 0;
+  virtual void flush(uint64_t off, size_t n) = 0;
+  // write() then flush(); backends may do both at once (non-temporal copy).
+  virtual void write_flushed(uint64_t off, const void* src, size_t n) {
+    write(off, src, n);
+    flush(off, n);
+  }
+  virtual Status drain() = 0;
+
+  // Sets the file size to new_size; bytes in [keep, new_size) read as zero
+  // afterwards. The size change is durable on return. Remaps the view.
+  // REQUIRES: keep <= new_size.
+  virtual Status resize(uint64_t keep, uint64_t new_size) = 0;
+
+  // A named point inside a long sequence without a barrier, for the crash
+  // harness (e.g. between journal apply steps). No-op in production.
+  virtual void kill_point(std::string_view /*name*/) {}
+};
+
+// Opens the home view of an existing file through libpmem (pmem_map_file).
+Result<std::unique_ptr<Persist>> open_pmem_file(const std::string& path);
+
+// How a container obtains its Persist; tests substitute recording backends.
+using PersistOpener = std::function<Result<std::unique_ptr<Persist>>(const std::string& path)>;
+
+}  // namespace pm
+
+#endif  // LIBPM_PERSIST_H_

@@ -1,0 +1,43 @@
+#include "pm/status.h"
+
+#include <cstring>
+
+namespace pm {
+
+namespace {
+const char* code_name(Code c) {
+  switch (c) {
+    case Code::kOk: return "OK";
+    case Code::kNotFound: return "Not found";
+    case Code::kInvalidArgument: return "Invalid argument";
+    case Code::kCorruption: return "Corruption";
+    case Code::kIOError: return "IO error";
+    case Code::kBusy: return "Busy";
+    case Code::kNoSpace: return "No space";
+    case Code::kNotSupported: return "Not supported";
+  }
+  return "Unknown";
+}
+}  // namespace
+
+Status Status::from_errno(std::string what, int err) {
+  Code code = Code::kIOError;
+  if (err == ENOENT) code = Code::kNotFound;
+  if (err == ENOSPC || err == ENOMEM || err == EDQUOT || err == EFBIG) code = Code::kNoSpace;
+  if (err == EWOULDBLOCK || err == EBUSY || err == EEXIST) code = Code::kBusy;
+  if (err == EINVAL) code = Code::kInvalidArgument;
+  if (err == ENOSYS || err == EOPNOTSUPP) code = Code::kNotSupported;
+  return Status(code, what + ": " + std::strerror(err));
+}
+
+std::string Status::to_string() const {
+  if (ok()) return "OK";
+  return std::string(code_name(code_)) + ": " + msg_;
+}
+
+Status Status::with_context(std::string_view context) const {
+  if (ok()) return *this;
+  return Status(code_, std::string(context) + ": " + msg_);
+}
+
+}  // namespace pm

@@ -1,0 +1,45 @@
+// Superblock: the first 512 bytes of a container file, written once at create.
+// Layout is specified in docs/container_format.md; a change bumps kFormatVersion.
+#ifndef LIBPM_SUPERBLOCK_H_
+#define LIBPM_SUPERBLOCK_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "pm/status.h"
+
+namespace pm {
+
+inline constexpr char kSuperblockMagic[8] = {'P', 'M', 'C', 'O', 'N', 'T', 'N', 'R'};
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint64_t kPageSize = 4096;
+inline constexpr uint64_t kHeapOffset = 4096;  // file offset of the heap
+inline constexpr uint64_t kJournalHeaderOffset = 512;
+
+struct Superblock {
+  char magic[8];
+  uint32_t version;
+  uint32_t superblock_size;  // sizeof(Superblock)
+  uint64_t page_size;
+  uint64_t heap_offset;
+  uint64_t base_address;  // where the heap is mapped
+  uint64_t max_size;      // reserved heap bytes
+  uint64_t created_ns;    // CLOCK_REALTIME at create
+  uint8_t uuid[16];
+  char layout[32];  // NUL-terminated
+  uint8_t reserved[400];
+  uint64_t checksum;  // XXH3-64 of all bytes before it
+};
+static_assert(sizeof(Superblock) == 512);
+static_assert(offsetof(Superblock, checksum) == 504);
+
+uint64_t superblock_checksum(const Superblock& sb);
+
+// Validates magic, version, checksum and field ranges against the file size.
+// The message says which check failed.
+Status validate_superblock(const Superblock& sb, uint64_t file_size);
+
+}  // namespace pm
+
+#endif  // LIBPM_SUPERBLOCK_H_

@@ -1,0 +1,65 @@
+// DirtyTracker: which pages of the working view were written since the last
+// commit. Three implementations behind one interface (see pm::TrackerKind):
+// userfaultfd async write-protect with PAGEMAP_SCAN, mprotect with a SIGSEGV
+// handler, and explicit will_write() hints.
+//
+// Thread safety: will_write() and the faults it stands for may come from any
+// thread. take_dirty(), peek_dirty() and track() are called with the commit
+// gate held exclusively (no concurrent writers).
+#ifndef LIBPM_TRACKER_H_
+#define LIBPM_TRACKER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pm/options.h"
+#include "pm/status.h"
+
+namespace pm {
+
+// Pages [first, first+count), numbered from the start of the tracked region.
+struct PageRun {
+  uint64_t first;
+  uint64_t count;
+};
+
+class DirtyTracker {
+ public:
+  virtual ~DirtyTracker() = default;
+  virtual TrackerKind kind() const = 0;
+
+  // Extends tracking to [region_begin + tracked_len, region_begin + new_len);
+  // those pages start clean. The first call sets the region. The pages must
+  // be mapped readable and writable before the call.
+  virtual Status track(std::byte* region_begin, uint64_t new_len) = 0;
+
+  // Appends the dirty pages since the last take_dirty() in ascending order and
+  // marks them clean again (re-armed).
+  virtual Status take_dirty(std::vector<PageRun>* out) = 0;
+
+  // Appends the dirty pages without re-arming.
+  virtual Status peek_dirty(std::vector<PageRun>* out) = 0;
+
+  virtual void will_write(const void* p, size_t n) = 0;
+
+  // Marks runs dirty again after a take_dirty() whose commit failed, so that
+  // the next commit still sees them.
+  virtual Status redirty(const std::vector<PageRun>& runs) = 0;
+};
+
+// The tracker for `kind` (kAuto resolved from PM_TRACKER, then availability).
+// `why` receives a sentence for the log saying what was chosen and why.
+Result<std::unique_ptr<DirtyTracker>> make_tracker(TrackerKind kind, uint64_t max_len,
+                                                   std::string* why);
+
+// Implementations (tracker_uffd.cc, tracker_mprotect.cc).
+Result<std::unique_ptr<DirtyTracker>> make_uffd_tracker();
+std::unique_ptr<DirtyTracker> make_mprotect_tracker(uint64_t max_len);
+std::unique_ptr<DirtyTracker> make_hints_tracker(uint64_t max_len);
+
+}  // namespace pm
+
+#endif  // LIBPM_TRACKER_H_

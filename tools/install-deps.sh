@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages that libpm needs to build, test and benchmark.
+# Idempotent: asks apt only for what is missing. Needs root (or sudo).
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build pkg-config git
+      libpmem-dev libpmemobj-dev libxxhash-dev libgtest-dev
+      libfmt-dev libcli11-dev nlohmann-json3-dev libboost-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+echo "installing: ${missing[*]}" >&2
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
