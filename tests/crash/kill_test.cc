@@ -116,7 +116,10 @@ void put(Container& c, T* p, T v) {
     auto* n = static_cast<Node*>(*c.alloc(t.node_size));
     c.will_write(n, sizeof *n);
     *n = Node{root->list, root->txn + 1, t.node_size};
-    put(c, reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(n) + t.node_size - 8), root->txn + 1);
+    char* tail = reinterpret_cast<char*>(n) + t.node_size - 8;  // may be unaligned
+    uint64_t value = root->txn + 1;
+    c.will_write(tail, 8);
+    std::memcpy(tail, &value, 8);
     put(c, &root->list, n);
     put(c, &root->list_len, root->list_len + 1);
     if (t.remove) {

@@ -22,7 +22,7 @@ TempDir::~TempDir() {
 }
 
 std::string test_tracker() {
-  const char* t = std::getenv("PM_TEST_TRACKER");
+  const char* t = std::getenv("PM_TRACKER");
   return t ? t : "auto";
 }
 

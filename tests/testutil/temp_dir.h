@@ -21,7 +21,7 @@ class TempDir {
   std::string path_;
 };
 
-// The tracker the suite runs under (PM_TEST_TRACKER), default "auto".
+// The tracker the suite runs under (PM_TRACKER), default "auto".
 std::string test_tracker();
 inline bool hints_only() { return test_tracker() == "hints"; }
 
