@@ -55,8 +55,7 @@ Result<AddressReservation> AddressReservation::at(uint64_t addr, uint64_t len) {
                           " that this container is mapped at is already in use in this "
                           "process (another container, or a mapping)");
     }
-    return Status::from_errno("reserve " + std::to_string(len >> 20) + " MiB at " + hex(addr),
-                              err);
+    return Status::from_errno("reserve " + std::to_string(len >> 20) + " MiB at " + hex(addr), err);
   }
   AddressReservation r;
   r.base_ = static_cast<std::byte*>(p);

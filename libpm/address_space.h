@@ -14,7 +14,9 @@ namespace pm {
 class AddressReservation {
  public:
   AddressReservation() = default;
-  AddressReservation(AddressReservation&& o) noexcept { *this = static_cast<AddressReservation&&>(o); }
+  AddressReservation(AddressReservation&& o) noexcept {
+    *this = static_cast<AddressReservation&&>(o);
+  }
   AddressReservation& operator=(AddressReservation&& o) noexcept;
   ~AddressReservation();
 

@@ -1,9 +1,8 @@
 // C API: Status -> pm_errcode plus a thread-local message.
-#include "pm.h"
-
 #include <new>
 #include <string>
 
+#include "pm.h"
 #include "pm/container.h"
 
 struct pm_container {
@@ -60,15 +59,13 @@ pm_container* open_with(const char* path, const pm_options* opts, F&& fn) {
 extern "C" {
 
 pm_container* pm_create(const char* path, const pm_options* opts) {
-  return open_with(path, opts, [](const char* p, const pm::Options& o) {
-    return pm::Container::create(p, o);
-  });
+  return open_with(path, opts,
+                   [](const char* p, const pm::Options& o) { return pm::Container::create(p, o); });
 }
 
 pm_container* pm_open(const char* path, const pm_options* opts) {
-  return open_with(path, opts, [](const char* p, const pm::Options& o) {
-    return pm::Container::open(p, o);
-  });
+  return open_with(path, opts,
+                   [](const char* p, const pm::Options& o) { return pm::Container::open(p, o); });
 }
 
 void pm_close(pm_container* c) { delete c; }

@@ -1,7 +1,7 @@
 /* Compiled as C: the header must stay valid C. */
-#include "pm.h"
-
 #include <string.h>
+
+#include "pm.h"
 
 struct point {
   struct point* next;

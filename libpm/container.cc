@@ -125,9 +125,9 @@ class ContainerImpl final : public Container {
   uint64_t seq_ = 0;                 // last commit's journal sequence number
   bool journal_pending_ = false;     // header says pending (not yet marked applied)
   JournalState journal_state_ = JournalState::kEmpty;
-  Status failed_;                    // set when write-back failed after a commit point
+  Status failed_;  // set when write-back failed after a commit point
   uint64_t generation_ = 0;
-  bool created_file_ = false;  // init_new created the file (remove it on failure)
+  bool created_file_ = false;               // init_new created the file (remove it on failure)
   std::vector<PageRun> committed_private_;  // committed pages still private (DRAM)
   std::vector<PageRun> dirty_scratch_;
   std::vector<Run> runs_scratch_;
@@ -152,10 +152,9 @@ Status ContainerImpl::init_new(const PersistOpener& opener) {
   if (::ftruncate(lock_.fd(), static_cast<off_t>(kHeapOffset + heap_size)) != 0) {
     return Status::from_errno("size " + path_, errno);
   }
-  Result<AddressReservation> res = options_.base_address
-                                       ? AddressReservation::at(options_.base_address,
-                                                                options_.max_size)
-                                       : AddressReservation::anywhere(options_.max_size);
+  Result<AddressReservation> res =
+      options_.base_address ? AddressReservation::at(options_.base_address, options_.max_size)
+                            : AddressReservation::anywhere(options_.max_size);
   if (!res.ok()) return res.status();
   reservation_ = std::move(*res);
   Result<std::unique_ptr<Persist>> p = opener(path_);
@@ -222,8 +221,9 @@ Status ContainerImpl::recover() {
   auto t0 = std::chrono::steady_clock::now();
   PM_TRY(replay_journal(*persist_, js.header).with_context("recovery"));
   journal_state_ = JournalState::kApplied;
-  auto us = std::chrono::duration_cast<std::chrono::microseconds>(
-                std::chrono::steady_clock::now() - t0).count();
+  auto us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
   log(LogLevel::kInfo, "recovered: replayed commit " + std::to_string(js.header.seq) + " (" +
                            std::to_string(js.header.body_len) + " journal bytes) in " +
                            std::to_string(us) + " us");
@@ -262,14 +262,13 @@ Status ContainerImpl::map_and_attach() {
 // off so the new heap pages read as zero.
 Status ContainerImpl::grow_to(uint64_t new_heap_size) {
   std::lock_guard<std::mutex> l(persist_mu_);
-  const uint64_t heap_end =
-      reinterpret_cast<const HeapHeader*>(reservation_.base())->heap_size;
+  const uint64_t heap_end = reinterpret_cast<const HeapHeader*>(reservation_.base())->heap_size;
   if (journal_pending_) PM_TRY(mark_applied());
   PM_TRY(persist_->resize(kHeapOffset + heap_end, kHeapOffset + new_heap_size));
   uint64_t mapped = mapped_.load();
   if (new_heap_size > mapped) {
-    PM_TRY(reservation_.map_private(mapped, new_heap_size - mapped, lock_.fd(),
-                                    kHeapOffset + mapped));
+    PM_TRY(
+        reservation_.map_private(mapped, new_heap_size - mapped, lock_.fd(), kHeapOffset + mapped));
     PM_TRY(tracker_->track(reservation_.base(), new_heap_size));
     mapped_ = new_heap_size;
   }
@@ -392,8 +391,8 @@ Status ContainerImpl::set_root(void* p, std::string_view name) {
 
 Status ContainerImpl::reserve(uint64_t heap_bytes) {
   if (heap_bytes > sb_.max_size) {
-    return Status::no_space("reserve: " + std::to_string(heap_bytes) +
-                            " bytes exceeds max_size " + std::to_string(sb_.max_size));
+    return Status::no_space("reserve: " + std::to_string(heap_bytes) + " bytes exceeds max_size " +
+                            std::to_string(sb_.max_size));
   }
   MutationGuard g(*this);
   return heap_->reserve(align_up(heap_bytes, kPage));
@@ -431,7 +430,8 @@ Status ContainerImpl::release_clean() {
     for (uint64_t p = start; p <= end; p++) {
       bool stop = p == end || (p < is_dirty.size() && is_dirty[p]);
       if (!stop) continue;
-      if (p > start) ::madvise(reservation_.base() + start * kPage, (p - start) * kPage, MADV_DONTNEED);
+      if (p > start)
+        ::madvise(reservation_.base() + start * kPage, (p - start) * kPage, MADV_DONTNEED);
       start = p + 1;
     }
   }
@@ -476,9 +476,8 @@ CheckReport ContainerImpl::check() {
 
 }  // namespace
 
-Result<std::unique_ptr<Container>> open_container(const std::string& path,
-                                                  const Options& options, bool create,
-                                                  const PersistOpener& opener) {
+Result<std::unique_ptr<Container>> open_container(const std::string& path, const Options& options,
+                                                  bool create, const PersistOpener& opener) {
   auto c = std::make_unique<ContainerImpl>(path, options);
   if (!create && options.create_if_missing && ::access(path.c_str(), F_OK) != 0 &&
       errno == ENOENT) {

@@ -13,9 +13,8 @@ namespace pm {
 
 // Container::create (create = true) or Container::open, with `opener`
 // providing the home view instead of open_pmem_file.
-Result<std::unique_ptr<Container>> open_container(const std::string& path,
-                                                  const Options& options, bool create,
-                                                  const PersistOpener& opener);
+Result<std::unique_ptr<Container>> open_container(const std::string& path, const Options& options,
+                                                  bool create, const PersistOpener& opener);
 
 }  // namespace pm
 

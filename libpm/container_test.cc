@@ -447,7 +447,9 @@ TEST_F(ContainerTest, DamagedFilesFailToOpenWithAReason) {
   }
   const std::string pristine = dir_.file("pristine.pm");
   std::filesystem::copy_file(path_, pristine);
-  auto reset = [&] { std::filesystem::copy_file(pristine, path_, std::filesystem::copy_options::overwrite_existing); };
+  auto reset = [&] {
+    std::filesystem::copy_file(pristine, path_, std::filesystem::copy_options::overwrite_existing);
+  };
   auto expect = [&](Code code, const char* words) {
     Result<std::unique_ptr<Container>> r = Container::open(path_);
     ASSERT_FALSE(r.ok());
@@ -522,7 +524,8 @@ TEST_F(ContainerTest, RandomCorruptionNeverCrashesOpen) {
 // drops every later write: the process "lost power" right after that drain.
 class CrashAfterDrains : public Persist {
  public:
-  CrashAfterDrains(std::unique_ptr<Persist> real, int drains) : real_(std::move(real)), left_(drains) {}
+  CrashAfterDrains(std::unique_ptr<Persist> real, int drains)
+      : real_(std::move(real)), left_(drains) {}
   bool is_pmem() const override { return real_->is_pmem(); }
   const std::byte* view() const override { return real_->view(); }
   uint64_t size() const override { return real_->size(); }
@@ -554,11 +557,12 @@ TEST_F(ContainerTest, CommitIsReplayedAfterACrashBeforeWriteBack) {
   }
   {
     // One drain (the journal) reaches the file; write-back is lost.
-    auto c = must(open_container(path_, Options(), false, [](const std::string& p) -> Result<std::unique_ptr<Persist>> {
-      Result<std::unique_ptr<Persist>> real = open_pmem_file(p);
-      if (!real.ok()) return real.status();
-      return std::unique_ptr<Persist>(new CrashAfterDrains(std::move(*real), 1));
-    }));
+    auto c = must(open_container(
+        path_, Options(), false, [](const std::string& p) -> Result<std::unique_ptr<Persist>> {
+          Result<std::unique_ptr<Persist>> real = open_pmem_file(p);
+          if (!real.ok()) return real.status();
+          return std::unique_ptr<Persist>(new CrashAfterDrains(std::move(*real), 1));
+        }));
     put(*c, &c->root<Node>()->value, uint64_t{42});
     ASSERT_TRUE(c->commit().ok());
   }
@@ -574,11 +578,12 @@ TEST_F(ContainerTest, CommitIsAbsentAfterACrashBeforeTheCommitPoint) {
     ASSERT_TRUE(c->commit().ok());
   }
   {
-    auto c = must(open_container(path_, Options(), false, [](const std::string& p) -> Result<std::unique_ptr<Persist>> {
-      Result<std::unique_ptr<Persist>> real = open_pmem_file(p);
-      if (!real.ok()) return real.status();
-      return std::unique_ptr<Persist>(new CrashAfterDrains(std::move(*real), 0));
-    }));
+    auto c = must(open_container(
+        path_, Options(), false, [](const std::string& p) -> Result<std::unique_ptr<Persist>> {
+          Result<std::unique_ptr<Persist>> real = open_pmem_file(p);
+          if (!real.ok()) return real.status();
+          return std::unique_ptr<Persist>(new CrashAfterDrains(std::move(*real), 0));
+        }));
     put(*c, &c->root<Node>()->value, uint64_t{42});
     ASSERT_TRUE(c->commit().ok());
   }

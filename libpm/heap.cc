@@ -251,8 +251,8 @@ Result<void*> Heap::alloc(uint64_t n) {
                             "max_size; create it with a larger max_size");
   }
   uint64_t npages = (n + kPage - 1) / kPage;
-  Result<uint64_t> page = alloc_pages(npages, PageKind::kRunHead,
-                                      static_cast<uint32_t>(npages), PageKind::kRunTail);
+  Result<uint64_t> page =
+      alloc_pages(npages, PageKind::kRunHead, static_cast<uint32_t>(npages), PageKind::kRunTail);
   if (!page.ok()) return page.status();
   HeapHeader* h = header();
   note(h, sizeof *h);
@@ -265,8 +265,8 @@ Result<void*> Heap::alloc_small(int cls) {
   const SizeClass& sc = size_class(cls);
   auto& partial = partial_[static_cast<size_t>(cls)];
   if (partial.empty()) {
-    Result<uint64_t> page = alloc_pages(sc.pages, PageKind::kSlabHead,
-                                        static_cast<uint32_t>(cls), PageKind::kSlabTail);
+    Result<uint64_t> page =
+        alloc_pages(sc.pages, PageKind::kSlabHead, static_cast<uint32_t>(cls), PageKind::kSlabTail);
     if (!page.ok()) return page.status();
     SlabHeader* s = slab_at(page_addr(*page));
     note(s, slab_header_bytes(sc));
@@ -431,7 +431,10 @@ Status Heap::set_root(void* p, std::string_view name) {
   }
   NamedRoot* slot = nullptr;
   for (NamedRoot& r : h->roots) {
-    if (r.name[0] != '\0' && name == r.name) { slot = &r; break; }
+    if (r.name[0] != '\0' && name == r.name) {
+      slot = &r;
+      break;
+    }
     if (r.name[0] == '\0' && slot == nullptr) slot = &r;
   }
   if (slot == nullptr) return Status::no_space("all 32 named roots are in use");
@@ -479,7 +482,8 @@ void Heap::for_each_block(const std::function<void(void*, uint64_t)>& fn) {
         const SizeClass& sc = size_class(static_cast<int>(entry_value(e)));
         const SlabHeader* sh = slab_at(at);
         for (uint32_t k = 0; k < sc.objects; k++) {
-          if (sh->bitmap[k / 64] >> (k % 64) & 1) fn(at + sc.first_off + uint64_t{k} * sc.size, sc.size);
+          if (sh->bitmap[k / 64] >> (k % 64) & 1)
+            fn(at + sc.first_off + uint64_t{k} * sc.size, sc.size);
         }
         i += sc.pages;
       } else {

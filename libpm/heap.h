@@ -84,8 +84,7 @@ class Heap {
   uint32_t& entry(uint64_t page);
   void set_entry(uint64_t page, uint32_t e);
 
-  Result<uint64_t> alloc_pages(uint64_t npages, PageKind head, uint32_t head_value,
-                               PageKind tail);
+  Result<uint64_t> alloc_pages(uint64_t npages, PageKind head, uint32_t head_value, PageKind tail);
   void free_pages(uint64_t page, uint64_t npages);
   void add_free(uint64_t page, uint64_t npages);
   void remove_free(uint64_t page, uint64_t npages);

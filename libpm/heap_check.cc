@@ -23,7 +23,8 @@ void check_slab(const std::byte* at, uint64_t page, int cls, uint64_t* used, uin
   for (uint32_t w = 0; w * 64 < sc.objects; w++) {
     uint64_t bits = sh->bitmap[w];
     uint32_t valid = std::min<uint32_t>(64, sc.objects - w * 64);
-    if (valid < 64 && (bits >> valid) != 0) problems->push_back(where + ": bits past the last slot");
+    if (valid < 64 && (bits >> valid) != 0)
+      problems->push_back(where + ": bits past the last slot");
     set += static_cast<uint32_t>(std::popcount(valid < 64 ? bits & ((1ull << valid) - 1) : bits));
   }
   if (sc.objects - set != sh->nfree) {

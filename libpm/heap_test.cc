@@ -16,7 +16,9 @@ TEST(SizeClassTest, ClassesAreIncreasingAndBoundRounding) {
   ASSERT_GT(size_class_count(), 0);
   for (int c = 0; c < size_class_count(); c++) {
     const SizeClass& sc = size_class(c);
-    if (c > 0) { EXPECT_GT(sc.size, size_class(c - 1).size); }
+    if (c > 0) {
+      EXPECT_GT(sc.size, size_class(c - 1).size);
+    }
     EXPECT_GE(sc.objects, 1u);
     EXPECT_LE(sc.first_off + uint64_t{sc.objects} * sc.size, uint64_t{sc.pages} * 4096);
     EXPECT_EQ(sc.first_off % 16, 0u);
@@ -26,8 +28,12 @@ TEST(SizeClassTest, ClassesAreIncreasingAndBoundRounding) {
   for (uint64_t n = 1; n <= kMaxSmall; n += 7) {
     const SizeClass& sc = size_class(size_class_for(n));
     ASSERT_GE(sc.size, n);
-    if (n > 128) { EXPECT_LE(double(sc.size) / double(n), 1.126) << n; }
-    if (size_class_for(n) > 0) { EXPECT_LT(size_class(size_class_for(n) - 1).size, n); }
+    if (n > 128) {
+      EXPECT_LE(double(sc.size) / double(n), 1.126) << n;
+    }
+    if (size_class_for(n) > 0) {
+      EXPECT_LT(size_class(size_class_for(n) - 1).size, n);
+    }
   }
 }
 
@@ -52,10 +58,14 @@ TEST_F(HeapTest, RandomAllocFreeKeepsMetadataConsistent) {
   std::map<std::byte*, size_t> live;
   auto random_size = [&]() -> size_t {
     switch (rng() % 4) {
-      case 0: return 1 + rng() % 128;
-      case 1: return 1 + rng() % 4096;
-      case 2: return 1 + rng() % 40000;
-      default: return 1 + rng() % (3 << 20);
+      case 0:
+        return 1 + rng() % 128;
+      case 1:
+        return 1 + rng() % 4096;
+      case 2:
+        return 1 + rng() % 40000;
+      default:
+        return 1 + rng() % (3 << 20);
     }
   };
   for (int i = 0; i < 4000; i++) {
@@ -66,7 +76,9 @@ TEST_F(HeapTest, RandomAllocFreeKeepsMetadataConsistent) {
       auto* b = static_cast<std::byte*>(*p);
       ASSERT_EQ(reinterpret_cast<uintptr_t>(b) % 16, 0u);
       auto next = live.lower_bound(b);
-      if (next != live.end()) { ASSERT_LE(b + n, next->first) << "overlap"; }
+      if (next != live.end()) {
+        ASSERT_LE(b + n, next->first) << "overlap";
+      }
       if (next != live.begin()) {
         auto prev = std::prev(next);
         ASSERT_LE(prev->first + prev->second, b) << "overlap";

@@ -17,7 +17,9 @@ class MemFile : public Persist {
   bool is_pmem() const override { return true; }
   const std::byte* view() const override { return bytes_.data(); }
   uint64_t size() const override { return bytes_.size(); }
-  void write(uint64_t off, const void* src, size_t n) override { std::memcpy(&bytes_[off], src, n); }
+  void write(uint64_t off, const void* src, size_t n) override {
+    std::memcpy(&bytes_[off], src, n);
+  }
   void flush(uint64_t, size_t) override {}
   Status drain() override {
     drains++;
@@ -40,7 +42,7 @@ constexpr uint64_t kHeap = 64 * 1024;
 TEST(JournalTest, DiffFindsChangedLinesAndMergesNeighbours) {
   std::vector<std::byte> a(8192), b(8192);
   b[0] = std::byte{1};
-  b[70] = std::byte{1};     // line 1, adjacent to line 0
+  b[70] = std::byte{1};  // line 1, adjacent to line 0
   b[4096 + 63] = std::byte{1};
   std::vector<pm::Run> runs;
   diff_lines(b.data(), a.data(), 0, 8192, &runs);

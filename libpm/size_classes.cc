@@ -62,7 +62,10 @@ int size_class_for(uint64_t n) {
   int lo = 8, hi = table().count - 1;
   while (lo < hi) {
     int mid = (lo + hi) / 2;
-    if (size_class(mid).size >= n) hi = mid; else lo = mid + 1;
+    if (size_class(mid).size >= n)
+      hi = mid;
+    else
+      lo = mid + 1;
   }
   return lo;
 }

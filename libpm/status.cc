@@ -7,14 +7,22 @@ namespace pm {
 namespace {
 const char* code_name(Code c) {
   switch (c) {
-    case Code::kOk: return "OK";
-    case Code::kNotFound: return "Not found";
-    case Code::kInvalidArgument: return "Invalid argument";
-    case Code::kCorruption: return "Corruption";
-    case Code::kIOError: return "IO error";
-    case Code::kBusy: return "Busy";
-    case Code::kNoSpace: return "No space";
-    case Code::kNotSupported: return "Not supported";
+    case Code::kOk:
+      return "OK";
+    case Code::kNotFound:
+      return "Not found";
+    case Code::kInvalidArgument:
+      return "Invalid argument";
+    case Code::kCorruption:
+      return "Corruption";
+    case Code::kIOError:
+      return "IO error";
+    case Code::kBusy:
+      return "Busy";
+    case Code::kNoSpace:
+      return "No space";
+    case Code::kNotSupported:
+      return "Not supported";
   }
   return "Unknown";
 }

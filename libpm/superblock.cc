@@ -16,8 +16,7 @@ Status validate_superblock(const Superblock& sb, uint64_t file_size) {
   }
   if (sb.version != kFormatVersion) {
     return Status::not_supported("container format version " + std::to_string(sb.version) +
-                                 "; this build reads version " +
-                                 std::to_string(kFormatVersion));
+                                 "; this build reads version " + std::to_string(kFormatVersion));
   }
   if (superblock_checksum(sb) != sb.checksum) {
     return Status::corruption("superblock checksum mismatch (damaged; run 'pm check')");

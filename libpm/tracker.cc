@@ -7,17 +7,21 @@ namespace pm {
 
 const char* tracker_name(TrackerKind kind) {
   switch (kind) {
-    case TrackerKind::kAuto: return "auto";
-    case TrackerKind::kUffd: return "uffd";
-    case TrackerKind::kMprotect: return "mprotect";
-    case TrackerKind::kHints: return "hints";
+    case TrackerKind::kAuto:
+      return "auto";
+    case TrackerKind::kUffd:
+      return "uffd";
+    case TrackerKind::kMprotect:
+      return "mprotect";
+    case TrackerKind::kHints:
+      return "hints";
   }
   return "unknown";
 }
 
 bool parse_tracker(std::string_view name, TrackerKind* kind) {
-  for (TrackerKind k : {TrackerKind::kAuto, TrackerKind::kUffd, TrackerKind::kMprotect,
-                        TrackerKind::kHints}) {
+  for (TrackerKind k :
+       {TrackerKind::kAuto, TrackerKind::kUffd, TrackerKind::kMprotect, TrackerKind::kHints}) {
     if (name == tracker_name(k)) {
       *kind = k;
       return true;

@@ -135,9 +135,10 @@ class UffdTracker final : public DirtyTracker {
 Result<std::unique_ptr<DirtyTracker>> make_uffd_tracker() {
   int uffd = static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
   if (uffd < 0) {
-    return Status::from_errno("userfaultfd unavailable (needs CAP_SYS_PTRACE or "
-                              "vm.unprivileged_userfaultfd=1)",
-                              errno);
+    return Status::from_errno(
+        "userfaultfd unavailable (needs CAP_SYS_PTRACE or "
+        "vm.unprivileged_userfaultfd=1)",
+        errno);
   }
   uffdio_api api{};
   api.api = UFFD_API;

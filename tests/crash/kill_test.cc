@@ -141,7 +141,8 @@ void expect_matches(Container& c, const Model& m) {
   auto* root = c.root<Root>();
   ASSERT_NE(root, nullptr);
   ASSERT_EQ(root->txn, m.txn);
-  ASSERT_EQ(std::memcmp(root->slots, m.slots.data(), kSlots * 8), 0) << "slots differ at txn " << m.txn;
+  ASSERT_EQ(std::memcmp(root->slots, m.slots.data(), kSlots * 8), 0)
+      << "slots differ at txn " << m.txn;
   ASSERT_EQ(root->list_len, m.list.size());
   Node* n = root->list;
   for (auto [value, size] : m.list) {

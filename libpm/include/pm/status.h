@@ -94,9 +94,9 @@ class [[nodiscard]] Result {
 }  // namespace pm
 
 // Returns the Status of `expr` from the enclosing function when it is not OK.
-#define PM_TRY(expr)                  \
-  do {                                \
-    ::pm::Status pm_try_s_ = (expr);  \
+#define PM_TRY(expr)                       \
+  do {                                     \
+    ::pm::Status pm_try_s_ = (expr);       \
     if (!pm_try_s_.ok()) return pm_try_s_; \
   } while (0)
 
