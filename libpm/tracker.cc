@@ -46,7 +46,7 @@ Result<std::unique_ptr<DirtyTracker>> make_tracker(TrackerKind kind, uint64_t ma
   }
   switch (kind) {
     case TrackerKind::kUffd:
-      return make_uffd_tracker();
+      return make_uffd_tracker(max_len);
     case TrackerKind::kMprotect:
       return make_mprotect_tracker(max_len);
     case TrackerKind::kHints:
@@ -54,7 +54,7 @@ Result<std::unique_ptr<DirtyTracker>> make_tracker(TrackerKind kind, uint64_t ma
     case TrackerKind::kAuto:
       break;
   }
-  Result<std::unique_ptr<DirtyTracker>> uffd = make_uffd_tracker();
+  Result<std::unique_ptr<DirtyTracker>> uffd = make_uffd_tracker(max_len);
   if (uffd.ok()) {
     *why = "auto: userfaultfd async write-protect available";
     return uffd;

@@ -56,7 +56,7 @@ Result<std::unique_ptr<DirtyTracker>> make_tracker(TrackerKind kind, uint64_t ma
                                                    std::string* why);
 
 // Implementations (tracker_uffd.cc, tracker_mprotect.cc).
-Result<std::unique_ptr<DirtyTracker>> make_uffd_tracker();
+Result<std::unique_ptr<DirtyTracker>> make_uffd_tracker(uint64_t max_len);
 std::unique_ptr<DirtyTracker> make_mprotect_tracker(uint64_t max_len);
 std::unique_ptr<DirtyTracker> make_hints_tracker(uint64_t max_len);
 
