@@ -352,8 +352,9 @@ Status ContainerImpl::abort() {
   if (gate_.held_by_this_thread()) {
     return Status::busy("abort() called while this thread holds a MutationGuard");
   }
+  // The closed gate excludes growth (which runs inside alloc); abort never
+  // touches the file, so it takes no persist_mu_ (lock order: heap, persist).
   ClosedGate closed(gate_);
-  std::lock_guard<std::mutex> l(persist_mu_);
   std::vector<PageRun>& pages = dirty_scratch_;
   pages.clear();
   PM_TRY(tracker_->take_dirty(&pages));
@@ -452,9 +453,14 @@ ContainerInfo ContainerImpl::info() const {
   i.generation = generation_;
   i.tracker = tracker_name(tracker_->kind());
   i.layout = sb_.layout;
-  std::vector<PageRun> dirty;
-  if (tracker_->peek_dirty(&dirty).ok()) {
-    for (const PageRun& r : dirty) i.dirty_pages += r.count;
+  // Counting dirty pages needs the tracker quiet (growth may extend it);
+  // from inside a MutationGuard the count is skipped rather than deadlock.
+  if (!gate_.held_by_this_thread()) {
+    ClosedGate closed(gate_);
+    std::vector<PageRun> dirty;
+    if (tracker_->peek_dirty(&dirty).ok()) {
+      for (const PageRun& r : dirty) i.dirty_pages += r.count;
+    }
   }
   std::lock_guard<std::mutex> l(persist_mu_);
   i.file_bytes = persist_->size();

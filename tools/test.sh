@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
-# Builds and runs the whole test suite twice: an optimised build with
-# warnings as errors, then an ASan+UBSan build. Every test runs under each
-# dirty tracker (uffd, mprotect, hints). Exit status is ctest's.
+# Builds and runs the whole test suite: an optimised build with warnings as
+# errors, then an ASan+UBSan build, then the unit tests (threads, commit gate)
+# under TSan. Every test runs under each dirty-tracker configuration.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-deps.sh
 jobs=$(nproc)
-run() {  # run NAME CMAKE_ARGS...
+run() {  # run NAME CMAKE_ARGS...   (CTEST_ARGS in the environment narrows the tests)
   local dir=build-$1; shift
   cmake -S . -B "$dir" -G Ninja -DPM_WERROR=ON "$@" >/dev/null
   cmake --build "$dir"
   # ctest -j: tests are independent (private temp dirs, random addresses).
-  ctest --test-dir "$dir" --output-on-failure -j "$jobs"
+  # shellcheck disable=SC2086
+  ctest --test-dir "$dir" --output-on-failure -j "$jobs" ${CTEST_ARGS:-}
 }
 echo "== release build (-Werror)"
 run test -DCMAKE_BUILD_TYPE=RelWithDebInfo
 echo "== ASan+UBSan build"
 ASAN_OPTIONS=allow_user_segv_handler=1:detect_leaks=1 PM_KILL_ROUNDS=60 \
   run asan -DCMAKE_BUILD_TYPE=Debug -DPM_SANITIZE=address,undefined -DPM_BUILD_BENCH=OFF
+echo "== TSan build (unit tests)"
+CTEST_ARGS="-L unit" TSAN_OPTIONS=halt_on_error=1 \
+  run tsan -DCMAKE_BUILD_TYPE=Debug -DPM_SANITIZE=thread -DPM_BUILD_EXAMPLES=OFF
