@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <setjmp.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -337,6 +339,39 @@ TEST_F(ContainerTest, SystemCallsCanWriteIntoAnnouncedRanges) {
   ssize_t n = ::read(fd, buf, 4096);
   ::close(fd);
   EXPECT_GT(n, 0) << strerror(errno);
+}
+
+// The fault router serves container pages and passes every other SIGSEGV
+// to the handler that was installed before it. In a child: handlers are
+// process-wide.
+sigjmp_buf g_jump;
+void test_segv_handler(int) { siglongjmp(g_jump, 1); }
+
+TEST_F(ContainerTest, ForeignSegfaultsReachThePreviousHandler) {
+  if (test::hints_only()) GTEST_SKIP() << "the hints tracker installs no handler";
+  pid_t pid = fork();
+  if (pid == 0) {
+    struct sigaction sa {};
+    sa.sa_handler = test_segv_handler;
+    sigaction(SIGSEGV, &sa, nullptr);
+    Options o = small();
+    o.tracker = test::test_tracker() == "mprotect" ? TrackerKind::kMprotect : TrackerKind::kUffd;
+    setenv("PM_UFFD_CHUNK_MIN_MB", "0", 1);  // uffd: fault-based chunk level on
+    auto c = Container::create(path_, o);
+    if (!c.ok()) _exit(2);
+    auto* p = static_cast<uint64_t*>(*(*c)->alloc(64));
+    *p = 7;  // a tracked fault: served by the router, no jump
+    void* guard = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (sigsetjmp(g_jump, 1) == 0) {
+      *static_cast<volatile char*>(guard) = 1;  // foreign fault
+      _exit(3);                                 // not chained
+    }
+    _exit((*c)->commit().ok() && *p == 7 ? 0 : 4);
+  }
+  int status;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST_F(ContainerTest, CommitWhileHoldingAGuardIsRefused) {

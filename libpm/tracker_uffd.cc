@@ -18,10 +18,9 @@
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -74,7 +73,10 @@ uint64_t chunk_mode_min() {
 class UffdTracker final : public DirtyTracker, private WriteFaultSink {
  public:
   UffdTracker(int uffd, int pagemap, uint64_t max_len)
-      : uffd_(uffd), pagemap_(pagemap), chunks_(max_len / kChunk + 1), chunk_min_(chunk_mode_min()) {}
+      : uffd_(uffd),
+        pagemap_(pagemap),
+        chunks_(max_len / kChunk + 1),
+        chunk_min_(chunk_mode_min()) {}
   ~UffdTracker() override {
     ::close(uffd_);
     ::close(pagemap_);
@@ -128,7 +130,8 @@ class UffdTracker final : public DirtyTracker, private WriteFaultSink {
       if (ioctl(uffd_, UFFDIO_WRITEPROTECT, &wp) != 0) {
         return Status::from_errno("userfaultfd un-protect", errno);
       }
-      for (uint64_t c = r.first * kPage / kChunk; c <= ((r.first + r.count) * kPage - 1) / kChunk; c++) {
+      for (uint64_t c = r.first * kPage / kChunk; c <= ((r.first + r.count) * kPage - 1) / kChunk;
+           c++) {
         chunks_.set(c);
       }
     }
