@@ -1,7 +1,8 @@
 // PageBitmap: one bit per page of a region, set from any thread (including a
 // signal handler), drained in ascending runs by one thread at a time.
-// Two levels: a summary bit per 64-page word keeps draining proportional to
-// the dirty part, not to the region.
+// Three levels: a summary bit per 64-page word and a top bit per summary
+// word keep draining proportional to the dirty part, not to the region
+// (64 GiB of address space is 4096 summary words, but only 64 top words).
 #ifndef LIBPM_PAGE_BITMAP_H_
 #define LIBPM_PAGE_BITMAP_H_
 
@@ -19,13 +20,17 @@ class PageBitmap {
  public:
   // Address space for max_pages bits; only touched words take memory.
   explicit PageBitmap(uint64_t max_pages)
-      : words_((max_pages + 63) / 64), summary_words_((words_ + 63) / 64) {
+      : words_((max_pages + 63) / 64),
+        summary_words_((words_ + 63) / 64),
+        top_words_((summary_words_ + 63) / 64) {
     bits_ = map_words(words_);
     summary_ = map_words(summary_words_);
+    top_ = map_words(top_words_);
   }
   ~PageBitmap() {
     ::munmap(bits_, words_ * 8);
     ::munmap(summary_, summary_words_ * 8);
+    ::munmap(top_, top_words_ * 8);
   }
   PageBitmap(const PageBitmap&) = delete;
   PageBitmap& operator=(const PageBitmap&) = delete;
@@ -38,10 +43,8 @@ class PageBitmap {
     if ((bits_[w].load(std::memory_order_relaxed) >> (page % 64) & 1) == 0) {
       bits_[w].fetch_or(1ull << (page % 64), std::memory_order_relaxed);
     }
-    uint64_t s = w / 64;
-    if ((summary_[s].load(std::memory_order_relaxed) >> (w % 64) & 1) == 0) {
-      summary_[s].fetch_or(1ull << (w % 64), std::memory_order_relaxed);
-    }
+    set_bit(summary_, w);
+    set_bit(top_, w / 64);
   }
 
   bool test(uint64_t page) const {
@@ -50,29 +53,45 @@ class PageBitmap {
 
   // Appends set pages as ascending runs; clears them when `clear`.
   void collect(bool clear, std::vector<PageRun>* out) {
-    for (uint64_t s = 0; s < summary_words_; s++) {
-      uint64_t sw = summary_[s].load(std::memory_order_relaxed);
-      if (sw == 0) continue;
-      if (clear) summary_[s].store(0, std::memory_order_relaxed);
-      while (sw != 0) {
-        uint64_t w = s * 64 + static_cast<uint64_t>(__builtin_ctzll(sw));
-        sw &= sw - 1;
-        uint64_t bits = clear ? bits_[w].exchange(0, std::memory_order_relaxed)
-                              : bits_[w].load(std::memory_order_relaxed);
-        while (bits != 0) {
-          uint64_t page = w * 64 + static_cast<uint64_t>(__builtin_ctzll(bits));
-          bits &= bits - 1;
-          if (!out->empty() && out->back().first + out->back().count == page) {
-            out->back().count++;
-          } else {
-            out->push_back({page, 1});
-          }
+    for (uint64_t t = 0; t < top_words_; t++) {
+      uint64_t tw = take(top_, t, clear);
+      while (tw != 0) {
+        uint64_t s = t * 64 + static_cast<uint64_t>(__builtin_ctzll(tw));
+        tw &= tw - 1;
+        uint64_t sw = take(summary_, s, clear);
+        while (sw != 0) {
+          uint64_t w = s * 64 + static_cast<uint64_t>(__builtin_ctzll(sw));
+          sw &= sw - 1;
+          append_word(w, take(bits_, w, clear), out);
         }
       }
     }
   }
 
  private:
+  static void set_bit(std::atomic<uint64_t>* words, uint64_t i) {
+    if ((words[i / 64].load(std::memory_order_relaxed) >> (i % 64) & 1) == 0) {
+      words[i / 64].fetch_or(1ull << (i % 64), std::memory_order_relaxed);
+    }
+  }
+
+  static uint64_t take(std::atomic<uint64_t>* words, uint64_t i, bool clear) {
+    return clear ? words[i].exchange(0, std::memory_order_relaxed)
+                 : words[i].load(std::memory_order_relaxed);
+  }
+
+  static void append_word(uint64_t w, uint64_t bits, std::vector<PageRun>* out) {
+    while (bits != 0) {
+      uint64_t page = w * 64 + static_cast<uint64_t>(__builtin_ctzll(bits));
+      bits &= bits - 1;
+      if (!out->empty() && out->back().first + out->back().count == page) {
+        out->back().count++;
+      } else {
+        out->push_back({page, 1});
+      }
+    }
+  }
+
   static std::atomic<uint64_t>* map_words(uint64_t n) {
     void* p = ::mmap(nullptr, n * 8, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -84,8 +103,10 @@ class PageBitmap {
 
   uint64_t words_;
   uint64_t summary_words_;
+  uint64_t top_words_;
   std::atomic<uint64_t>* bits_;
   std::atomic<uint64_t>* summary_;
+  std::atomic<uint64_t>* top_;
 };
 
 }  // namespace pm

@@ -18,7 +18,7 @@ echo "== release build (-Werror)"
 run test -DCMAKE_BUILD_TYPE=RelWithDebInfo
 echo "== ASan+UBSan build"
 ASAN_OPTIONS=allow_user_segv_handler=1:detect_leaks=1 PM_KILL_ROUNDS=60 \
-  run asan -DCMAKE_BUILD_TYPE=Debug -DPM_SANITIZE=address,undefined -DPM_BUILD_BENCH=OFF
+  run asan -DCMAKE_BUILD_TYPE=Debug -DPM_SANITIZE=address,undefined
 echo "== TSan build (unit tests)"
 CTEST_ARGS="-L unit" TSAN_OPTIONS=halt_on_error=1 \
   run tsan -DCMAKE_BUILD_TYPE=Debug -DPM_SANITIZE=thread -DPM_BUILD_EXAMPLES=OFF

@@ -12,10 +12,14 @@ namespace {
 
 const char* journal_name(JournalState s) {
   switch (s) {
-    case JournalState::kEmpty: return "empty";
-    case JournalState::kApplied: return "clean";
-    case JournalState::kPending: return "pending replay";
-    case JournalState::kTorn: return "torn (ignored)";
+    case JournalState::kEmpty:
+      return "empty";
+    case JournalState::kApplied:
+      return "clean";
+    case JournalState::kPending:
+      return "pending replay";
+    case JournalState::kTorn:
+      return "torn (ignored)";
   }
   return "?";
 }
@@ -23,11 +27,20 @@ const char* journal_name(JournalState s) {
 std::string mib(uint64_t b) { return fmt::format("{:.1f} MiB", double(b) / (1 << 20)); }
 
 nlohmann::json info_json(const ContainerInfo& i) {
-  return {{"path", i.path},           {"file_bytes", i.file_bytes},   {"heap_bytes", i.heap_bytes},
-          {"max_bytes", i.max_bytes}, {"used_bytes", i.used_bytes},   {"free_bytes", i.free_bytes},
-          {"blocks", i.blocks},       {"dirty_pages", i.dirty_pages}, {"base_address", i.base_address},
-          {"commits", i.commits},     {"is_pmem", i.is_pmem},         {"tracker", i.tracker},
-          {"layout", i.layout},       {"journal", journal_name(i.journal)}};
+  return {{"path", i.path},
+          {"file_bytes", i.file_bytes},
+          {"heap_bytes", i.heap_bytes},
+          {"max_bytes", i.max_bytes},
+          {"used_bytes", i.used_bytes},
+          {"free_bytes", i.free_bytes},
+          {"blocks", i.blocks},
+          {"dirty_pages", i.dirty_pages},
+          {"base_address", i.base_address},
+          {"commits", i.commits},
+          {"is_pmem", i.is_pmem},
+          {"tracker", i.tracker},
+          {"layout", i.layout},
+          {"journal", journal_name(i.journal)}};
 }
 
 void print_info(const ContainerInfo& i) {
@@ -61,68 +74,76 @@ void add_container_commands(CLI::App& root, const Globals& g, std::vector<Comman
       ->transform(CLI::AsSizeValue(false));
   create->add_option("--layout", ca->layout, "layout name checked by programs at open");
   out->push_back({create, [ca, &g]() -> Status {
-    Options o;
-    o.initial_size = ca->size;
-    o.max_size = ca->max_size;
-    o.layout = ca->layout;
-    Result<std::unique_ptr<Container>> c = Container::create(ca->path, o);
-    if (!c.ok()) return c.status();
-    PM_TRY((*c)->commit());
-    ContainerInfo i = (*c)->info();
-    if (g.json) {
-      fmt::print("{}\n", info_json(i).dump(2));
-    } else {
-      fmt::print("created {} ({} heap, base {:#x})\n", i.path, mib(i.heap_bytes), i.base_address);
-    }
-    return Status();
-  }});
+                    Options o;
+                    o.initial_size = ca->size;
+                    o.max_size = ca->max_size;
+                    o.layout = ca->layout;
+                    Result<std::unique_ptr<Container>> c = Container::create(ca->path, o);
+                    if (!c.ok()) return c.status();
+                    PM_TRY((*c)->commit());
+                    ContainerInfo i = (*c)->info();
+                    if (g.json) {
+                      fmt::print("{}\n", info_json(i).dump(2));
+                    } else {
+                      fmt::print("created {} ({} heap, base {:#x})\n", i.path, mib(i.heap_bytes),
+                                 i.base_address);
+                    }
+                    return Status();
+                  }});
 
   auto info_path = std::make_shared<std::string>();
   CLI::App* info = root.add_subcommand("info", "show size, use, tracker and journal state");
   info->add_option("path", *info_path, "container file")->required();
   out->push_back({info, [info_path, &g]() -> Status {
-    Result<std::unique_ptr<Container>> c = Container::open(*info_path);
-    if (!c.ok()) return c.status();
-    ContainerInfo i = (*c)->info();
-    if (g.json) {
-      fmt::print("{}\n", info_json(i).dump(2));
-    } else {
-      print_info(i);
-    }
-    return Status();
-  }});
+                    Result<std::unique_ptr<Container>> c = Container::open(*info_path);
+                    if (!c.ok()) return c.status();
+                    ContainerInfo i = (*c)->info();
+                    if (g.json) {
+                      fmt::print("{}\n", info_json(i).dump(2));
+                    } else {
+                      print_info(i);
+                    }
+                    return Status();
+                  }});
 
   auto check_path = std::make_shared<std::string>();
   CLI::App* check = root.add_subcommand(
       "check", "verify superblock, journal and heap metadata (replays a pending commit)");
   check->add_option("path", *check_path, "container file")->required();
   out->push_back({check, [check_path, &g]() -> Status {
-    Result<std::unique_ptr<Container>> c = Container::open(*check_path);
-    if (!c.ok()) {
-      if (g.json) {
-        fmt::print("{}\n", nlohmann::json{{"path", *check_path}, {"ok", false},
-                                          {"problems", {c.status().message()}}}.dump(2));
-      }
-      return c.status();
-    }
-    CheckReport r = (*c)->check();
-    ContainerInfo i = (*c)->info();
-    if (g.json) {
-      fmt::print("{}\n", nlohmann::json{{"path", i.path}, {"ok", r.problems.empty()},
-                                        {"journal", journal_name(i.journal)},
-                                        {"blocks", r.blocks}, {"used_bytes", r.used_bytes},
-                                        {"problems", r.problems}}.dump(2));
-    } else {
-      fmt::print("superblock    ok\njournal       {}\nheap          {} blocks, {}\n",
-                 journal_name(i.journal), r.blocks, mib(r.used_bytes));
-      for (const std::string& p : r.problems) fmt::print("problem       {}\n", p);
-      fmt::print("{}\n", r.problems.empty() ? "consistent" : "INCONSISTENT");
-    }
-    if (!r.problems.empty()) {
-      return Status::corruption(fmt::format("{} problem(s) in the heap metadata", r.problems.size()));
-    }
-    return Status();
-  }});
+                    Result<std::unique_ptr<Container>> c = Container::open(*check_path);
+                    if (!c.ok()) {
+                      if (g.json) {
+                        fmt::print("{}\n", nlohmann::json{{"path", *check_path},
+                                                          {"ok", false},
+                                                          {"problems", {c.status().message()}}}
+                                               .dump(2));
+                      }
+                      return c.status();
+                    }
+                    CheckReport r = (*c)->check();
+                    ContainerInfo i = (*c)->info();
+                    if (g.json) {
+                      fmt::print("{}\n", nlohmann::json{{"path", i.path},
+                                                        {"ok", r.problems.empty()},
+                                                        {"journal", journal_name(i.journal)},
+                                                        {"blocks", r.blocks},
+                                                        {"used_bytes", r.used_bytes},
+                                                        {"problems", r.problems}}
+                                             .dump(2));
+                    } else {
+                      fmt::print(
+                          "superblock    ok\njournal       {}\nheap          {} blocks, {}\n",
+                          journal_name(i.journal), r.blocks, mib(r.used_bytes));
+                      for (const std::string& p : r.problems) fmt::print("problem       {}\n", p);
+                      fmt::print("{}\n", r.problems.empty() ? "consistent" : "INCONSISTENT");
+                    }
+                    if (!r.problems.empty()) {
+                      return Status::corruption(
+                          fmt::format("{} problem(s) in the heap metadata", r.problems.size()));
+                    }
+                    return Status();
+                  }});
 }
 
 }  // namespace pm::cli

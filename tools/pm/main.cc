@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   app.add_flag("--json", g.json, "print machine-readable JSON instead of tables");
   std::vector<pm::cli::Command> commands;
   pm::cli::add_container_commands(app, g, &commands);
+  pm::cli::add_bench_commands(app, g, &commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
