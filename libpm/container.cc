@@ -17,6 +17,7 @@
 #include "libpm/file_lock.h"
 #include "libpm/heap.h"
 #include "libpm/journal.h"
+#include "libpm/planted_bugs.h"
 #include "libpm/superblock.h"
 #include "libpm/tracker.h"
 
@@ -303,6 +304,7 @@ Status ContainerImpl::commit_locked() {
     diff_lines(work + off, home + off, off, len, &runs);
   }
   if (!runs.empty()) {
+    if (g_planted_bugs.home_before_journal) PM_TRY(apply_runs(*persist_, work, runs));
     // The body goes past everything mapped, where no heap page lives.
     Status s = write_journal(*persist_, seq_ + 1, kHeapOffset + mapped, work, runs);
     if (!s.ok()) {

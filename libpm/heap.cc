@@ -11,8 +11,9 @@ namespace pm {
 namespace {
 
 constexpr uint64_t kPage = 4096;
-// Smallest segment added by growth: keeps the number of segments small.
-constexpr uint64_t kMinGrowPages = (16ull << 20) / kPage;
+// Smallest segment added by growth. Growth at least doubles the heap, which
+// keeps the number of segments logarithmic in its size.
+constexpr uint64_t kMinGrowPages = (1ull << 20) / kPage;
 
 uint64_t meta_pages_for(uint64_t npages) {
   return (sizeof(SegmentHeader) + 4 * npages + kPage - 1) / kPage;

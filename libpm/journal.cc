@@ -4,9 +4,12 @@
 
 #include <cstring>
 
+#include "libpm/planted_bugs.h"
 #include "libpm/superblock.h"
 
 namespace pm {
+
+PlantedBugs g_planted_bugs;
 
 namespace {
 
@@ -45,7 +48,8 @@ std::string check_body(const Persist& p, const JournalHeader& h) {
     return "journal body lies outside the file";
   }
   const std::byte* body = p.view() + h.body_offset;
-  if (XXH3_64bits_withSeed(body, h.body_len, h.seq) != h.body_checksum) {
+  if (XXH3_64bits_withSeed(body, h.body_len, h.seq) != h.body_checksum &&
+      !g_planted_bugs.skip_body_checksum) {
     return "journal body checksum mismatch";
   }
   uint64_t at = 0, n = 0;
@@ -73,7 +77,8 @@ JournalStatus read_journal(const Persist& p) {
   if (h.state == static_cast<uint32_t>(JournalState::kApplied)) js.state = JournalState::kApplied;
   if (h.state == static_cast<uint32_t>(JournalState::kPending)) {
     js.why = check_body(p, h);
-    js.state = js.why.empty() ? JournalState::kPending : JournalState::kTorn;
+    js.state = js.why.empty() || g_planted_bugs.replay_torn_journal ? JournalState::kPending
+                                                                    : JournalState::kTorn;
   }
   return js;
 }
@@ -103,8 +108,13 @@ Status write_journal(Persist& p, uint64_t seq, uint64_t body_offset, const std::
   uint64_t at = body_offset;
   for (const Run& r : runs) {
     JournalEntry e{r.off, r.len};
-    p.write_flushed(at, &e, sizeof e);
-    p.write_flushed(at + sizeof e, work + r.off, r.len);
+    if (g_planted_bugs.skip_body_flush) {
+      p.write(at, &e, sizeof e);
+      p.write(at + sizeof e, work + r.off, r.len);
+    } else {
+      p.write_flushed(at, &e, sizeof e);
+      p.write_flushed(at + sizeof e, work + r.off, r.len);
+    }
     at += sizeof e + r.len;
   }
   JournalHeader h{};
@@ -120,6 +130,7 @@ Status write_journal(Persist& p, uint64_t seq, uint64_t body_offset, const std::
   p.write_flushed(kJournalHeaderOffset, &h, sizeof h);
   // The commit point: body and header become durable together. A crash
   // before the drain completes leaves a header or body that fails its checksum.
+  if (g_planted_bugs.skip_journal_drain) return Status();
   return p.drain();
 }
 
@@ -128,6 +139,7 @@ Status apply_runs(Persist& p, const std::byte* work, const std::vector<Run>& run
     p.write_flushed(kHeapOffset + r.off, work + r.off, r.len);
   }
   p.kill_point("journal.apply_written");
+  if (g_planted_bugs.skip_writeback_drain) return Status();
   return p.drain();
 }
 

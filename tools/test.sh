@@ -13,11 +13,19 @@ run() {  # run NAME CMAKE_ARGS...   (CTEST_ARGS in the environment narrows the t
   # ctest -j: tests are independent (private temp dirs, random addresses).
   # shellcheck disable=SC2086
   ctest --test-dir "$dir" --output-on-failure -j "$jobs" ${CTEST_ARGS:-}
+  crash_counts "$dir/Testing/Temporary/LastTest.log"
+}
+crash_counts() {  # the crash tests' counts, from ctest's log of passed tests
+  grep -h -E "^(crash harness|kill test)" "$1" 2>/dev/null | grep -v "self-test" | sort -u |
+    awk '{print} /crash harness/ {for (i = 1; i <= NF; i++) {
+           if ($(i+1) == "crash" && $(i+2) == "states") s += $i; if ($(i+1) == "kills,") k += $i;
+           if ($(i+1) == "failures,") f += $i }}
+         END {if (s + k > 0) printf "crash harness total: %d crash states explored, %d kills, %d failures\n", s, k, f}'
 }
 echo "== release build (-Werror)"
 run test -DCMAKE_BUILD_TYPE=RelWithDebInfo
 echo "== ASan+UBSan build"
-ASAN_OPTIONS=allow_user_segv_handler=1:detect_leaks=1 PM_KILL_ROUNDS=60 \
+ASAN_OPTIONS=allow_user_segv_handler=1:detect_leaks=1 PM_KILL_ROUNDS=60 PM_CRASH_QUICK=1 \
   run asan -DCMAKE_BUILD_TYPE=Debug -DPM_SANITIZE=address,undefined
 echo "== TSan build (unit tests)"
 CTEST_ARGS="-L unit" TSAN_OPTIONS=halt_on_error=1 \

@@ -1,0 +1,24 @@
+// Planted bugs: test-only switches that break the commit protocol in known
+// ways, so that the crash harness can prove it catches each one
+// (tests/crash/self_test). Production code never sets them; each costs one
+// predictable branch on a path that is about to flush or drain anyway.
+#ifndef LIBPM_PLANTED_BUGS_H_
+#define LIBPM_PLANTED_BUGS_H_
+
+namespace pm {
+
+struct PlantedBugs {
+  bool skip_body_flush = false;       // journal body stored but never flushed
+  bool skip_journal_drain = false;    // write-back starts before the journal is durable
+  bool home_before_journal = false;   // write-back happens before the journal is written
+  bool skip_body_checksum = false;    // recovery trusts the body without its checksum
+  bool replay_torn_journal = false;   // recovery applies a journal it found torn
+  bool skip_writeback_drain = false;  // commit returns before write-back is durable
+};
+
+// Read by libpm, written only by tests.
+extern PlantedBugs g_planted_bugs;
+
+}  // namespace pm
+
+#endif  // LIBPM_PLANTED_BUGS_H_

@@ -1,0 +1,116 @@
+// The crash harness applied to libpm, and its self-test: every planted
+// protocol bug must be caught. Counts are printed for the CI log.
+#include "crash/crash_harness.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "crash/libpm_workloads.h"
+#include "libpm/planted_bugs.h"
+
+namespace pm::crash {
+namespace {
+
+// PM_CRASH_LONG=1 multiplies the work by 10 (release checks); PM_CRASH_QUICK=1
+// divides it by 4 (sanitizer builds, which run everything several times slower).
+int scaled(int n) {
+  const char* l = std::getenv("PM_CRASH_LONG");
+  const char* q = std::getenv("PM_CRASH_QUICK");
+  if (l != nullptr && *l == '1') return n * 10;
+  if (q != nullptr && *q == '1') return std::max(1, n / 4);
+  return n;
+}
+
+void report(const char* what, const Counts& c, double seconds) {
+  std::printf(
+      "crash harness %s: %llu persistence points, %llu crash states explored "
+      "(%llu with a second crash during recovery), %llu kills, %llu failures, %.1f s\n",
+      what, static_cast<unsigned long long>(c.points), static_cast<unsigned long long>(c.states),
+      static_cast<unsigned long long>(c.recovery_crashes), static_cast<unsigned long long>(c.kills),
+      static_cast<unsigned long long>(c.failures), seconds);
+  for (const std::string& r : c.reports) std::printf("  %s\n", r.c_str());
+}
+
+template <typename F>
+Counts timed(const char* what, F&& f) {
+  auto t0 = std::chrono::steady_clock::now();
+  Counts c = f();
+  report(what, c, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return c;
+}
+
+struct Case {
+  const char* name;
+  std::unique_ptr<Workload> (*make)();
+  UnitMode mode;
+  int steps;
+};
+
+class PowerFailureTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PowerFailureTest, CommittedStateSurvivesEveryCrashPoint) {
+  const Case& k = GetParam();
+  HarnessOptions o;
+  o.mode = k.mode;
+  o.steps = scaled(k.steps);
+  o.seed = 7;
+  Counts c = timed(k.name, [&] { return run_power_failures(k.make, o); });
+  EXPECT_EQ(c.failures, 0u);
+  EXPECT_GT(c.states, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Libpm, PowerFailureTest,
+    ::testing::Values(Case{"mutation_pmem", make_mutation_workload, UnitMode::kPmemLines, 560},
+                      Case{"mutation_msync", make_mutation_workload, UnitMode::kMsyncPages, 250},
+                      Case{"allocator_pmem", make_allocator_workload, UnitMode::kPmemLines, 380},
+                      Case{"allocator_msync", make_allocator_workload, UnitMode::kMsyncPages, 180}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(ProcessKillTest, ReopenAfterSigkillAtEveryPersistencePoint) {
+  HarnessOptions o;
+  o.steps = 40;
+  Counts c = timed("kills", [&] {
+    Counts all = run_kills(make_mutation_workload, o, scaled(2600));
+    all += run_kills(make_allocator_workload, o, scaled(2600));
+    return all;
+  });
+  EXPECT_EQ(c.failures, 0u);
+  EXPECT_GE(c.kills, static_cast<uint64_t>(scaled(2600)));
+}
+
+// Self-test: each planted bug must produce failures.
+struct Bug {
+  const char* name;
+  bool PlantedBugs::*flag;
+};
+
+class PlantedBugTest : public ::testing::TestWithParam<Bug> {};
+
+TEST_P(PlantedBugTest, IsCaught) {
+  g_planted_bugs.*GetParam().flag = true;
+  HarnessOptions o;
+  o.steps = 60;
+  o.max_reported_failures = 1;
+  const std::string what = std::string("self-test ") + GetParam().name;
+  Counts c = timed(what.c_str(), [&] { return run_power_failures(make_mutation_workload, o); });
+  g_planted_bugs = PlantedBugs();
+  EXPECT_GT(c.failures, 0u) << "the harness missed planted bug " << GetParam().name;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    SelfTest, PlantedBugTest,
+    ::testing::Values(Bug{"missing_body_flush", &PlantedBugs::skip_body_flush},
+                      Bug{"missing_journal_drain", &PlantedBugs::skip_journal_drain},
+                      Bug{"home_before_journal", &PlantedBugs::home_before_journal},
+                      Bug{"unchecked_body_checksum", &PlantedBugs::skip_body_checksum},
+                      Bug{"replays_torn_journal", &PlantedBugs::replay_torn_journal},
+                      Bug{"missing_writeback_drain", &PlantedBugs::skip_writeback_drain}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace pm::crash

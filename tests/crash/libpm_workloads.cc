@@ -1,0 +1,167 @@
+#include "crash/libpm_workloads.h"
+
+#include <xxhash.h>
+
+#include <cstring>
+
+namespace pm::crash {
+
+namespace {
+
+template <typename T>
+void put(Container& c, T* p, T v) {
+  c.will_write(p, sizeof v);
+  *p = v;
+}
+
+class MutationWorkload final : public Workload {
+ public:
+  static constexpr uint64_t kWords = 4096;  // 32 KiB: several pages
+  std::string name() const override { return "mutation"; }
+
+  Status setup(Container& c, std::mt19937_64&) override {
+    Result<void*> p = c.alloc(kWords * 8);
+    if (!p.ok()) return p.status();
+    c.will_write(*p, kWords * 8);
+    std::memset(*p, 0, kWords * 8);
+    return c.set_root(*p);
+  }
+
+  Status step(Container& c, std::mt19937_64& rng, CommitLog& log) override {
+    auto* w = c.root<uint64_t>();
+    int kind = static_cast<int>(rng() % 8);
+    if (kind == 0) {  // an aborted transaction
+      for (int i = 0; i < 20; i++) put(c, &w[rng() % kWords], uint64_t{0xdeadbeef});
+      return c.abort();
+    }
+    if (kind == 1) {  // a long run of lines
+      uint64_t from = rng() % (kWords - 600), n = 1 + rng() % 600, v = rng();
+      c.will_write(&w[from], n * 8);
+      for (uint64_t i = 0; i < n; i++) w[from + i] = v + i;
+    } else {
+      for (uint64_t i = 0, n = 1 + rng() % 6; i < n; i++)
+        put(c, &w[rng() % kWords], uint64_t{rng()});
+    }
+    return log.commit(c);
+  }
+
+  uint64_t digest(Container& c) override {
+    auto* w = c.root<uint64_t>();
+    return w ? XXH3_64bits(w, kWords * 8) : 0;
+  }
+};
+
+struct Block {
+  Block* next;
+  uint64_t size;
+  uint64_t stamp;  // also written at the end of the block
+};
+
+class AllocatorWorkload final : public Workload {
+ public:
+  struct Root {
+    Block* head;
+    uint64_t count;
+  };
+  std::string name() const override { return "allocator"; }
+
+  Status setup(Container& c, std::mt19937_64&) override {
+    Result<Root*> r = c.make<Root>(Root{nullptr, 0});
+    if (!r.ok()) return r.status();
+    return c.set_root(*r);
+  }
+
+  Status step(Container& c, std::mt19937_64& rng, CommitLog& log) override {
+    Root* root = c.root<Root>();
+    int kind = static_cast<int>(rng() % 10);
+    // Between 4 and 12 blocks: the heap stays a few MiB (images stay cheap).
+    if ((kind < 5 || root->count < 4) && root->count < 12) {
+      PM_TRY(add(c, root, rng));
+    } else if (kind < 8 && root->count > 0) {
+      PM_TRY(remove(c, root, rng() % root->count));
+    }
+    if (kind == 8 && root->head != nullptr) {  // rewrite a block's stamp
+      Block* b = root->head;
+      PM_TRY(stamp(c, b, rng()));
+    }
+    if (kind == 9) {  // allocate and free inside an aborted transaction
+      PM_TRY(add(c, root, rng));
+      return c.abort();
+    }
+    return log.commit(c);
+  }
+
+  uint64_t digest(Container& c) override {
+    Root* root = c.root<Root>();
+    if (root == nullptr) return 0;
+    XXH3_state_t* st = XXH3_createState();
+    XXH3_64bits_reset(st);
+    XXH3_64bits_update(st, &root->count, 8);
+    for (Block* b = root->head; b != nullptr; b = b->next) {
+      uint64_t tail;
+      std::memcpy(&tail, reinterpret_cast<char*>(b) + b->size - 8, 8);
+      XXH3_64bits_update(st, &b->size, 16);
+      XXH3_64bits_update(st, &tail, 8);
+    }
+    uint64_t d = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    return d;
+  }
+
+ private:
+  static uint64_t pick_size(std::mt19937_64& rng) {
+    switch (rng() % 8) {
+      case 0:
+        return 24 + rng() % 100;
+      case 1:
+        return 128 + rng() % 4000;
+      case 2:
+        return 4096 + rng() % 30000;
+      case 3:
+        return 40000 + rng() % 200000;  // page runs
+      case 4:
+        return (300 << 10) + rng() % (300 << 10);  // makes a 1 MiB heap grow
+      default:
+        return 24 + rng() % 2000;
+    }
+  }
+
+  static Status stamp(Container& c, Block* b, uint64_t v) {
+    put(c, &b->stamp, v);
+    char* tail = reinterpret_cast<char*>(b) + b->size - 8;
+    c.will_write(tail, 8);
+    std::memcpy(tail, &v, 8);
+    return Status();
+  }
+
+  static Status add(Container& c, Root* root, std::mt19937_64& rng) {
+    uint64_t size = pick_size(rng);
+    Result<void*> p = c.alloc(size);
+    if (!p.ok()) return p.status();
+    auto* b = static_cast<Block*>(*p);
+    c.will_write(b, sizeof *b);
+    *b = Block{root->head, size, 0};
+    PM_TRY(stamp(c, b, rng()));
+    put(c, &root->head, b);
+    put(c, &root->count, root->count + 1);
+    return Status();
+  }
+
+  static Status remove(Container& c, Root* root, uint64_t index) {
+    Block** link = &root->head;
+    for (uint64_t i = 0; i < index; i++) link = &(*link)->next;
+    Block* gone = *link;
+    put(c, link, gone->next);
+    put(c, &root->count, root->count - 1);
+    return c.free(gone);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Workload> make_mutation_workload() { return std::make_unique<MutationWorkload>(); }
+std::unique_ptr<Workload> make_allocator_workload() {
+  return std::make_unique<AllocatorWorkload>();
+}
+
+}  // namespace pm::crash

@@ -1,0 +1,19 @@
+// Workloads that drive libpm through the crash harness.
+#ifndef TESTS_CRASH_LIBPM_WORKLOADS_H_
+#define TESTS_CRASH_LIBPM_WORKLOADS_H_
+
+#include <memory>
+
+#include "crash/crash_harness.h"
+
+namespace pm::crash {
+
+// Random word and line updates in an array, commits and aborts.
+std::unique_ptr<Workload> make_mutation_workload();
+// A list of blocks of many sizes (slab classes, page runs, blocks that make
+// the heap grow), allocated, rewritten and freed; commits and aborts.
+std::unique_ptr<Workload> make_allocator_workload();
+
+}  // namespace pm::crash
+
+#endif  // TESTS_CRASH_LIBPM_WORKLOADS_H_
