@@ -582,6 +582,14 @@ class CrashAfterDrains : public Persist {
   int left_;
 };
 
+PersistOpener crash_after_drains(int drains) {
+  return [drains](const std::string& p) -> Result<std::unique_ptr<Persist>> {
+    Result<std::unique_ptr<Persist>> real = open_pmem_file(p);
+    if (!real.ok()) return real.status();
+    return std::unique_ptr<Persist>(new CrashAfterDrains(std::move(*real), drains));
+  };
+}
+
 TEST_F(ContainerTest, CommitIsReplayedAfterACrashBeforeWriteBack) {
   Node* head;
   {
@@ -592,12 +600,7 @@ TEST_F(ContainerTest, CommitIsReplayedAfterACrashBeforeWriteBack) {
   }
   {
     // One drain (the journal) reaches the file; write-back is lost.
-    auto c = must(open_container(
-        path_, Options(), false, [](const std::string& p) -> Result<std::unique_ptr<Persist>> {
-          Result<std::unique_ptr<Persist>> real = open_pmem_file(p);
-          if (!real.ok()) return real.status();
-          return std::unique_ptr<Persist>(new CrashAfterDrains(std::move(*real), 1));
-        }));
+    auto c = must(open_container(path_, Options(), false, crash_after_drains(1)));
     put(*c, &c->root<Node>()->value, uint64_t{42});
     ASSERT_TRUE(c->commit().ok());
   }
@@ -613,12 +616,7 @@ TEST_F(ContainerTest, CommitIsAbsentAfterACrashBeforeTheCommitPoint) {
     ASSERT_TRUE(c->commit().ok());
   }
   {
-    auto c = must(open_container(
-        path_, Options(), false, [](const std::string& p) -> Result<std::unique_ptr<Persist>> {
-          Result<std::unique_ptr<Persist>> real = open_pmem_file(p);
-          if (!real.ok()) return real.status();
-          return std::unique_ptr<Persist>(new CrashAfterDrains(std::move(*real), 0));
-        }));
+    auto c = must(open_container(path_, Options(), false, crash_after_drains(0)));
     put(*c, &c->root<Node>()->value, uint64_t{42});
     ASSERT_TRUE(c->commit().ok());
   }

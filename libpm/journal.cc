@@ -68,6 +68,20 @@ std::string check_body(const Persist& p, const JournalHeader& h) {
   return "";
 }
 
+const char* journal_state_name(JournalState s) {
+  switch (s) {
+    case JournalState::kEmpty:
+      return "empty";
+    case JournalState::kApplied:
+      return "clean";
+    case JournalState::kPending:
+      return "pending replay";
+    case JournalState::kTorn:
+      return "torn (ignored)";
+  }
+  return "unknown";
+}
+
 JournalStatus read_journal(const Persist& p) {
   JournalStatus js;
   if (p.size() < kJournalHeaderOffset + sizeof(JournalHeader)) return js;

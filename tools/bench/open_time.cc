@@ -23,20 +23,6 @@ struct OpenSamples {
   std::string journal;  // state seen at the first open
 };
 
-const char* journal_name(JournalState s) {
-  switch (s) {
-    case JournalState::kEmpty:
-      return "empty";
-    case JournalState::kApplied:
-      return "clean";
-    case JournalState::kPending:
-      return "pending replay";
-    case JournalState::kTorn:
-      return "torn";
-  }
-  return "?";
-}
-
 // Creates the container with one commit and closes it. Returns seconds.
 Result<double> create_big(const std::string& path, const Config& cfg) {
   Options o;
@@ -59,7 +45,7 @@ Result<OpenSamples> open_close(const std::string& path, TrackerKind kind, int re
     Result<std::unique_ptr<Container>> c = Container::open(path, o);
     if (!c.ok()) return c.status();
     const uint64_t t1 = now_ns();
-    if (i == 0) s.journal = journal_name((*c)->info().journal);
+    if (i == 0) s.journal = journal_state_name((*c)->info().journal);
     const uint64_t t2 = now_ns();
     c->reset();
     const uint64_t t3 = now_ns();

@@ -10,20 +10,6 @@ namespace pm::cli {
 
 namespace {
 
-const char* journal_name(JournalState s) {
-  switch (s) {
-    case JournalState::kEmpty:
-      return "empty";
-    case JournalState::kApplied:
-      return "clean";
-    case JournalState::kPending:
-      return "pending replay";
-    case JournalState::kTorn:
-      return "torn (ignored)";
-  }
-  return "?";
-}
-
 std::string mib(uint64_t b) { return fmt::format("{:.1f} MiB", double(b) / (1 << 20)); }
 
 nlohmann::json info_json(const ContainerInfo& i) {
@@ -40,7 +26,7 @@ nlohmann::json info_json(const ContainerInfo& i) {
           {"is_pmem", i.is_pmem},
           {"tracker", i.tracker},
           {"layout", i.layout},
-          {"journal", journal_name(i.journal)}};
+          {"journal", journal_state_name(i.journal)}};
 }
 
 void print_info(const ContainerInfo& i) {
@@ -54,7 +40,7 @@ void print_info(const ContainerInfo& i) {
   row("base address", fmt::format("{:#x}", i.base_address));
   row("pmem", i.is_pmem ? "yes (cache flushes)" : "no (msync)");
   row("tracker", i.tracker);
-  row("journal", fmt::format("{} (last commit {})", journal_name(i.journal), i.commits));
+  row("journal", fmt::format("{} (last commit {})", journal_state_name(i.journal), i.commits));
   row("layout", i.layout.empty() ? "-" : i.layout);
 }
 
@@ -126,7 +112,7 @@ void add_container_commands(CLI::App& root, const Globals& g, std::vector<Comman
                     if (g.json) {
                       fmt::print("{}\n", nlohmann::json{{"path", i.path},
                                                         {"ok", r.problems.empty()},
-                                                        {"journal", journal_name(i.journal)},
+                                                        {"journal", journal_state_name(i.journal)},
                                                         {"blocks", r.blocks},
                                                         {"used_bytes", r.used_bytes},
                                                         {"problems", r.problems}}
@@ -134,7 +120,7 @@ void add_container_commands(CLI::App& root, const Globals& g, std::vector<Comman
                     } else {
                       fmt::print(
                           "superblock    ok\njournal       {}\nheap          {} blocks, {}\n",
-                          journal_name(i.journal), r.blocks, mib(r.used_bytes));
+                          journal_state_name(i.journal), r.blocks, mib(r.used_bytes));
                       for (const std::string& p : r.problems) fmt::print("problem       {}\n", p);
                       fmt::print("{}\n", r.problems.empty() ? "consistent" : "INCONSISTENT");
                     }

@@ -44,6 +44,9 @@ enum class JournalState : int {
   kTorn = 3,     // a commit that never completed (crash during commit); ignored
 };
 
+// "empty", "clean", "pending replay", "torn (ignored)".
+const char* journal_state_name(JournalState s);
+
 // What check() found; empty `problems` means consistent.
 struct CheckReport {
   std::vector<std::string> problems;
