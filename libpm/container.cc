@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <shared_mutex>
 #include <vector>
 
 #include "libpm/address_space.h"
@@ -63,6 +64,10 @@ Superblock make_superblock(const Options& o, uint64_t base) {
   sb.checksum = superblock_checksum(sb);
   return sb;
 }
+
+// Open containers, for Container::owner_of(). Few entries; a reader lock.
+std::shared_mutex g_open_mu;
+std::vector<Container*> g_open;
 
 class ContainerImpl final : public Container {
  public:
@@ -135,6 +140,10 @@ class ContainerImpl final : public Container {
 };
 
 ContainerImpl::~ContainerImpl() {
+  {
+    std::unique_lock<std::shared_mutex> l(g_open_mu);
+    g_open.erase(std::remove(g_open.begin(), g_open.end(), this), g_open.end());
+  }
   if (persist_ && journal_pending_ && failed_.ok()) (void)mark_applied();
   // The tracker goes before the mapping it watches; the lock goes last.
   tracker_.reset();
@@ -254,6 +263,8 @@ Status ContainerImpl::map_and_attach() {
                                  [this](uint64_t n) { return grow_to(n); });
   PM_TRY(heap_->attach(heap_size));
   generation_ = heap_->bump_generation();
+  std::unique_lock<std::shared_mutex> l(g_open_mu);
+  g_open.push_back(this);
   return Status();
 }
 
@@ -450,6 +461,7 @@ ContainerInfo ContainerImpl::info() const {
   i.max_bytes = sb_.max_size;
   i.used_bytes = hs.used_bytes;
   i.free_bytes = hs.heap_bytes - hs.used_bytes - hs.meta_bytes;
+  i.footprint_bytes = hs.heap_bytes - hs.free_page_bytes;
   i.blocks = hs.blocks;
   i.base_address = sb_.base_address;
   i.generation = generation_;
@@ -515,6 +527,14 @@ Result<std::unique_ptr<Container>> Container::create(const std::string& path,
 Result<std::unique_ptr<Container>> Container::open(const std::string& path,
                                                    const Options& options) {
   return open_container(path, options, false, open_pmem_file);
+}
+
+Container* Container::owner_of(const void* p) {
+  std::shared_lock<std::shared_mutex> l(g_open_mu);
+  for (Container* c : g_open) {
+    if (c->contains(p)) return c;
+  }
+  return nullptr;
 }
 
 Status Container::remove(const std::string& path) {

@@ -291,6 +291,10 @@ TEST_F(ContainerTest, SeveralContainersInOneProcess) {
   Node* nb = push(*b, nullptr, 2);
   EXPECT_TRUE(a->contains(na));
   EXPECT_FALSE(a->contains(nb));
+  EXPECT_EQ(Container::owner_of(na), a.get());
+  EXPECT_EQ(Container::owner_of(&nb->value), b.get());
+  int local = 0;
+  EXPECT_EQ(Container::owner_of(&local), nullptr);
   ASSERT_TRUE(a->set_root(na).ok());
   ASSERT_TRUE(b->set_root(nb).ok());
   ASSERT_TRUE(a->commit().ok());

@@ -466,7 +466,11 @@ Heap::Stats Heap::stats() {
   const HeapHeader* h = header();
   uint64_t meta = kPage;
   for (const Segment& s : segments_) meta += s.meta_pages * kPage;
-  return {h->heap_size, h->used_bytes, h->blocks, meta, h->segments};
+  uint64_t free_pages = 0;
+  if (ensure_index().ok()) {
+    for (const auto& [page, n] : free_by_addr_) free_pages += n;
+  }
+  return {h->heap_size, h->used_bytes, h->blocks, meta, h->segments, free_pages * kPage};
 }
 
 void Heap::for_each_block(const std::function<void(void*, uint64_t)>& fn) {

@@ -56,6 +56,7 @@ class Heap {
 
   struct Stats {
     uint64_t heap_bytes, used_bytes, blocks, meta_bytes, segments;
+    uint64_t free_page_bytes;  // whole free pages (0 until the index is built)
   };
   Stats stats();
 

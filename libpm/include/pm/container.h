@@ -56,18 +56,19 @@ struct CheckReport {
 
 struct ContainerInfo {
   std::string path;
-  uint64_t file_bytes = 0;    // size of the file
-  uint64_t heap_bytes = 0;    // heap size (grows on demand)
-  uint64_t max_bytes = 0;     // largest heap size this container may reach
-  uint64_t used_bytes = 0;    // bytes in allocated blocks (including size-class rounding)
-  uint64_t free_bytes = 0;    // heap_bytes - used_bytes - allocator metadata
-  uint64_t blocks = 0;        // allocated blocks
-  uint64_t dirty_pages = 0;   // pages written since the last commit
-  uint64_t base_address = 0;  // where the working view is mapped
-  uint64_t commits = 0;       // journal sequence number of the last commit
-  uint64_t generation = 0;    // see Container::generation()
-  bool is_pmem = false;       // home view is persistent memory (or forced)
-  std::string tracker;        // tracker in use
+  uint64_t file_bytes = 0;       // size of the file
+  uint64_t heap_bytes = 0;       // heap size (grows on demand)
+  uint64_t max_bytes = 0;        // largest heap size this container may reach
+  uint64_t used_bytes = 0;       // bytes in allocated blocks (including size-class rounding)
+  uint64_t free_bytes = 0;       // heap_bytes - used_bytes - allocator metadata
+  uint64_t footprint_bytes = 0;  // heap pages not free: blocks, partly used slabs, metadata
+  uint64_t blocks = 0;           // allocated blocks
+  uint64_t dirty_pages = 0;      // pages written since the last commit
+  uint64_t base_address = 0;     // where the working view is mapped
+  uint64_t commits = 0;          // journal sequence number of the last commit
+  uint64_t generation = 0;       // see Container::generation()
+  bool is_pmem = false;          // home view is persistent memory (or forced)
+  std::string tracker;           // tracker in use
   std::string layout;
   JournalState journal = JournalState::kEmpty;
 };
@@ -98,6 +99,11 @@ class Container {
   // Deletes a container file. kBusy if it is open; kInvalidArgument if the
   // file is not a container (it is left alone).
   static Status remove(const std::string& path);
+
+  // The open container whose mapped heap contains p, or nullptr. Lets code
+  // that holds only a pointer into a container (an allocator stored inside
+  // it, say) find the container. The result is valid while it stays open.
+  static Container* owner_of(const void* p);
 
   // Closes: uncommitted changes are discarded. Every pointer into the
   // container becomes invalid.
