@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -14,6 +15,7 @@
 
 #include "libpm/address_space.h"
 #include "libpm/commit_gate.h"
+#include "libpm/escape_classifier.h"
 #include "libpm/container_impl.h"
 #include "libpm/file_lock.h"
 #include "libpm/heap.h"
@@ -92,6 +94,7 @@ class ContainerImpl final : public Container {
   uint64_t generation() const override { return generation_; }
   ContainerInfo info() const override;
   CheckReport check() override;
+  Result<CollectReport> collect(bool dry_run) override;
   void begin_mutation() override { gate_.enter(); }
   bool created_file() const { return created_file_; }
   void end_mutation() override { gate_.leave(); }
@@ -114,6 +117,7 @@ class ContainerImpl final : public Container {
     return Status();
   }
   void remember_committed(const std::vector<PageRun>& pages);
+  void find_escapes(CheckReport* r) const;
 
   std::string path_;
   Options options_;
@@ -293,6 +297,21 @@ Status ContainerImpl::commit() {
     return Status::busy("commit() called while this thread holds a MutationGuard");
   }
   ClosedGate closed(gate_);
+  if (options_.check_escapes_at_commit) {
+    CheckReport r;
+    find_escapes(&r);
+    if (!r.escaping.empty()) {
+      const EscapingPointer& e = r.escaping.front();
+      char msg[200];
+      std::snprintf(msg, sizeof msg,
+                    "commit refused: %zu pointer(s) out of the container, first in object "
+                    "%#llx at offset %llu -> %#llx (%s); run 'pm check'",
+                    r.escaping.size(), static_cast<unsigned long long>(e.object),
+                    static_cast<unsigned long long>(e.offset),
+                    static_cast<unsigned long long>(e.target), e.where.c_str());
+      return Status::invalid_argument(msg);
+    }
+  }
   std::lock_guard<std::mutex> l(persist_mu_);
   if (!failed_.ok()) return failed_;
   return commit_locked();
@@ -491,6 +510,26 @@ CheckReport ContainerImpl::check() {
   Heap::Stats hs = heap_->stats();
   r.blocks = hs.blocks;
   r.used_bytes = hs.used_bytes;
+  if (r.problems.empty()) find_escapes(&r);  // the walk trusts the metadata
+  return r;
+}
+
+void ContainerImpl::find_escapes(CheckReport* r) const {
+  auto lo = reinterpret_cast<uint64_t>(reservation_.base());
+  EscapeClassifier classifier(lo, lo + reservation_.size());
+  heap_->find_escapes([&](uint64_t v) { return classifier.classify(v); }, r);
+}
+
+Result<CollectReport> ContainerImpl::collect(bool dry_run) {
+  if (gate_.held_by_this_thread()) {
+    return Status::busy("collect() called while this thread holds a MutationGuard");
+  }
+  ClosedGate closed(gate_);
+  CollectReport r;
+  PM_TRY(heap_->collect(dry_run, &r));
+  log(LogLevel::kInfo, (dry_run ? "collect (dry run): " : "collect: ") +
+                           std::to_string(r.freed_blocks) + " unreachable blocks, " +
+                           std::to_string(r.freed_bytes) + " bytes");
   return r;
 }
 

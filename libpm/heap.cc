@@ -323,6 +323,10 @@ Result<uint64_t> Heap::block_head(uint64_t off, PageKind* kind) {
 Status Heap::free(void* p) {
   std::lock_guard<std::mutex> l(mu_);
   PM_TRY(ensure_index());
+  return free_locked(p);
+}
+
+Status Heap::free_locked(void* p) {
   auto off = static_cast<uint64_t>(static_cast<std::byte*>(p) - base_);
   PageKind kind;
   Result<uint64_t> head = block_head(off, &kind);
@@ -379,7 +383,10 @@ Result<BlockInfo> Heap::find_block(const void* p) {
   std::lock_guard<std::mutex> l(mu_);
   auto* bp = static_cast<const std::byte*>(p);
   if (bp < base_) return Status::not_found("address outside the heap");
-  auto off = static_cast<uint64_t>(bp - base_);
+  return find_block_locked(static_cast<uint64_t>(bp - base_));
+}
+
+Result<BlockInfo> Heap::find_block_locked(uint64_t off) {
   PageKind kind;
   Result<uint64_t> head = block_head(off, &kind);
   if (!head.ok()) return head.status();
@@ -475,6 +482,10 @@ Heap::Stats Heap::stats() {
 
 void Heap::for_each_block(const std::function<void(void*, uint64_t)>& fn) {
   std::lock_guard<std::mutex> l(mu_);
+  visit_blocks_locked([&](std::byte* p, uint64_t n) { fn(p, n); });
+}
+
+void Heap::visit_blocks_locked(const std::function<void(std::byte*, uint64_t)>& fn) {
   for (const Segment& s : segments_) {
     for (uint64_t i = s.meta_pages; i < s.npages;) {
       uint32_t e = s.map[i];
@@ -487,8 +498,7 @@ void Heap::for_each_block(const std::function<void(void*, uint64_t)>& fn) {
         const SizeClass& sc = size_class(static_cast<int>(entry_value(e)));
         const SlabHeader* sh = slab_at(at);
         for (uint32_t k = 0; k < sc.objects; k++) {
-          if (sh->bitmap[k / 64] >> (k % 64) & 1)
-            fn(at + sc.first_off + uint64_t{k} * sc.size, sc.size);
+          if (sh->bitmap[k / 64] >> (k % 64) & 1) fn(at + sc.first_off + uint64_t{k} * sc.size, sc.size);
         }
         i += sc.pages;
       } else {

@@ -67,6 +67,14 @@ class Heap {
   // Visits every allocated block (start, size), for checks and collection.
   void for_each_block(const std::function<void(void*, uint64_t)>& fn);
 
+  // Reachability (reach.cc). collect() frees what mark() does not reach;
+  // find_escapes() reports words of reachable blocks that `is_volatile`
+  // classifies as pointers out of the container (it returns a description,
+  // empty for "not a pointer out").
+  Status collect(bool dry_run, CollectReport* report);
+  using Classifier = std::function<std::string(uint64_t value)>;
+  void find_escapes(const Classifier& is_volatile, CheckReport* report);
+
  private:
   struct Segment {
     uint64_t first_page;  // global page index of the segment header
@@ -90,6 +98,13 @@ class Heap {
   void add_free(uint64_t page, uint64_t npages);
   void remove_free(uint64_t page, uint64_t npages);
   Status grow(uint64_t min_pages);
+
+  Status free_locked(void* p);
+  Result<BlockInfo> find_block_locked(uint64_t off);
+  void visit_blocks_locked(const std::function<void(std::byte*, uint64_t)>& fn);
+  // Marks blocks reachable from the roots in `marks` (a bit per 16 bytes of
+  // heap) and calls `visit` once per reachable block.
+  void mark(std::vector<uint64_t>* marks, const std::function<void(std::byte*, uint64_t)>& visit);
 
   Result<void*> alloc_small(int cls);
   Status free_small(uint64_t slab_page, std::byte* p);

@@ -2,6 +2,7 @@
 # Runs the pm binary as a user would: exit codes, messages, --json.
 set -u
 PM=$1
+FIXTURE=$2
 dir=$(mktemp -d /dev/shm/pm-cli-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 fail=0
@@ -33,6 +34,17 @@ check "check of a damaged file" 1 "$PM" check "$dir/a.pm"
 has "damage is named" err "not a libpm container"
 check "missing file" 1 "$PM" info "$dir/missing.pm"
 has "missing file is named" err "no such container"
+# Garbage and an escaping pointer, written by another process.
+check "fixture" 0 "$FIXTURE" "$dir/f.pm"
+check "check names the escaping pointer" 1 "$PM" check "$dir/f.pm"
+has "escaping pointer shown" out "escaping      object"
+has "escape explained" err "volatile memory"
+check "gc --dry-run" 0 "$PM" --json gc --dry-run "$dir/f.pm"
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['unreachable_blocks']==3 and d['live_blocks']==1, d" "$dir/out" || { echo "FAIL: gc --dry-run content"; fail=1; }
+check "gc" 0 "$PM" gc "$dir/f.pm"
+has "gc says freed" out "freed         3 blocks"
+check "gc again finds nothing" 0 "$PM" --json gc --dry-run "$dir/f.pm"
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['unreachable_blocks']==0, d" "$dir/out" || { echo "FAIL: gc was not durable"; fail=1; }
 check "usage error" 2 "$PM" frobnicate
 check "no subcommand" 2 "$PM"
 [ $fail -eq 0 ] && echo "cli tests passed"

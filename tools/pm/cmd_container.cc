@@ -1,6 +1,8 @@
 // pm create | info | check: container administration.
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "pm/command.h"
@@ -42,6 +44,97 @@ void print_info(const ContainerInfo& i) {
   row("tracker", i.tracker);
   row("journal", fmt::format("{} (last commit {})", journal_state_name(i.journal), i.commits));
   row("layout", i.layout.empty() ? "-" : i.layout);
+}
+
+nlohmann::json escaping_json(const std::vector<EscapingPointer>& es) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const EscapingPointer& e : es) {
+    a.push_back(
+        {{"object", e.object}, {"offset", e.offset}, {"target", e.target}, {"where", e.where}});
+  }
+  return a;
+}
+
+void print_check(const CheckReport& r, const ContainerInfo& i, bool json) {
+  const bool ok = r.problems.empty() && r.escaping.empty();
+  if (json) {
+    fmt::print("{}\n", nlohmann::json{{"path", i.path},
+                                      {"ok", ok},
+                                      {"journal", journal_state_name(i.journal)},
+                                      {"blocks", r.blocks},
+                                      {"reachable_blocks", r.reachable_blocks},
+                                      {"used_bytes", r.used_bytes},
+                                      {"problems", r.problems},
+                                      {"escaping", escaping_json(r.escaping)}}
+                           .dump(2));
+    return;
+  }
+  fmt::print("superblock    ok\njournal       {}\nheap          {} blocks ({} reachable), {}\n",
+             journal_state_name(i.journal), r.blocks, r.reachable_blocks, mib(r.used_bytes));
+  for (const std::string& p : r.problems) fmt::print("problem       {}\n", p);
+  for (const EscapingPointer& e : r.escaping) {
+    fmt::print("escaping      object {:#x} + {} -> {:#x} ({})\n", e.object, e.offset, e.target,
+               e.where);
+  }
+  fmt::print("{}\n", ok ? "consistent" : "INCONSISTENT");
+}
+
+Status run_check(const std::string& path, bool json) {
+  Result<std::unique_ptr<Container>> c = Container::open(path);
+  if (!c.ok()) {
+    if (json) {
+      fmt::print(
+          "{}\n",
+          nlohmann::json{{"path", path}, {"ok", false}, {"problems", {c.status().message()}}}.dump(
+              2));
+    }
+    return c.status();
+  }
+  CheckReport r = (*c)->check();
+  print_check(r, (*c)->info(), json);
+  if (!r.problems.empty()) {
+    return Status::corruption(fmt::format("{} problem(s) in the heap metadata", r.problems.size()));
+  }
+  if (!r.escaping.empty()) {
+    return Status::invalid_argument(fmt::format(
+        "{} pointer(s) from persistent objects into volatile memory", r.escaping.size()));
+  }
+  return Status();
+}
+
+void print_collect(const CollectReport& r, bool dry_run, bool json) {
+  if (json) {
+    nlohmann::json by_size = nlohmann::json::array();
+    for (auto [size, n] : r.freed_by_size)
+      by_size.push_back({{"up_to_bytes", size}, {"blocks", n}});
+    fmt::print("{}\n", nlohmann::json{{"dry_run", dry_run},
+                                      {"live_blocks", r.live_blocks},
+                                      {"live_bytes", r.live_bytes},
+                                      {"unreachable_blocks", r.freed_blocks},
+                                      {"unreachable_bytes", r.freed_bytes},
+                                      {"unreachable_by_size", by_size}}
+                           .dump(2));
+    return;
+  }
+  fmt::print("live          {} blocks, {}\n", r.live_blocks, mib(r.live_bytes));
+  fmt::print("{:<14}{} blocks, {}\n", dry_run ? "unreachable" : "freed", r.freed_blocks,
+             mib(r.freed_bytes));
+  if (r.freed_by_size.empty()) return;
+  fmt::print("\n  {:>12}  {:>10}\n", "size up to", "blocks");
+  for (auto [size, n] : r.freed_by_size) fmt::print("  {:>12}  {:>10}\n", size, n);
+}
+
+Status run_gc(const std::string& path, bool dry_run, bool json) {
+  Result<std::unique_ptr<Container>> c = Container::open(path);
+  if (!c.ok()) return c.status();
+  const bool tty = isatty(2);
+  if (tty) std::fprintf(stderr, "collecting %s ...", path.c_str());
+  Result<CollectReport> r = (*c)->collect(dry_run);
+  if (tty) std::fprintf(stderr, "\r\033[K");
+  if (!r.ok()) return r.status();
+  if (!dry_run) PM_TRY((*c)->commit());
+  print_collect(*r, dry_run, json);
+  return Status();
 }
 
 }  // namespace
@@ -94,42 +187,22 @@ void add_container_commands(CLI::App& root, const Globals& g, std::vector<Comman
 
   auto check_path = std::make_shared<std::string>();
   CLI::App* check = root.add_subcommand(
-      "check", "verify superblock, journal and heap metadata (replays a pending commit)");
+      "check",
+      "verify superblock, journal, heap metadata and pointers out of the container "
+      "(replays a pending commit)");
   check->add_option("path", *check_path, "container file")->required();
-  out->push_back({check, [check_path, &g]() -> Status {
-                    Result<std::unique_ptr<Container>> c = Container::open(*check_path);
-                    if (!c.ok()) {
-                      if (g.json) {
-                        fmt::print("{}\n", nlohmann::json{{"path", *check_path},
-                                                          {"ok", false},
-                                                          {"problems", {c.status().message()}}}
-                                               .dump(2));
-                      }
-                      return c.status();
-                    }
-                    CheckReport r = (*c)->check();
-                    ContainerInfo i = (*c)->info();
-                    if (g.json) {
-                      fmt::print("{}\n", nlohmann::json{{"path", i.path},
-                                                        {"ok", r.problems.empty()},
-                                                        {"journal", journal_state_name(i.journal)},
-                                                        {"blocks", r.blocks},
-                                                        {"used_bytes", r.used_bytes},
-                                                        {"problems", r.problems}}
-                                             .dump(2));
-                    } else {
-                      fmt::print(
-                          "superblock    ok\njournal       {}\nheap          {} blocks, {}\n",
-                          journal_state_name(i.journal), r.blocks, mib(r.used_bytes));
-                      for (const std::string& p : r.problems) fmt::print("problem       {}\n", p);
-                      fmt::print("{}\n", r.problems.empty() ? "consistent" : "INCONSISTENT");
-                    }
-                    if (!r.problems.empty()) {
-                      return Status::corruption(
-                          fmt::format("{} problem(s) in the heap metadata", r.problems.size()));
-                    }
-                    return Status();
-                  }});
+  out->push_back({check, [check_path, &g] { return run_check(*check_path, g.json); }});
+
+  struct GcArgs {
+    std::string path;
+    bool dry_run = false;
+  };
+  auto ga = std::make_shared<GcArgs>();
+  CLI::App* gc =
+      root.add_subcommand("gc", "free blocks not reachable from the roots, and commit (durable)");
+  gc->add_option("path", ga->path, "container file")->required();
+  gc->add_flag("--dry-run,-n", ga->dry_run, "report what would be freed, by size; free nothing");
+  out->push_back({gc, [ga, &g] { return run_gc(ga->path, ga->dry_run, g.json); }});
 }
 
 }  // namespace pm::cli

@@ -47,11 +47,31 @@ enum class JournalState : int {
 // "empty", "clean", "pending replay", "torn (ignored)".
 const char* journal_state_name(JournalState s);
 
-// What check() found; empty `problems` means consistent.
+// A word in a reachable object that points out of the container into
+// volatile memory: the most common porting bug (a pointer to the DRAM heap
+// or the stack stored in a persistent object).
+struct EscapingPointer {
+  uint64_t object = 0;  // address of the object holding the word
+  uint64_t offset = 0;  // byte offset of the word in the object
+  uint64_t target = 0;  // the value
+  std::string where;    // what the target is: "[heap]", "[stack]", a file, or "volatile range"
+};
+
+// What check() found; empty `problems` and `escaping` mean consistent.
 struct CheckReport {
   std::vector<std::string> problems;
+  std::vector<EscapingPointer> escaping;
   uint64_t blocks = 0;
   uint64_t used_bytes = 0;
+  uint64_t reachable_blocks = 0;
+};
+
+// What collect() found (or, on a dry run, would free).
+struct CollectReport {
+  uint64_t live_blocks = 0, live_bytes = 0;
+  uint64_t freed_blocks = 0, freed_bytes = 0;
+  // Unreachable blocks by size: (upper bound, a power of two; count).
+  std::vector<std::pair<uint64_t, uint64_t>> freed_by_size;
 };
 
 struct ContainerInfo {
@@ -162,8 +182,19 @@ class Container {
   virtual ContainerInfo info() const = 0;
 
   // Verifies the heap metadata (page maps, slab headers and bitmaps,
-  // counters). Takes the commit gate: no mutation runs meanwhile.
+  // counters) and reports escaping pointers in objects reachable from the
+  // roots. Takes the commit gate: no mutation runs meanwhile.
   virtual CheckReport check() = 0;
+
+  // Frees every block not reachable from the root or the named roots.
+  // Reachability is conservative: each aligned 8-byte word of a reachable
+  // block that points into a live block, read as an absolute address or as
+  // a self-relative offset (boost::interprocess::offset_ptr), keeps that
+  // block alive; interior pointers count. Nothing reachable is ever freed.
+  // The frees are ordinary changes: durable at the next commit(), undone by
+  // abort(). With dry_run nothing is freed. Cost: proportional to the live
+  // heap. kBusy if the calling thread holds a MutationGuard.
+  virtual Result<CollectReport> collect(bool dry_run = false) = 0;
 
   // Shared side of the commit gate; prefer MutationGuard. Re-entrant.
   virtual void begin_mutation() = 0;

@@ -64,6 +64,11 @@ struct Options {
   // Costs a page fault on the next write to each such page. Default off.
   bool release_after_commit = false;
 
+  // Debug aid: every commit() first looks for escaping pointers (see
+  // Container::check) and fails with kInvalidArgument, naming them, instead
+  // of committing. Costs a walk of the reachable heap per commit.
+  bool check_escapes_at_commit = false;
+
   // Default: drop messages.
   Logger logger;
 };

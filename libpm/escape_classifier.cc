@@ -1,0 +1,44 @@
+#include "libpm/escape_classifier.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+namespace pm {
+
+namespace {
+// Where x86-64 Linux puts the brk heap of PIE programs (just after the
+// binary, 0x55..-0x56..) and mmap'ed memory and stacks (0x7e..-0x7f..).
+constexpr uint64_t kBrkLo = 0x5500'0000'0000ull, kBrkHi = 0x5700'0000'0000ull;
+constexpr uint64_t kMmapLo = 0x7e00'0000'0000ull, kMmapHi = 0x8000'0000'0000ull;
+}  // namespace
+
+EscapeClassifier::EscapeClassifier(uint64_t skip_begin, uint64_t skip_end)
+    : skip_begin_(skip_begin), skip_end_(skip_end) {
+  std::ifstream in("/proc/self/maps");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string range, perms, offset, dev, inode, name;
+    f >> range >> perms >> offset >> dev >> inode;
+    std::getline(f >> std::ws, name);
+    auto dash = range.find('-');
+    if (dash == std::string::npos) continue;
+    Mapping m{std::stoull(range.substr(0, dash), nullptr, 16),
+              std::stoull(range.substr(dash + 1), nullptr, 16), name.empty() ? "anonymous" : name};
+    if (m.end <= skip_begin || m.begin >= skip_end) maps_.push_back(std::move(m));
+  }
+  std::sort(maps_.begin(), maps_.end(),
+            [](const Mapping& a, const Mapping& b) { return a.begin < b.begin; });
+}
+
+std::string EscapeClassifier::classify(uint64_t v) const {
+  if (v >= skip_begin_ && v < skip_end_) return "";
+  auto it = std::upper_bound(maps_.begin(), maps_.end(), v,
+                             [](uint64_t x, const Mapping& m) { return x < m.begin; });
+  if (it != maps_.begin() && v < std::prev(it)->end) return std::prev(it)->name;
+  if ((v >= kBrkLo && v < kBrkHi) || (v >= kMmapLo && v < kMmapHi)) return "volatile range";
+  return "";
+}
+
+}  // namespace pm

@@ -1,0 +1,36 @@
+// EscapeClassifier: decides whether a 64-bit value found in a persistent
+// object is a pointer into volatile memory. A value counts when it falls in
+// a mapping of this process other than the container's own reservation
+// (the DRAM heap, a stack, a library), or, for pointers written by another
+// process (`pm check`), in the ranges where Linux on x86-64 places the brk
+// heap of PIE programs and mmap'ed memory and stacks.
+#ifndef LIBPM_ESCAPE_CLASSIFIER_H_
+#define LIBPM_ESCAPE_CLASSIFIER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pm {
+
+class EscapeClassifier {
+ public:
+  // Reads /proc/self/maps, leaving out [skip_begin, skip_end).
+  EscapeClassifier(uint64_t skip_begin, uint64_t skip_end);
+
+  // Empty when `v` is not a pointer into volatile memory; else what it
+  // points into.
+  std::string classify(uint64_t v) const;
+
+ private:
+  struct Mapping {
+    uint64_t begin, end;
+    std::string name;
+  };
+  std::vector<Mapping> maps_;  // sorted
+  uint64_t skip_begin_, skip_end_;
+};
+
+}  // namespace pm
+
+#endif  // LIBPM_ESCAPE_CLASSIFIER_H_

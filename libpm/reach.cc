@@ -1,0 +1,104 @@
+// Reachability: which blocks are persistent (reachable from the roots), the
+// collector that frees the others, and the escaping-pointer check.
+//
+// Conservative marking: every aligned 8-byte word of a reachable block is
+// read twice, as an absolute address and as a self-relative offset (the
+// encoding of boost::interprocess::offset_ptr: target = &word + value, with
+// 1 meaning null); either one that lands inside an allocated block marks it.
+// Integers that happen to look like pointers keep garbage alive; nothing
+// reachable is ever freed.
+#include <bit>
+#include <cstring>
+#include <map>
+
+#include "libpm/heap.h"
+#include "libpm/size_classes.h"
+
+namespace pm {
+
+void Heap::mark(std::vector<uint64_t>* marks,
+                const std::function<void(std::byte*, uint64_t)>& visit) {
+  const uint64_t heap = header()->heap_size;
+  const auto lo = reinterpret_cast<uintptr_t>(base_);
+  marks->assign((heap / 16 + 63) / 64, 0);
+  std::vector<BlockInfo> stack;
+  auto consider = [&](uint64_t addr) {
+    if (addr < lo || addr >= lo + heap) return;
+    Result<BlockInfo> b = find_block_locked(addr - lo);
+    if (!b.ok()) return;
+    uint64_t g = (reinterpret_cast<uintptr_t>(b->start) - lo) / 16;
+    uint64_t& w = (*marks)[g / 64];
+    if (w >> (g % 64) & 1) return;
+    w |= 1ull << (g % 64);
+    stack.push_back(*b);
+  };
+  const HeapHeader* h = header();
+  if (h->root != 0) consider(lo + h->root);
+  for (const NamedRoot& r : h->roots) {
+    if (r.name[0] != '\0' && r.off != 0) consider(lo + r.off);
+  }
+  while (!stack.empty()) {
+    BlockInfo b = stack.back();
+    stack.pop_back();
+    auto* p = static_cast<std::byte*>(b.start);
+    visit(p, b.size);
+    for (uint64_t i = 0; i + 8 <= b.size; i += 8) {
+      uint64_t v;
+      std::memcpy(&v, p + i, 8);
+      if (v == 0 || v == 1) continue;
+      consider(v);
+      consider(reinterpret_cast<uintptr_t>(p + i) + v);  // offset_ptr
+    }
+  }
+}
+
+namespace {
+
+bool is_marked(const std::vector<uint64_t>& marks, uint64_t g) {
+  return marks[g / 64] >> (g % 64) & 1;
+}
+
+}  // namespace
+
+Status Heap::collect(bool dry_run, CollectReport* r) {
+  std::lock_guard<std::mutex> l(mu_);
+  PM_TRY(ensure_index());
+  std::vector<uint64_t> marks;
+  mark(&marks, [&](std::byte*, uint64_t n) {
+    r->live_blocks++;
+    r->live_bytes += n;
+  });
+  std::vector<std::byte*> dead;
+  std::map<uint64_t, uint64_t> by_size;
+  visit_blocks_locked([&](std::byte* p, uint64_t n) {
+    if (is_marked(marks, static_cast<uint64_t>(p - base_) / 16)) return;
+    dead.push_back(p);
+    r->freed_blocks++;
+    r->freed_bytes += n;
+    by_size[std::bit_ceil(n)]++;
+  });
+  r->freed_by_size.assign(by_size.begin(), by_size.end());
+  if (dry_run) return Status();
+  for (std::byte* p : dead) PM_TRY(free_locked(p));
+  return Status();
+}
+
+void Heap::find_escapes(const Classifier& is_volatile, CheckReport* report) {
+  std::lock_guard<std::mutex> l(mu_);
+  const auto lo = reinterpret_cast<uintptr_t>(base_);
+  const uint64_t heap = header()->heap_size;
+  std::vector<uint64_t> marks;
+  mark(&marks, [&](std::byte* p, uint64_t n) {
+    report->reachable_blocks++;
+    for (uint64_t i = 0; i + 8 <= n; i += 8) {
+      uint64_t v;
+      std::memcpy(&v, p + i, 8);
+      if (v >= lo && v < lo + heap) continue;
+      std::string where = is_volatile(v);
+      if (where.empty()) continue;
+      report->escaping.push_back({reinterpret_cast<uintptr_t>(p), i, v, std::move(where)});
+    }
+  });
+}
+
+}  // namespace pm

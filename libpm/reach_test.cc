@@ -1,0 +1,175 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "pm/container.h"
+#include "testutil/temp_dir.h"
+
+namespace pm {
+namespace {
+
+// A node: a few pointer slots, each absolute, interior or self-relative
+// (offset_ptr's encoding: target - &slot), then filler.
+struct Graph {
+  std::vector<std::byte*> nodes;
+  std::vector<size_t> sizes;
+  std::vector<std::vector<size_t>> edges;
+};
+
+void write_slot(Container& c, std::byte* node, int slot, uint64_t v) {
+  c.will_write(node + 8 * slot, 8);
+  std::memcpy(node + 8 * slot, &v, 8);
+}
+
+Graph build(Container& c, std::mt19937_64& rng, int n) {
+  Graph g;
+  for (int i = 0; i < n; i++) {
+    size_t size = rng() % 3 == 0 ? 40000 + rng() % 100000 : 64 + rng() % 2000;
+    auto* p = static_cast<std::byte*>(*c.alloc(size));
+    c.will_write(p, size);
+    std::memset(p, 0, size);
+    g.nodes.push_back(p);
+    g.sizes.push_back(size);
+  }
+  g.edges.resize(static_cast<size_t>(n));
+  for (int i = 0; i < n; i++) {
+    for (int s = 0; s < 4; s++) {
+      if (rng() % 3 == 0) continue;
+      size_t to = rng() % static_cast<size_t>(n);  // cycles included
+      std::byte* target = g.nodes[to] + (rng() % 2 ? rng() % g.sizes[to] : 0);  // interior too
+      std::byte* node = g.nodes[static_cast<size_t>(i)];
+      uint64_t v = rng() % 2 ? reinterpret_cast<uint64_t>(target)
+                             : reinterpret_cast<uint64_t>(target) - reinterpret_cast<uint64_t>(node + 8 * s);
+      write_slot(c, node, s, v);
+      g.edges[static_cast<size_t>(i)].push_back(to);
+    }
+  }
+  return g;
+}
+
+std::set<size_t> reachable(const Graph& g, const std::vector<size_t>& roots) {
+  std::set<size_t> seen(roots.begin(), roots.end());
+  std::vector<size_t> stack(roots.begin(), roots.end());
+  while (!stack.empty()) {
+    size_t i = stack.back();
+    stack.pop_back();
+    for (size_t to : g.edges[i]) {
+      if (seen.insert(to).second) stack.push_back(to);
+    }
+  }
+  return seen;
+}
+
+class ReachTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Options o;
+    o.initial_size = 8 << 20;
+    o.max_size = 4ull << 30;
+    c_ = std::move(*Container::create(dir_.file("r.pm"), o));
+  }
+  test::TempDir dir_;
+  std::unique_ptr<Container> c_;
+};
+
+TEST_F(ReachTest, CollectFreesExactlyTheUnreachableBlocksOfRandomGraphs) {
+  for (uint64_t seed = 1; seed <= 20; seed++) {
+    std::mt19937_64 rng(seed);
+    Graph g = build(*c_, rng, 120);
+    std::vector<size_t> roots = {rng() % 120, rng() % 120};
+    ASSERT_TRUE(c_->set_root(g.nodes[roots[0]]).ok());
+    ASSERT_TRUE(c_->set_root(g.nodes[roots[1]] + 8, "second").ok());  // interior root
+    std::set<size_t> live = reachable(g, roots);
+    Result<CollectReport> dry = c_->collect(true);
+    ASSERT_TRUE(dry.ok());
+    EXPECT_EQ(dry->freed_blocks, 120 - live.size()) << "seed " << seed;
+    EXPECT_EQ(c_->info().blocks, 120u) << "a dry run freed something";
+    Result<CollectReport> r = c_->collect();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->live_blocks, live.size());
+    for (size_t i = 0; i < g.nodes.size(); i++) {
+      EXPECT_EQ(c_->find_block(g.nodes[i]).ok(), live.count(i) == 1) << "node " << i << " seed " << seed;
+    }
+    CheckReport cr = c_->check();
+    ASSERT_TRUE(cr.problems.empty()) << cr.problems.front();
+    // Clear for the next graph.
+    ASSERT_TRUE(c_->set_root(nullptr).ok());
+    ASSERT_TRUE(c_->set_root(nullptr, "second").ok());
+    ASSERT_TRUE(c_->collect().ok());
+    ASSERT_EQ(c_->info().blocks, 0u);
+  }
+}
+
+TEST_F(ReachTest, CollectedBlocksComeBackAfterAbortOrCrashUntilCommit) {
+  std::mt19937_64 rng(3);
+  Graph g = build(*c_, rng, 50);
+  ASSERT_TRUE(c_->set_root(g.nodes[0]).ok());
+  ASSERT_TRUE(c_->commit().ok());
+  const uint64_t before = c_->info().blocks;
+  ASSERT_TRUE(c_->collect().ok());
+  const uint64_t after = c_->info().blocks;
+  ASSERT_LT(after, before);
+  ASSERT_TRUE(c_->abort().ok());
+  EXPECT_EQ(c_->info().blocks, before);
+  ASSERT_TRUE(c_->collect().ok());
+  c_.reset();  // a crash before commit: the collection never happened
+  c_ = std::move(*Container::open(dir_.file("r.pm")));
+  EXPECT_EQ(c_->info().blocks, before);
+  ASSERT_TRUE(c_->collect().ok());
+  ASSERT_TRUE(c_->commit().ok());
+  c_.reset();
+  c_ = std::move(*Container::open(dir_.file("r.pm")));
+  EXPECT_EQ(c_->info().blocks, after);
+  EXPECT_TRUE(c_->check().problems.empty());
+}
+
+struct Holder {
+  void* heap_ptr;
+  uint64_t plain;
+  int* stack_ptr;
+  Holder* next;  // inside the container: fine
+};
+
+TEST_F(ReachTest, CheckNamesPointersThatEscapeTheContainer) {
+  int on_stack = 0;
+  auto* on_heap = new int(5);
+  Holder* a = *c_->make<Holder>(Holder{nullptr, 42, nullptr, nullptr});
+  Holder* b = *c_->make<Holder>(Holder{on_heap, 7, &on_stack, a});
+  Holder* unreachable = *c_->make<Holder>(Holder{on_heap, 0, nullptr, nullptr});
+  (void)unreachable;
+  ASSERT_TRUE(c_->set_root(b).ok());
+  CheckReport r = c_->check();
+  ASSERT_EQ(r.escaping.size(), 2u);
+  EXPECT_EQ(r.escaping[0].object, reinterpret_cast<uint64_t>(b));
+  std::set<uint64_t> offsets = {r.escaping[0].offset, r.escaping[1].offset};
+  EXPECT_EQ(offsets, (std::set<uint64_t>{offsetof(Holder, heap_ptr), offsetof(Holder, stack_ptr)}));
+  for (const EscapingPointer& e : r.escaping) {
+    EXPECT_TRUE(e.target == reinterpret_cast<uint64_t>(on_heap) ||
+                e.target == reinterpret_cast<uint64_t>(&on_stack));
+    EXPECT_FALSE(e.where.empty());
+  }
+  delete on_heap;
+}
+
+TEST_F(ReachTest, DebugOptionRefusesCommitsWithEscapingPointers) {
+  c_.reset();
+  Options o;
+  o.check_escapes_at_commit = true;
+  c_ = std::move(*Container::open(dir_.file("r.pm"), o));
+  auto* on_heap = new int(5);
+  Holder* h = *c_->make<Holder>(Holder{on_heap, 1, nullptr, nullptr});
+  ASSERT_TRUE(c_->set_root(h).ok());
+  Status s = c_->commit();
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("offset 0"), std::string::npos) << s.message();
+  c_->will_write(&h->heap_ptr, 8);
+  h->heap_ptr = nullptr;
+  EXPECT_TRUE(c_->commit().ok());
+  delete on_heap;
+}
+
+}  // namespace
+}  // namespace pm
