@@ -28,7 +28,9 @@ void CommitGate::enter() {
   int& d = depth();
   if (d++ > 0) return;
   for (;;) {
-    closed_.wait(1);
+    // atomic::wait costs a global waiter-table update even when the value
+    // already differs (libstdc++ 12): look first.
+    if (closed_.load() != 0) closed_.wait(1);
     // seq_cst pairs with close(): either close() sees this increment, or
     // this thread sees closed_ == 1 and backs out.
     active_.fetch_add(1);

@@ -15,8 +15,8 @@
 
 #include "libpm/address_space.h"
 #include "libpm/commit_gate.h"
-#include "libpm/escape_classifier.h"
 #include "libpm/container_impl.h"
+#include "libpm/escape_classifier.h"
 #include "libpm/file_lock.h"
 #include "libpm/heap.h"
 #include "libpm/journal.h"
@@ -91,9 +91,10 @@ class ContainerImpl final : public Container {
   void will_write(const void* p, size_t n) override;
   Status release_clean() override;
   bool contains(const void* p) const override;
+  void* base() const override { return reservation_.base(); }
   uint64_t generation() const override { return generation_; }
   ContainerInfo info() const override;
-  CheckReport check() override;
+  CheckReport check(bool foreign_writer) override;
   Result<CollectReport> collect(bool dry_run) override;
   void begin_mutation() override { gate_.enter(); }
   bool created_file() const { return created_file_; }
@@ -117,7 +118,7 @@ class ContainerImpl final : public Container {
     return Status();
   }
   void remember_committed(const std::vector<PageRun>& pages);
-  void find_escapes(CheckReport* r) const;
+  void find_escapes(bool foreign_writer, CheckReport* r) const;
 
   std::string path_;
   Options options_;
@@ -299,7 +300,7 @@ Status ContainerImpl::commit() {
   ClosedGate closed(gate_);
   if (options_.check_escapes_at_commit) {
     CheckReport r;
-    find_escapes(&r);
+    find_escapes(false, &r);
     if (!r.escaping.empty()) {
       const EscapingPointer& e = r.escaping.front();
       char msg[200];
@@ -503,20 +504,20 @@ ContainerInfo ContainerImpl::info() const {
   return i;
 }
 
-CheckReport ContainerImpl::check() {
+CheckReport ContainerImpl::check(bool foreign_writer) {
   CheckReport r;
   ClosedGate closed(gate_);
   heap_->check(&r.problems);
   Heap::Stats hs = heap_->stats();
   r.blocks = hs.blocks;
   r.used_bytes = hs.used_bytes;
-  if (r.problems.empty()) find_escapes(&r);  // the walk trusts the metadata
+  if (r.problems.empty()) find_escapes(foreign_writer, &r);  // the walk trusts the metadata
   return r;
 }
 
-void ContainerImpl::find_escapes(CheckReport* r) const {
+void ContainerImpl::find_escapes(bool foreign_writer, CheckReport* r) const {
   auto lo = reinterpret_cast<uint64_t>(reservation_.base());
-  EscapeClassifier classifier(lo, lo + reservation_.size());
+  EscapeClassifier classifier(lo, lo + reservation_.size(), foreign_writer);
   heap_->find_escapes([&](uint64_t v) { return classifier.classify(v); }, r);
 }
 

@@ -13,8 +13,8 @@ constexpr uint64_t kBrkLo = 0x5500'0000'0000ull, kBrkHi = 0x5700'0000'0000ull;
 constexpr uint64_t kMmapLo = 0x7e00'0000'0000ull, kMmapHi = 0x8000'0000'0000ull;
 }  // namespace
 
-EscapeClassifier::EscapeClassifier(uint64_t skip_begin, uint64_t skip_end)
-    : skip_begin_(skip_begin), skip_end_(skip_end) {
+EscapeClassifier::EscapeClassifier(uint64_t skip_begin, uint64_t skip_end, bool typical_ranges)
+    : skip_begin_(skip_begin), skip_end_(skip_end), typical_ranges_(typical_ranges) {
   std::ifstream in("/proc/self/maps");
   std::string line;
   while (std::getline(in, line)) {
@@ -37,7 +37,9 @@ std::string EscapeClassifier::classify(uint64_t v) const {
   auto it = std::upper_bound(maps_.begin(), maps_.end(), v,
                              [](uint64_t x, const Mapping& m) { return x < m.begin; });
   if (it != maps_.begin() && v < std::prev(it)->end) return std::prev(it)->name;
-  if ((v >= kBrkLo && v < kBrkHi) || (v >= kMmapLo && v < kMmapHi)) return "volatile range";
+  if (typical_ranges_ && ((v >= kBrkLo && v < kBrkHi) || (v >= kMmapLo && v < kMmapHi))) {
+    return "volatile range";
+  }
   return "";
 }
 

@@ -498,7 +498,8 @@ void Heap::visit_blocks_locked(const std::function<void(std::byte*, uint64_t)>& 
         const SizeClass& sc = size_class(static_cast<int>(entry_value(e)));
         const SlabHeader* sh = slab_at(at);
         for (uint32_t k = 0; k < sc.objects; k++) {
-          if (sh->bitmap[k / 64] >> (k % 64) & 1) fn(at + sc.first_off + uint64_t{k} * sc.size, sc.size);
+          if (sh->bitmap[k / 64] >> (k % 64) & 1)
+            fn(at + sc.first_off + uint64_t{k} * sc.size, sc.size);
         }
         i += sc.pages;
       } else {

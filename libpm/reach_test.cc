@@ -38,11 +38,12 @@ Graph build(Container& c, std::mt19937_64& rng, int n) {
   for (int i = 0; i < n; i++) {
     for (int s = 0; s < 4; s++) {
       if (rng() % 3 == 0) continue;
-      size_t to = rng() % static_cast<size_t>(n);  // cycles included
+      size_t to = rng() % static_cast<size_t>(n);                               // cycles included
       std::byte* target = g.nodes[to] + (rng() % 2 ? rng() % g.sizes[to] : 0);  // interior too
       std::byte* node = g.nodes[static_cast<size_t>(i)];
-      uint64_t v = rng() % 2 ? reinterpret_cast<uint64_t>(target)
-                             : reinterpret_cast<uint64_t>(target) - reinterpret_cast<uint64_t>(node + 8 * s);
+      uint64_t v =
+          rng() % 2 ? reinterpret_cast<uint64_t>(target)
+                    : reinterpret_cast<uint64_t>(target) - reinterpret_cast<uint64_t>(node + 8 * s);
       write_slot(c, node, s, v);
       g.edges[static_cast<size_t>(i)].push_back(to);
     }
@@ -91,7 +92,8 @@ TEST_F(ReachTest, CollectFreesExactlyTheUnreachableBlocksOfRandomGraphs) {
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     EXPECT_EQ(r->live_blocks, live.size());
     for (size_t i = 0; i < g.nodes.size(); i++) {
-      EXPECT_EQ(c_->find_block(g.nodes[i]).ok(), live.count(i) == 1) << "node " << i << " seed " << seed;
+      EXPECT_EQ(c_->find_block(g.nodes[i]).ok(), live.count(i) == 1)
+          << "node " << i << " seed " << seed;
     }
     CheckReport cr = c_->check();
     ASSERT_TRUE(cr.problems.empty()) << cr.problems.front();
@@ -152,6 +154,18 @@ TEST_F(ReachTest, CheckNamesPointersThatEscapeTheContainer) {
     EXPECT_FALSE(e.where.empty());
   }
   delete on_heap;
+}
+
+// Bytes that merely look like addresses in the usual heap/stack ranges, but
+// are not in a mapping of this process, are not escaping pointers here
+// (they would be for pm check, which reads another process's file).
+TEST_F(ReachTest, StaleBytesInUnmappedRangesAreNotEscapesInProcess) {
+  auto* p = static_cast<uint64_t*>(*c_->alloc(64));
+  c_->will_write(p, 64);
+  for (int i = 0; i < 8; i++) p[i] = 0x00007f0000646c6full + static_cast<uint64_t>(i);
+  ASSERT_TRUE(c_->set_root(p).ok());
+  EXPECT_TRUE(c_->check().escaping.empty());
+  EXPECT_EQ(c_->check(/*foreign_writer=*/true).escaping.size(), 8u);
 }
 
 TEST_F(ReachTest, DebugOptionRefusesCommitsWithEscapingPointers) {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ostream>
 
 #include "crash/libpm_workloads.h"
 #include "libpm/planted_bugs.h"
@@ -50,6 +51,9 @@ struct Case {
   int steps;
 };
 
+// Names instead of byte dumps in test listings (CTest shows GetParam()).
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
 class PowerFailureTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(PowerFailureTest, CommittedStateSurvivesEveryCrashPoint) {
@@ -88,6 +92,8 @@ struct Bug {
   const char* name;
   bool PlantedBugs::*flag;
 };
+
+void PrintTo(const Bug& b, std::ostream* os) { *os << b.name; }
 
 class PlantedBugTest : public ::testing::TestWithParam<Bug> {};
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bench/commit_latency.h"
+#include "bench/dir_cleanup.h"
 #include "bench/environment.h"
 #include "bench/hashmap_suite.h"
 #include "bench/open_time.h"
@@ -25,22 +26,6 @@ struct DirRun {
   DirInfo dir;
   std::vector<Table> tables;
   std::vector<Target> targets;
-};
-
-// Removes the directory when the run made it and it is empty again.
-class DirCleanup {
- public:
-  explicit DirCleanup(const DirInfo& d) : dir_(d.dir), created_(d.created) {}
-  ~DirCleanup() {
-    std::error_code ec;
-    if (created_) std::filesystem::remove(dir_, ec);
-  }
-  DirCleanup(const DirCleanup&) = delete;
-  DirCleanup& operator=(const DirCleanup&) = delete;
-
- private:
-  std::string dir_;
-  bool created_;
 };
 
 std::string measured_text(const Target& t) {
@@ -118,7 +103,7 @@ Status run_container_bench(const Config& cfg, bool json) {
   const Environment env = collect_environment();
   const Progress progress;
   if (!json) {
-    print_environment(env);
+    print_environment("container", env);
     fmt::print(
         "{:<20}{}{} keys, per-insert-commit budget {:g} s on pmem, {:g} s on msync, big "
         "container {} MiB\n",

@@ -98,9 +98,9 @@ Environment collect_environment() {
   return e;
 }
 
-void print_environment(const Environment& e) {
+void print_environment(const char* suite, const Environment& e) {
   auto row = [](const char* k, const std::string& v) { fmt::print("{:<20}{}\n", k, v); };
-  fmt::print("pm bench container\n");
+  fmt::print("pm bench {}\n", suite);
   row("build", fmt::format("{}, {}", e.assertions ? "assertions ON (NDEBUG unset)" : "NDEBUG",
                            e.optimized ? "optimized" : "NOT optimized"));
   std::string san;

@@ -27,7 +27,7 @@ struct Environment {
 };
 
 Environment collect_environment();
-void print_environment(const Environment& e);
+void print_environment(const char* suite, const Environment& e);
 nlohmann::json environment_json(const Environment& e);
 
 struct DirInfo {

@@ -1,13 +1,51 @@
-// pm bench container: the libpm benchmark suites (tools/bench/).
+// pm bench container, pm bench alloc: the libpm benchmark suites (tools/bench/).
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "bench/alloc_bench.h"
+#include "bench/alloc_config.h"
 #include "bench/config.h"
 #include "bench/container_bench.h"
 #include "pm/command.h"
 
 namespace pm::cli {
+
+namespace {
+
+void add_alloc_command(CLI::App* bench, const Globals& g, std::vector<Command>* out) {
+  struct AllocArgs {
+    std::string dir = "/dev/shm/pm-bench";
+    uint64_t live_mib = 0;
+    uint64_t rounds = 0;
+    bool smoke = false;
+  };
+  auto a = std::make_shared<AllocArgs>();
+  CLI::App* alloc = bench->add_subcommand(
+      "alloc", "allocator fragmentation (Nibble's patterns) and alloc/free throughput vs glibc");
+  alloc
+      ->add_option("--dir", a->dir,
+                   "directory for the containers and files (created and removed if missing)")
+      ->capture_default_str();
+  CLI::Option* live = alloc
+                          ->add_option("--live-mib", a->live_mib,
+                                       "live MiB of each fragmentation pattern (default 512)")
+                          ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
+  CLI::Option* rounds =
+      alloc->add_option("--rounds", a->rounds, "free+alloc pairs per thread (default 2000000)")
+          ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  alloc->add_flag("--smoke", a->smoke, "tiny sizes, for a quick check that it works");
+  out->push_back({alloc, [a, live, rounds, &g]() -> Status {
+                    bench::AllocConfig cfg =
+                        a->smoke ? bench::AllocConfig::smoke_sized() : bench::AllocConfig();
+                    cfg.dir = a->dir;
+                    if (live->count() > 0) cfg.live_bytes = a->live_mib << 20;
+                    if (rounds->count() > 0) cfg.rounds = a->rounds;
+                    return bench::run_alloc_bench(cfg, g.json);
+                  }});
+}
+
+}  // namespace
 
 void add_bench_commands(CLI::App& root, const Globals& g, std::vector<Command>* out) {
   struct BenchArgs {
@@ -46,6 +84,7 @@ void add_bench_commands(CLI::App& root, const Globals& g, std::vector<Command>* 
                     if (!a->also_dir.empty()) cfg.dirs.push_back(a->also_dir);
                     return bench::run_container_bench(cfg, g.json);
                   }});
+  add_alloc_command(bench, g, out);
 }
 
 }  // namespace pm::cli

@@ -90,7 +90,7 @@ Status run_check(const std::string& path, bool json) {
     }
     return c.status();
   }
-  CheckReport r = (*c)->check();
+  CheckReport r = (*c)->check(/*foreign_writer=*/true);  // written by another process
   print_check(r, (*c)->info(), json);
   if (!r.problems.empty()) {
     return Status::corruption(fmt::format("{} problem(s) in the heap metadata", r.problems.size()));

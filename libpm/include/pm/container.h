@@ -174,6 +174,9 @@ class Container {
   // True if p points into this container's mapped heap.
   virtual bool contains(const void* p) const = 0;
 
+  // Where the heap is mapped (fixed for the life of the file). Cheap.
+  virtual void* base() const = 0;
+
   // A number that differs in every session that opens the container. A lock
   // word stored in a persistent object keeps the generation it was taken in;
   // a word from another generation is unlocked (locks never survive restarts).
@@ -184,7 +187,14 @@ class Container {
   // Verifies the heap metadata (page maps, slab headers and bitmaps,
   // counters) and reports escaping pointers in objects reachable from the
   // roots. Takes the commit gate: no mutation runs meanwhile.
-  virtual CheckReport check() = 0;
+  //
+  // A word is an escaping pointer when it points into a mapping of this
+  // process outside the container. With `foreign_writer` (a file written by
+  // another process, as in `pm check`), words in the address ranges where
+  // Linux places other processes' heaps and stacks count too. The check is
+  // conservative: stale bytes that look like such an address (say, unused
+  // bytes of a short-string buffer copied from the stack) are reported too.
+  virtual CheckReport check(bool foreign_writer = false) = 0;
 
   // Frees every block not reachable from the root or the named roots.
   // Reachability is conservative: each aligned 8-byte word of a reachable

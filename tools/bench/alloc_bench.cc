@@ -1,0 +1,91 @@
+#include "bench/alloc_bench.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench/alloc_throughput.h"
+#include "bench/dir_cleanup.h"
+#include "bench/environment.h"
+#include "bench/fragmentation.h"
+#include "bench/progress.h"
+#include "bench/report.h"
+
+namespace pm::bench {
+
+namespace {
+
+nlohmann::json config_json(const AllocConfig& c) {
+  return {{"dir", c.dir},
+          {"smoke", c.smoke},
+          {"seed", c.seed},
+          {"live_bytes", c.live_bytes},
+          {"churn_factor", c.churn_factor},
+          {"threads", c.threads},
+          {"rounds", c.rounds},
+          {"window", c.window},
+          {"repetitions", c.repetitions},
+          {"commit_every", c.commit_every}};
+}
+
+void print_sizes(const AllocConfig& c) {
+  fmt::print("{:<20}{}{} MiB live, {:g}x replaced; {} free+alloc pairs per thread\n", "size",
+             c.smoke ? "SMOKE (tiny sizes, numbers not meaningful): " : "", c.live_bytes >> 20,
+             c.churn_factor, c.rounds);
+}
+
+Table targets_table(const std::vector<Target>& targets) {
+  Table t;
+  t.title = "targets (from the project issue; verdicts computed from the numbers above)";
+  t.columns = {
+      {"target", "target"}, {"goal", "goal"}, {"measured", "measured"}, {"verdict", "verdict"}};
+  for (const Target& g : targets) {
+    t.add_row(
+        {g.name, g.goal, g.available ? fmt::format("{:.2f}x", g.measured) : "-", g.verdict()});
+  }
+  return t;
+}
+
+}  // namespace
+
+Status run_alloc_bench(const AllocConfig& cfg, bool json) {
+  const Environment env = collect_environment();
+  const Progress progress;
+  if (!json) {
+    print_environment("alloc", env);
+    print_sizes(cfg);
+  }
+  Result<DirInfo> dir = probe_dir(cfg.dir);
+  if (!dir.ok()) return dir.status();
+  DirCleanup cleanup(*dir);
+  if (!json) print_dir(*dir, env);
+  std::vector<Table> tables;
+  std::vector<Target> targets;
+  for (auto suite : {run_fragmentation, run_alloc_throughput}) {
+    Result<SuiteResult> r = suite(*dir, cfg, progress);
+    if (!r.ok()) return r.status().with_context(cfg.dir);
+    for (const Table& t : r->tables) {
+      if (!json) print_table(t);
+      tables.push_back(t);
+    }
+    targets.insert(targets.end(), r->targets.begin(), r->targets.end());
+  }
+  if (!json) {
+    print_table(targets_table(targets));
+    return Status();
+  }
+  nlohmann::json doc = {{"suite", "alloc"},
+                        {"environment", environment_json(env)},
+                        {"config", config_json(cfg)},
+                        {"directory", dir_json(*dir)},
+                        {"tables", nlohmann::json::array()},
+                        {"targets", nlohmann::json::array()}};
+  for (const Table& t : tables) doc["tables"].push_back(table_json(t));
+  for (const Target& t : targets) doc["targets"].push_back(target_json(t));
+  fmt::print("{}\n", doc.dump(2));
+  return Status();
+}
+
+}  // namespace pm::bench
