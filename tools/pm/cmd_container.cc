@@ -90,7 +90,10 @@ Status run_check(const std::string& path, bool json) {
     }
     return c.status();
   }
+  const bool tty = isatty(2);
+  if (tty) std::fprintf(stderr, "checking %s ...", path.c_str());
   CheckReport r = (*c)->check(/*foreign_writer=*/true);  // written by another process
+  if (tty) std::fprintf(stderr, "\r\033[K");
   print_check(r, (*c)->info(), json);
   if (!r.problems.empty()) {
     return Status::corruption(fmt::format("{} problem(s) in the heap metadata", r.problems.size()));
