@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   Root* r = *(*c)->make<Root>(Root{std::malloc(64), nullptr});
   r->self = r;
   for (size_t n : {100, 5000, 200000}) (void)(*c)->alloc(n);
-  if (!(*c)->set_root(r).ok() || !(*c)->commit().ok()) return 1;
-  return 0;
+  void* dram = r->dram;
+  bool ok = (*c)->set_root(r).ok() && (*c)->commit().ok();
+  std::free(dram);  // the committed value still points out of the container
+  return ok ? 0 : 1;
 }
