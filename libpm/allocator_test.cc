@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "pm/named.h"
+#include "testutil/container_util.h"
 #include "testutil/temp_dir.h"
 
 namespace pm {
@@ -40,17 +41,8 @@ template <typename K, typename V>
 using UnorderedMap =
     boost::unordered_map<K, V, boost::hash<K>, std::equal_to<K>, allocator<std::pair<const K, V>>>;
 
-std::unique_ptr<Container> must(Result<std::unique_ptr<Container>> r) {
-  EXPECT_TRUE(r.ok()) << r.status().to_string();
-  return r.ok() ? std::move(*r) : nullptr;
-}
-
-Options small() {
-  Options o;
-  o.initial_size = 4 << 20;
-  o.max_size = 4ull << 30;
-  return o;
-}
+using test::must;
+using test::small;
 
 // A value long enough to leave the string's inline buffer for most k.
 std::string text(uint64_t k) {

@@ -18,6 +18,7 @@
 
 #include "libpm/container_impl.h"
 #include "libpm/superblock.h"
+#include "testutil/container_util.h"
 #include "testutil/temp_dir.h"
 
 namespace pm {
@@ -28,17 +29,8 @@ struct Node {
   uint64_t value;
 };
 
-std::unique_ptr<Container> must(Result<std::unique_ptr<Container>> r) {
-  EXPECT_TRUE(r.ok()) << r.status().to_string();
-  return r.ok() ? std::move(*r) : nullptr;
-}
-
-Options small() {
-  Options o;
-  o.initial_size = 4 << 20;
-  o.max_size = 4ull << 30;
-  return o;
-}
+using test::must;
+using test::small;
 
 // Writes through will_write so that the test means the same for all trackers.
 template <typename T>
