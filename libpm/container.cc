@@ -119,6 +119,8 @@ class ContainerImpl final : public Container {
   }
   void remember_committed(const std::vector<PageRun>& pages);
   void find_escapes(bool foreign_writer, CheckReport* r) const;
+  // Pages among `pages` whose working copy differs from home. REQUIRES: persist_mu_.
+  uint64_t count_changed(const std::vector<PageRun>& pages) const;
 
   std::string path_;
   Options options_;
@@ -473,6 +475,19 @@ Status ContainerImpl::release_clean() {
   return Status();
 }
 
+uint64_t ContainerImpl::count_changed(const std::vector<PageRun>& pages) const {
+  const uint64_t mapped = mapped_.load();
+  const std::byte* work = reservation_.base();
+  const std::byte* home = persist_->view() + kHeapOffset;
+  uint64_t n = 0;
+  for (const PageRun& r : pages) {
+    for (uint64_t p = r.first; p < r.first + r.count && (p + 1) * kPage <= mapped; p++) {
+      n += std::memcmp(work + p * kPage, home + p * kPage, kPage) != 0;
+    }
+  }
+  return n;
+}
+
 ContainerInfo ContainerImpl::info() const {
   ContainerInfo i;
   i.path = path_;
@@ -489,14 +504,17 @@ ContainerInfo ContainerImpl::info() const {
   i.layout = sb_.layout;
   // Counting dirty pages needs the tracker quiet (growth may extend it);
   // from inside a MutationGuard the count is skipped rather than deadlock.
+  // Trackers over-report (uffd: pages only read since open; hints: announced
+  // but unchanged), so a page counts only if it differs from the home view.
+  std::unique_lock<std::mutex> l(persist_mu_, std::defer_lock);
   if (!gate_.held_by_this_thread()) {
     ClosedGate closed(gate_);
+    l.lock();
     std::vector<PageRun> dirty;
-    if (tracker_->peek_dirty(&dirty).ok()) {
-      for (const PageRun& r : dirty) i.dirty_pages += r.count;
-    }
+    if (tracker_->peek_dirty(&dirty).ok()) i.dirty_pages = count_changed(dirty);
+  } else {
+    l.lock();
   }
-  std::lock_guard<std::mutex> l(persist_mu_);
   i.file_bytes = persist_->size();
   i.is_pmem = persist_->is_pmem();
   i.journal = journal_state_;

@@ -437,6 +437,25 @@ TEST_F(ContainerTest, ReleaseCleanDropsDramButKeepsData) {
   EXPECT_EQ(c->root<char>()[0], 'y');
 }
 
+TEST_F(ContainerTest, InfoCountsOnlyPagesThatReallyChanged) {
+  {
+    auto c = must(Container::create(path_, small()));
+    ASSERT_TRUE(c->commit().ok());
+  }
+  auto c = must(Container::open(path_));
+  // Open read the heap metadata and changed one page (the generation);
+  // pages that were only read do not count.
+  EXPECT_EQ(c->info().dirty_pages, 1u);
+  ASSERT_TRUE(c->commit().ok());
+  EXPECT_EQ(c->info().dirty_pages, 0u);
+  auto* p = static_cast<uint64_t*>(*c->alloc(3 * 4096));
+  ASSERT_TRUE(c->commit().ok());
+  EXPECT_EQ(c->info().dirty_pages, 0u);
+  put(*c, &p[0], uint64_t{1});
+  put(*c, &p[1024], uint64_t{2});
+  EXPECT_EQ(c->info().dirty_pages, 2u);
+}
+
 TEST_F(ContainerTest, GenerationChangesOnEveryOpen) {
   uint64_t g1, g2;
   {
