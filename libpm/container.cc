@@ -44,17 +44,18 @@ Status check_create_options(const Options& o) {
     return Status::invalid_argument("base_address must be 1 GiB-aligned");
   }
   if (o.layout.size() > 31) return Status::invalid_argument("layout name longer than 31 bytes");
+  if (o.raw_bytes > kMaxRawBytes) return Status::invalid_argument("raw_bytes over 16 GiB");
   return Status();
 }
 
-Superblock make_superblock(const Options& o, uint64_t base) {
+Superblock make_superblock(const Options& o, uint64_t base, uint64_t heap_offset) {
   Superblock sb;
   std::memset(&sb, 0, sizeof sb);
   std::memcpy(sb.magic, kSuperblockMagic, sizeof sb.magic);
   sb.version = kFormatVersion;
   sb.superblock_size = sizeof sb;
   sb.page_size = kPageSize;
-  sb.heap_offset = kHeapOffset;
+  sb.heap_offset = heap_offset;
   sb.base_address = base;
   sb.max_size = o.max_size;
   sb.created_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -99,6 +100,10 @@ class ContainerImpl final : public Container {
   void begin_mutation() override { gate_.enter(); }
   bool created_file() const { return created_file_; }
   void end_mutation() override { gate_.leave(); }
+  uint64_t raw_size() const override { return heap_off_ - kHeapOffset; }
+  Status raw_write(uint64_t off, const void* src, size_t n) override;
+  Status raw_persist(uint64_t off, size_t n) override;
+  Status raw_read(uint64_t off, void* dst, size_t n) const override;
 
  private:
   void log(LogLevel level, const std::string& msg) const {
@@ -134,6 +139,10 @@ class ContainerImpl final : public Container {
   // Serialises use of persist_ between commit/abort (gate closed), growth
   // (inside alloc, gate open) and info().
   mutable std::mutex persist_mu_;
+  // Raw-region calls hold it shared; growth (which remaps persist_'s view)
+  // holds it exclusively.
+  mutable std::shared_mutex view_mu_;
+  uint64_t heap_off_ = kHeapOffset;  // file offset of the heap (after the raw region)
   std::atomic<uint64_t> mapped_{0};  // heap bytes mapped in the working view
   uint64_t seq_ = 0;                 // last commit's journal sequence number
   bool journal_pending_ = false;     // header says pending (not yet marked applied)
@@ -166,7 +175,8 @@ Status ContainerImpl::init_new(const PersistOpener& opener) {
   lock_ = std::move(*lock);
   created_file_ = true;
   const uint64_t heap_size = align_up(options_.initial_size, kPage);
-  if (::ftruncate(lock_.fd(), static_cast<off_t>(kHeapOffset + heap_size)) != 0) {
+  heap_off_ = kHeapOffset + align_up(options_.raw_bytes, kPage);
+  if (::ftruncate(lock_.fd(), static_cast<off_t>(heap_off_ + heap_size)) != 0) {
     return Status::from_errno("size " + path_, errno);
   }
   Result<AddressReservation> res =
@@ -182,9 +192,9 @@ Status ContainerImpl::init_new(const PersistOpener& opener) {
   // file that open() rejects as "not a container".
   std::vector<std::byte> image(kPage * 2 + heap_size / kPage * 4);
   Heap::format(image.data(), heap_size);
-  persist_->write_flushed(kHeapOffset, image.data(), image.size());
+  persist_->write_flushed(heap_off_, image.data(), image.size());
   PM_TRY(persist_->drain());
-  sb_ = make_superblock(options_, reinterpret_cast<uint64_t>(reservation_.base()));
+  sb_ = make_superblock(options_, reinterpret_cast<uint64_t>(reservation_.base()), heap_off_);
   persist_->write_flushed(0, &sb_, sizeof sb_);
   PM_TRY(persist_->drain());
   if (::fsync(lock_.fd()) != 0) return Status::from_errno("fsync " + path_, errno);
@@ -211,6 +221,7 @@ Status ContainerImpl::init_existing(const PersistOpener& opener) {
     return Status::from_errno("read superblock", errno);
   }
   PM_TRY(validate_superblock(sb_, static_cast<uint64_t>(st.st_size)));
+  heap_off_ = sb_.heap_offset;
   if (!options_.layout.empty() && options_.layout != sb_.layout) {
     return Status::invalid_argument("layout is '" + std::string(sb_.layout) +
                                     "', the program expects '" + options_.layout + "'");
@@ -226,7 +237,7 @@ Status ContainerImpl::init_existing(const PersistOpener& opener) {
 }
 
 Status ContainerImpl::recover() {
-  JournalStatus js = read_journal(*persist_);
+  JournalStatus js = read_journal(*persist_, heap_off_);
   seq_ = js.header.seq;
   journal_state_ = js.state;
   if (js.state == JournalState::kTorn) {
@@ -236,7 +247,7 @@ Status ContainerImpl::recover() {
   }
   if (js.state != JournalState::kPending) return Status();
   auto t0 = std::chrono::steady_clock::now();
-  PM_TRY(replay_journal(*persist_, js.header).with_context("recovery"));
+  PM_TRY(replay_journal(*persist_, js.header, heap_off_).with_context("recovery"));
   journal_state_ = JournalState::kApplied;
   auto us =
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
@@ -248,8 +259,8 @@ Status ContainerImpl::recover() {
 }
 
 Status ContainerImpl::map_and_attach() {
-  const auto* hh = reinterpret_cast<const HeapHeader*>(persist_->view() + kHeapOffset);
-  const uint64_t file_heap = persist_->size() - kHeapOffset;
+  const auto* hh = reinterpret_cast<const HeapHeader*>(persist_->view() + heap_off_);
+  const uint64_t file_heap = persist_->size() - heap_off_;
   uint64_t heap_size = hh->heap_size;
   if (hh->magic != kHeapMagic || heap_size % kPage != 0 || heap_size < 2 * kPage) {
     return Status::corruption("heap header damaged");
@@ -258,7 +269,7 @@ Status ContainerImpl::map_and_attach() {
     return Status::corruption("file truncated: heap needs " + std::to_string(heap_size) +
                               " bytes, the file holds " + std::to_string(file_heap));
   }
-  PM_TRY(reservation_.map_private(0, heap_size, lock_.fd(), kHeapOffset));
+  PM_TRY(reservation_.map_private(0, heap_size, lock_.fd(), heap_off_));
   mapped_ = heap_size;
   std::string why;
   Result<std::unique_ptr<DirtyTracker>> t = make_tracker(options_.tracker, sb_.max_size, &why);
@@ -283,15 +294,47 @@ Status ContainerImpl::grow_to(uint64_t new_heap_size) {
   std::lock_guard<std::mutex> l(persist_mu_);
   const uint64_t heap_end = reinterpret_cast<const HeapHeader*>(reservation_.base())->heap_size;
   if (journal_pending_) PM_TRY(mark_applied());
-  PM_TRY(persist_->resize(kHeapOffset + heap_end, kHeapOffset + new_heap_size));
+  {
+    std::unique_lock<std::shared_mutex> v(view_mu_);
+    PM_TRY(persist_->resize(heap_off_ + heap_end, heap_off_ + new_heap_size));
+  }
   uint64_t mapped = mapped_.load();
   if (new_heap_size > mapped) {
     PM_TRY(
-        reservation_.map_private(mapped, new_heap_size - mapped, lock_.fd(), kHeapOffset + mapped));
+        reservation_.map_private(mapped, new_heap_size - mapped, lock_.fd(), heap_off_ + mapped));
     PM_TRY(tracker_->track(reservation_.base(), new_heap_size));
     mapped_ = new_heap_size;
   }
   log(LogLevel::kInfo, "grew heap to " + std::to_string(new_heap_size >> 20) + " MiB");
+  return Status();
+}
+
+Status ContainerImpl::raw_write(uint64_t off, const void* src, size_t n) {
+  if (off > raw_size() || n > raw_size() - off) {
+    return Status::invalid_argument("raw range outside the " + std::to_string(raw_size()) +
+                                    "-byte raw region");
+  }
+  std::shared_lock<std::shared_mutex> v(view_mu_);
+  persist_->write(kHeapOffset + off, src, n);
+  return Status();
+}
+
+Status ContainerImpl::raw_persist(uint64_t off, size_t n) {
+  if (off > raw_size() || n > raw_size() - off) {
+    return Status::invalid_argument("raw range outside the " + std::to_string(raw_size()) +
+                                    "-byte raw region");
+  }
+  std::shared_lock<std::shared_mutex> v(view_mu_);
+  return persist_->persist_range(kHeapOffset + off, n);
+}
+
+Status ContainerImpl::raw_read(uint64_t off, void* dst, size_t n) const {
+  if (off > raw_size() || n > raw_size() - off) {
+    return Status::invalid_argument("raw range outside the " + std::to_string(raw_size()) +
+                                    "-byte raw region");
+  }
+  std::shared_lock<std::shared_mutex> v(view_mu_);
+  std::memcpy(dst, persist_->view() + kHeapOffset + off, n);
   return Status();
 }
 
@@ -329,7 +372,7 @@ Status ContainerImpl::commit_locked() {
   if (pages.empty()) return Status();
   const uint64_t mapped = mapped_.load();
   const std::byte* work = reservation_.base();
-  const std::byte* home = persist_->view() + kHeapOffset;
+  const std::byte* home = persist_->view() + heap_off_;
   for (const PageRun& r : pages) {
     uint64_t off = r.first * kPage;
     if (off >= mapped) break;
@@ -337,9 +380,9 @@ Status ContainerImpl::commit_locked() {
     diff_lines(work + off, home + off, off, len, &runs);
   }
   if (!runs.empty()) {
-    if (g_planted_bugs.home_before_journal) PM_TRY(apply_runs(*persist_, work, runs));
+    if (g_planted_bugs.home_before_journal) PM_TRY(apply_runs(*persist_, work, runs, heap_off_));
     // The body goes past everything mapped, where no heap page lives.
-    Status s = write_journal(*persist_, seq_ + 1, kHeapOffset + mapped, work, runs);
+    Status s = write_journal(*persist_, seq_ + 1, heap_off_ + mapped, work, runs);
     if (!s.ok()) {
       (void)tracker_->redirty(pages);
       return s.with_context("commit (nothing applied; retry)");
@@ -347,7 +390,7 @@ Status ContainerImpl::commit_locked() {
     seq_++;
     journal_pending_ = true;
     journal_state_ = JournalState::kPending;
-    s = apply_runs(*persist_, work, runs);
+    s = apply_runs(*persist_, work, runs, heap_off_);
     if (!s.ok()) {
       failed_ = s.with_context(
           "commit is durable in the journal but writing it back failed; reopen the "
@@ -478,7 +521,7 @@ Status ContainerImpl::release_clean() {
 uint64_t ContainerImpl::count_changed(const std::vector<PageRun>& pages) const {
   const uint64_t mapped = mapped_.load();
   const std::byte* work = reservation_.base();
-  const std::byte* home = persist_->view() + kHeapOffset;
+  const std::byte* home = persist_->view() + heap_off_;
   uint64_t n = 0;
   for (const PageRun& r : pages) {
     for (uint64_t p = r.first; p < r.first + r.count && (p + 1) * kPage <= mapped; p++) {
@@ -493,6 +536,7 @@ ContainerInfo ContainerImpl::info() const {
   i.path = path_;
   Heap::Stats hs = heap_->stats();
   i.heap_bytes = hs.heap_bytes;
+  i.raw_bytes = raw_size();
   i.max_bytes = sb_.max_size;
   i.used_bytes = hs.used_bytes;
   i.free_bytes = hs.heap_bytes - hs.used_bytes - hs.meta_bytes;

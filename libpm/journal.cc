@@ -42,9 +42,9 @@ Status write_header(Persist& p, JournalHeader h) {
 }  // namespace
 
 // Empty when the body is sound, else why not. Nothing is written.
-std::string check_body(const Persist& p, const JournalHeader& h) {
+std::string check_body(const Persist& p, const JournalHeader& h, uint64_t heap_offset) {
   const uint64_t size = p.size();
-  if (h.body_offset < kHeapOffset || h.body_offset > size || h.body_len > size - h.body_offset) {
+  if (h.body_offset < heap_offset || h.body_offset > size || h.body_len > size - h.body_offset) {
     return "journal body lies outside the file";
   }
   const std::byte* body = p.view() + h.body_offset;
@@ -58,7 +58,8 @@ std::string check_body(const Persist& p, const JournalHeader& h) {
     if (h.body_len - at < sizeof e) return "journal entry truncated";
     std::memcpy(&e, body + at, sizeof e);
     at += sizeof e;
-    if (e.len > h.body_len - at || e.heap_off > size || e.len > size - kHeapOffset - e.heap_off) {
+    if (e.len > h.body_len - at || e.heap_off > size || e.heap_off > size - heap_offset ||
+        e.len > size - heap_offset - e.heap_off) {
       return "journal entry points past the end of the file";
     }
     at += e.len;
@@ -82,7 +83,7 @@ const char* journal_state_name(JournalState s) {
   return "unknown";
 }
 
-JournalStatus read_journal(const Persist& p) {
+JournalStatus read_journal(const Persist& p, uint64_t heap_offset) {
   JournalStatus js;
   if (p.size() < kJournalHeaderOffset + sizeof(JournalHeader)) return js;
   std::memcpy(&js.header, p.view() + kJournalHeaderOffset, sizeof js.header);
@@ -90,7 +91,7 @@ JournalStatus read_journal(const Persist& p) {
   if (h.magic != kJournalMagic || header_checksum(h) != h.checksum) return js;
   if (h.state == static_cast<uint32_t>(JournalState::kApplied)) js.state = JournalState::kApplied;
   if (h.state == static_cast<uint32_t>(JournalState::kPending)) {
-    js.why = check_body(p, h);
+    js.why = check_body(p, h, heap_offset);
     js.state = js.why.empty() || g_planted_bugs.replay_torn_journal ? JournalState::kPending
                                                                     : JournalState::kTorn;
   }
@@ -148,21 +149,22 @@ Status write_journal(Persist& p, uint64_t seq, uint64_t body_offset, const std::
   return p.drain();
 }
 
-Status apply_runs(Persist& p, const std::byte* work, const std::vector<Run>& runs) {
+Status apply_runs(Persist& p, const std::byte* work, const std::vector<Run>& runs,
+                  uint64_t heap_offset) {
   for (const Run& r : runs) {
-    p.write_flushed(kHeapOffset + r.off, work + r.off, r.len);
+    p.write_flushed(heap_offset + r.off, work + r.off, r.len);
   }
   p.kill_point("journal.apply_written");
   if (g_planted_bugs.skip_writeback_drain) return Status();
   return p.drain();
 }
 
-Status replay_journal(Persist& p, const JournalHeader& h) {
+Status replay_journal(Persist& p, const JournalHeader& h, uint64_t heap_offset) {
   const std::byte* body = p.view() + h.body_offset;
   for (uint64_t at = 0; at < h.body_len;) {
     JournalEntry e;
     std::memcpy(&e, body + at, sizeof e);
-    p.write_flushed(kHeapOffset + e.heap_off, body + at + sizeof e, e.len);
+    p.write_flushed(heap_offset + e.heap_off, body + at + sizeof e, e.len);
     at += sizeof e + e.len;
   }
   p.kill_point("journal.replay_written");

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "libpm/persist.h"
+#include "libpm/superblock.h"
 #include "pm/container.h"
 #include "pm/status.h"
 
@@ -60,7 +61,7 @@ struct JournalStatus {
   JournalHeader header{};
   std::string why;  // for kTorn
 };
-JournalStatus read_journal(const Persist& p);
+JournalStatus read_journal(const Persist& p, uint64_t heap_offset = kHeapOffset);
 
 // Appends to `runs` the 64-byte-line runs where [work, work+len) differs from
 // [home, home+len); `off` is the heap offset of both. Adjacent runs merge.
@@ -74,11 +75,12 @@ Status write_journal(Persist& p, uint64_t seq, uint64_t body_offset, const std::
                      const std::vector<Run>& runs);
 
 // Copies `runs` from the working view to their home locations and drains.
-Status apply_runs(Persist& p, const std::byte* work, const std::vector<Run>& runs);
+Status apply_runs(Persist& p, const std::byte* work, const std::vector<Run>& runs,
+                  uint64_t heap_offset = kHeapOffset);
 
 // Applies the body named by a pending header (read_journal said kPending)
 // to the home view, drains, and marks the header applied.
-Status replay_journal(Persist& p, const JournalHeader& h);
+Status replay_journal(Persist& p, const JournalHeader& h, uint64_t heap_offset = kHeapOffset);
 
 // Rewrites the header with state kApplied (so open skips the replay) and drains.
 Status mark_journal_applied(Persist& p, JournalHeader h);

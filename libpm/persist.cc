@@ -70,6 +70,17 @@ class PmemFile final : public Persist {
     return msync_pending();
   }
 
+  Status persist_range(uint64_t off, size_t n) override {
+    if (is_pmem_) {
+      pmem_persist(base_ + off, n);
+      return Status();
+    }
+    if (pmem_msync(base_ + off, n) != 0) {
+      return Status::io_error("msync " + path_ + ": " + pmem_errormsg());
+    }
+    return Status();
+  }
+
   Status resize(uint64_t keep, uint64_t new_size) override {
     PM_TRY(drain());
     int fd = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);

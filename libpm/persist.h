@@ -8,7 +8,8 @@
 // durable (the barrier). Nothing written is durable before a drain() that
 // follows its flush().
 //
-// Thread safety: not thread-safe; the container serialises its use.
+// Thread safety: not thread-safe (but see persist_range); the container
+// serialises its use.
 #ifndef LIBPM_PERSIST_H_
 #define LIBPM_PERSIST_H_
 
@@ -44,6 +45,15 @@ class Persist {
     flush(off, n);
   }
   virtual Status drain() = 0;
+
+  // Makes [off, off+n) durable now, independently of other flushed ranges.
+  // In PmemFile this is thread-safe against concurrent calls on disjoint
+  // ranges and against the other methods (except resize), so that raw-region
+  // writers need not wait for a commit.
+  virtual Status persist_range(uint64_t off, size_t n) {
+    flush(off, n);
+    return drain();
+  }
 
   // Sets the file size to new_size; bytes in [keep, new_size) read as zero
   // afterwards. The size change is durable on return. Remaps the view.

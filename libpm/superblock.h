@@ -12,9 +12,14 @@
 namespace pm {
 
 inline constexpr char kSuperblockMagic[8] = {'P', 'M', 'C', 'O', 'N', 'T', 'N', 'R'};
-inline constexpr uint32_t kFormatVersion = 1;
+// Version 2 added the raw region (heap_offset may exceed 4096); version-1
+// files (no raw region) are read as they are.
+inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr uint64_t kPageSize = 4096;
-inline constexpr uint64_t kHeapOffset = 4096;  // file offset of the heap
+// File offset of the raw region (Options::raw_bytes); the heap follows it,
+// at sb.heap_offset. Without a raw region the heap starts here.
+inline constexpr uint64_t kHeapOffset = 4096;
+inline constexpr uint64_t kMaxRawBytes = 16ull << 30;
 inline constexpr uint64_t kJournalHeaderOffset = 512;
 
 struct Superblock {

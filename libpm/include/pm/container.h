@@ -78,6 +78,7 @@ struct ContainerInfo {
   std::string path;
   uint64_t file_bytes = 0;       // size of the file
   uint64_t heap_bytes = 0;       // heap size (grows on demand)
+  uint64_t raw_bytes = 0;        // raw region (Options::raw_bytes)
   uint64_t max_bytes = 0;        // largest heap size this container may reach
   uint64_t used_bytes = 0;       // bytes in allocated blocks (including size-class rounding)
   uint64_t free_bytes = 0;       // heap_bytes - used_bytes - allocator metadata
@@ -205,6 +206,22 @@ class Container {
   // abort(). With dry_run nothing is freed. Cost: proportional to the live
   // heap. kBusy if the calling thread holds a MutationGuard.
   virtual Result<CollectReport> collect(bool dry_run = false) = 0;
+
+  // The raw region: file bytes outside the heap (Options::raw_bytes, fixed at
+  // create) that the container neither tracks nor journals. The application
+  // writes them with raw_write(), makes them durable with raw_persist(), and
+  // must itself recognise after a crash what survived (checksums, positions):
+  // commit() and abort() do not touch them. For logs that cannot afford a
+  // commit per record (the kvstore's cross-referencing logs).
+  //
+  // Thread safety: calls on disjoint ranges may run concurrently with each
+  // other, with commit() and with growth; none takes the commit gate.
+  // kInvalidArgument when the range is outside the region.
+  virtual uint64_t raw_size() const = 0;
+  virtual Status raw_write(uint64_t off, const void* src, size_t n) = 0;
+  // Durable on return: cache-line flush and fence on pmem, msync elsewhere.
+  virtual Status raw_persist(uint64_t off, size_t n) = 0;
+  virtual Status raw_read(uint64_t off, void* dst, size_t n) const = 0;
 
   // Shared side of the commit gate; prefer MutationGuard. Re-entrant.
   virtual void begin_mutation() = 0;

@@ -32,9 +32,14 @@ using Logger = std::function<void(LogLevel, std::string_view)>;
 struct Options {
   // --- used by create (and by open with create_if_missing) ---
 
-  // Heap bytes available right after create. The file is this plus 4 KiB.
-  // Default 64 MiB. The container grows by itself when the heap runs out.
+  // Heap bytes available right after create. The file is this plus 4 KiB
+  // (plus raw_bytes). Default 64 MiB. The container grows by itself when the
+  // heap runs out.
   uint64_t initial_size = 64ull << 20;
+
+  // Size of the raw region (see Container::raw_write), rounded up to 4 KiB;
+  // fixed at create. Default 0: none. At most 16 GiB.
+  uint64_t raw_bytes = 0;
 
   // Address space reserved for the heap: the container can grow up to this.
   // Costs no memory (PROT_NONE reservation), only virtual addresses.
