@@ -1,0 +1,304 @@
+#include "kvstore/backend.h"
+
+#include <cstring>
+#include <vector>
+
+#include "kvstore/frontend.h"  // hash_key
+
+namespace kv {
+
+namespace {
+
+uint32_t key_len(const BackendEntry* e) { return e->klen & ~kGhostBit; }
+bool is_ghost(const BackendEntry* e) { return (e->klen & kGhostBit) != 0; }
+std::string_view key_of(const BackendEntry* e) { return {e->data, key_len(e)}; }
+
+BackendEntry* ghost_link(const BackendEntry* e) {
+  BackendEntry* p;
+  std::memcpy(&p, e->data + key_len(e), sizeof p);
+  return p;
+}
+
+}  // namespace
+
+Backend::Backend(pm::Container* c, BackendRoot* r) : c_(c), root_(r) {
+  count_ = r->count;
+  ghosts_ = r->ghosts;
+}
+
+Result<std::unique_ptr<Backend>> Backend::create(pm::Container* c, const Geometry& g) {
+  Result<void*> mem = c->alloc(sizeof(BackendRoot));
+  if (!mem.ok()) return mem.status();
+  auto* r = static_cast<BackendRoot*>(*mem);
+  c->will_write(r, sizeof *r);
+  std::memset(static_cast<void*>(r), 0, sizeof *r);
+  r->magic = kBackendMagic;
+  r->version = kBackendVersion;
+  r->nlogs = g.nlogs;
+  r->log_bytes = g.log_bytes;
+  r->max_key = g.max_key;
+  r->max_value = g.max_value;
+  r->seq_high = 1;
+  Result<void*> seg = c->alloc(kSegBuckets * sizeof(BackendEntry*));
+  if (!seg.ok()) return seg.status();
+  c->will_write(*seg, kSegBuckets * sizeof(BackendEntry*));
+  std::memset(*seg, 0, kSegBuckets * sizeof(BackendEntry*));
+  r->segs[0] = static_cast<BackendEntry**>(*seg);
+  PM_TRY(c->set_root(r));
+  return std::unique_ptr<Backend>(new Backend(c, r));
+}
+
+Result<std::unique_ptr<Backend>> Backend::attach(pm::Container* c) {
+  auto* r = c->root<BackendRoot>();
+  if (r == nullptr) return Status::invalid_argument("the container holds no key-value store");
+  Result<pm::BlockInfo> b = c->find_block(r);
+  if (!b.ok() || b->size < sizeof(BackendRoot) || r->magic != kBackendMagic) {
+    return Status::invalid_argument("the container's root is not a key-value store");
+  }
+  if (r->version != kBackendVersion) {
+    return Status::not_supported("store format version " + std::to_string(r->version) +
+                                 "; this build reads version " + std::to_string(kBackendVersion));
+  }
+  if (r->nlogs == 0 || r->nlogs > kMaxLogs || r->log_bytes == 0 ||
+      r->log_bytes * r->nlogs > c->raw_size() || r->level > 14 ||
+      r->split >= (kSegBuckets << r->level) || r->segs[0] == nullptr) {
+    return Status::corruption("store root fields out of range");
+  }
+  return std::unique_ptr<Backend>(new Backend(c, r));
+}
+
+Status Backend::check_ptr(const void* p) const {
+  if (p == nullptr || c_->contains(p)) return Status();
+  return Status::corruption("store backend: a link points out of the container (run 'pm check')");
+}
+
+uint64_t Backend::bucket_of(uint64_t h) const {
+  const uint64_t n = kSegBuckets << root_->level;
+  uint64_t b = h & (n - 1);
+  if (b < root_->split) b = h & (2 * n - 1);
+  return b;
+}
+
+Result<BackendEntry**> Backend::find_link(uint64_t b, std::string_view key) {
+  BackendEntry** link = slot(b);
+  for (int guard = 0; *link != nullptr; guard++) {
+    PM_TRY(check_ptr(*link));
+    if (key_of(*link) == key) return link;
+    if (guard > (1 << 24)) return Status::corruption("store backend: a bucket chain loops");
+    link = &(*link)->next;
+  }
+  return link;
+}
+
+Result<Backend::Found> Backend::get(std::string_view key, uint64_t h, std::string* value) {
+  std::shared_lock<std::shared_mutex> s(struct_mu_);
+  const uint64_t b = bucket_of(h);
+  std::lock_guard<std::mutex> l(stripe(b));
+  Result<BackendEntry**> link = find_link(b, key);
+  if (!link.ok()) return link.status();
+  Found f;
+  const BackendEntry* e = **link;
+  if (e == nullptr) return f;
+  f.seq = e->seq;
+  f.ghost = is_ghost(e);
+  f.present = !f.ghost;
+  if (f.present && value != nullptr) value->assign(e->data + key_len(e), e->vlen);
+  return f;
+}
+
+Result<BackendEntry*> Backend::new_entry(std::string_view key, std::string_view value,
+                                         uint64_t seq, bool ghost) {
+  const size_t n = sizeof(BackendEntry) + key.size() + (ghost ? sizeof(void*) : value.size());
+  Result<void*> mem = c_->alloc(n);
+  if (!mem.ok()) return mem.status();
+  auto* e = static_cast<BackendEntry*>(*mem);
+  c_->will_write(e, n);
+  e->next = nullptr;
+  e->seq = seq;
+  e->klen = static_cast<uint32_t>(key.size()) | (ghost ? kGhostBit : 0);
+  e->vlen = ghost ? 0 : static_cast<uint32_t>(value.size());
+  std::memcpy(e->data, key.data(), key.size());
+  if (ghost) {
+    std::memset(e->data + key.size(), 0, sizeof(void*));
+  } else if (!value.empty()) {
+    std::memcpy(e->data + key.size(), value.data(), value.size());
+  }
+  return e;
+}
+
+void Backend::link_ghost(BackendEntry* e) {
+  std::lock_guard<std::mutex> l(ghost_mu_);
+  BackendEntry* head = root_->ghost_head;
+  std::memcpy(e->data + key_len(e), &head, sizeof head);  // e is new: announced already
+  set(&root_->ghost_head, e);
+  ghosts_.fetch_add(1, std::memory_order_relaxed);
+}
+
+Status Backend::apply_put(std::string_view key, uint64_t h, std::string_view value,
+                          uint64_t seq) {
+  std::shared_lock<std::shared_mutex> s(struct_mu_);
+  const uint64_t b = bucket_of(h);
+  std::lock_guard<std::mutex> l(stripe(b));
+  Result<BackendEntry**> found = find_link(b, key);
+  if (!found.ok()) return found.status();
+  BackendEntry** link = *found;
+  BackendEntry* old = *link;
+  if (old != nullptr && old->seq >= seq) return Status();  // a newer update is applied
+  if (old != nullptr && !is_ghost(old) && old->vlen == value.size()) {
+    // Same size: overwrite in place (one announced range, no allocation).
+    c_->will_write(old, sizeof *old + key.size() + value.size());
+    old->seq = seq;
+    std::memcpy(old->data + key.size(), value.data(), value.size());
+    return Status();
+  }
+  Result<BackendEntry*> e = new_entry(key, value, seq, false);
+  if (!e.ok()) return e.status();
+  (*e)->next = old ? old->next : nullptr;
+  c_->will_write(link, sizeof *link);
+  *link = *e;
+  if (old == nullptr) {
+    count_.fetch_add(1, std::memory_order_relaxed);
+  } else if (is_ghost(old)) {
+    // Detached: the ghost list still holds it; purge frees it (seq 0).
+    c_->will_write(&old->seq, sizeof old->seq);
+    old->seq = 0;
+    count_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    PM_TRY(c_->free(old));
+  }
+  return Status();
+}
+
+Status Backend::apply_remove(std::string_view key, uint64_t h, uint64_t seq) {
+  std::shared_lock<std::shared_mutex> s(struct_mu_);
+  const uint64_t b = bucket_of(h);
+  std::lock_guard<std::mutex> l(stripe(b));
+  Result<BackendEntry**> found = find_link(b, key);
+  if (!found.ok()) return found.status();
+  BackendEntry** link = *found;
+  BackendEntry* old = *link;
+  if (old != nullptr && old->seq >= seq) return Status();
+  if (old != nullptr && is_ghost(old)) {
+    c_->will_write(&old->seq, sizeof old->seq);
+    old->seq = seq;
+    return Status();
+  }
+  Result<BackendEntry*> e = new_entry(key, {}, seq, true);
+  if (!e.ok()) return e.status();
+  (*e)->next = old ? old->next : nullptr;
+  link_ghost(*e);
+  c_->will_write(link, sizeof *link);
+  *link = *e;
+  if (old != nullptr) {
+    count_.fetch_sub(1, std::memory_order_relaxed);
+    PM_TRY(c_->free(old));
+  }
+  return Status();
+}
+
+Status Backend::split_as_needed(uint64_t max_splits) {
+  std::unique_lock<std::shared_mutex> s(struct_mu_);
+  for (uint64_t done = 0; done < max_splits && count() + ghosts() > buckets(); done++) {
+    const uint64_t n = kSegBuckets << root_->level;
+    if (n * 2 > kSegBuckets * kMaxSegs && root_->split == 0) break;  // at the largest size
+    const uint64_t from = root_->split, to = from + n;
+    const uint64_t seg = to / kSegBuckets;
+    if (root_->segs[seg] == nullptr) {
+      Result<void*> m = c_->alloc(kSegBuckets * sizeof(BackendEntry*));
+      if (!m.ok()) return m.status();
+      c_->will_write(*m, kSegBuckets * sizeof(BackendEntry*));
+      std::memset(*m, 0, kSegBuckets * sizeof(BackendEntry*));
+      set(&root_->segs[seg], static_cast<BackendEntry**>(*m));
+    }
+    // Rehash the chain of `from` over `from` and `to`, keeping the order.
+    BackendEntry* keep = nullptr;
+    BackendEntry* move = nullptr;
+    BackendEntry** keep_tail = &keep;
+    BackendEntry** move_tail = &move;
+    for (BackendEntry* e = *slot(from); e != nullptr;) {
+      PM_TRY(check_ptr(e));
+      BackendEntry* next = e->next;
+      BackendEntry**& tail = (hash_key(key_of(e)) & (2 * n - 1)) == to ? move_tail : keep_tail;
+      c_->will_write(tail, sizeof *tail);
+      *tail = e;
+      tail = &e->next;
+      e = next;
+    }
+    c_->will_write(keep_tail, sizeof *keep_tail);
+    *keep_tail = nullptr;
+    c_->will_write(move_tail, sizeof *move_tail);
+    *move_tail = nullptr;
+    c_->will_write(slot(from), sizeof(BackendEntry*));
+    *slot(from) = keep;
+    c_->will_write(slot(to), sizeof(BackendEntry*));
+    *slot(to) = move;
+    if (from + 1 == n) {
+      set(&root_->level, root_->level + 1);
+      set(&root_->split, uint64_t{0});
+    } else {
+      set(&root_->split, from + 1);
+    }
+  }
+  return Status();
+}
+
+Status Backend::purge_ghosts(uint64_t min_live_seq) {
+  std::unique_lock<std::shared_mutex> s(struct_mu_);
+  // `link` is where the pointer to the current ghost is stored: the root, or
+  // the (unaligned) link after a ghost's key; hence memcpy.
+  void* link = &root_->ghost_head;
+  for (;;) {
+    BackendEntry* g;
+    std::memcpy(&g, link, sizeof g);
+    if (g == nullptr) return Status();
+    PM_TRY(check_ptr(g));
+    BackendEntry* next = ghost_link(g);
+    if (g->seq != 0 && g->seq >= min_live_seq) {
+      link = g->data + key_len(g);
+      continue;
+    }
+    if (g->seq != 0) {  // still in its bucket: unlink it there
+      Result<BackendEntry**> bl = find_link(bucket_of(hash_key(key_of(g))), key_of(g));
+      if (!bl.ok()) return bl.status();
+      if (**bl == g) {
+        c_->will_write(*bl, sizeof(BackendEntry*));
+        **bl = g->next;
+      }
+    }
+    c_->will_write(link, sizeof next);
+    std::memcpy(link, &next, sizeof next);
+    PM_TRY(c_->free(g));
+    ghosts_.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
+void Backend::store_counters() {
+  set(&root_->count, count());
+  set(&root_->ghosts, ghosts());
+}
+
+Status Backend::scan(std::string_view prefix,
+                     const std::function<bool(std::string_view, std::string_view)>& fn) {
+  std::vector<std::pair<std::string, std::string>> batch;
+  for (uint64_t b = 0;; b++) {
+    batch.clear();
+    {
+      std::shared_lock<std::shared_mutex> s(struct_mu_);
+      if (b >= buckets()) return Status();
+      std::lock_guard<std::mutex> l(stripe(b));
+      for (BackendEntry* e = *slot(b); e != nullptr; e = e->next) {
+        PM_TRY(check_ptr(e));
+        if (is_ghost(e) || !key_of(e).starts_with(prefix)) continue;
+        batch.emplace_back(std::string(key_of(e)), std::string(e->data + key_len(e), e->vlen));
+      }
+    }
+    // A split while we are out of the lock moves keys into the new last
+    // bucket, which is ahead of b: nothing present for the whole scan is
+    // missed, though a key of an already visited bucket may come twice.
+    for (auto& [k, v] : batch) {
+      if (!fn(k, v)) return Status();
+    }
+  }
+}
+
+}  // namespace kv

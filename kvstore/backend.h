@@ -1,0 +1,138 @@
+// The persistent backend: a linear-hashing table in the libpm container,
+// changed only by gleaners (plain stores on the working view, announced with
+// will_write) and made durable by the epoch's commit().
+//
+// Each entry keeps the sequence number of the update it holds, so an older
+// record can never overwrite a newer one, and recovery can tell which log
+// records the backend already reflects. A removal leaves a "ghost" (key and
+// sequence number, no value) until no log record older than it remains in
+// any log; otherwise a crash could replay an older put of a removed key.
+#ifndef KVSTORE_BACKEND_H_
+#define KVSTORE_BACKEND_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+
+#include "pm/container.h"
+#include "pm/status.h"
+
+namespace kv {
+
+using pm::Result;
+using pm::Status;
+
+inline constexpr uint64_t kBackendMagic = 0x31444e454b434142;  // "BACKEND1"
+inline constexpr uint32_t kBackendVersion = 1;
+inline constexpr uint32_t kMaxLogs = 256;
+inline constexpr uint64_t kSegBuckets = 4096;  // buckets per segment (32 KiB)
+inline constexpr uint64_t kMaxSegs = 16384;    // up to 64 Mi buckets
+inline constexpr uint32_t kGhostBit = 0x80000000u;
+
+struct BackendEntry {
+  BackendEntry* next;
+  uint64_t seq;
+  uint32_t klen;  // | kGhostBit for a ghost: then the key is followed by the ghost-list link
+  uint32_t vlen;
+  char data[];
+};
+static_assert(sizeof(BackendEntry) == 24);
+
+struct BackendRoot {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t nlogs;
+  uint64_t log_bytes;
+  uint32_t max_key, max_value;
+  uint64_t seq_high;  // every sequence number in the backend is below it
+  uint64_t count;     // live keys at the last commit
+  uint64_t ghosts;
+  uint64_t session;   // incremented (and committed) at every open
+  BackendEntry* ghost_head;
+  uint64_t level, split;       // linear hashing: kSegBuckets << level buckets, plus split
+  uint64_t heads[kMaxLogs];    // committed head of each log
+  BackendEntry** segs[kMaxSegs];
+};
+
+struct Geometry {
+  uint32_t nlogs = 0;
+  uint64_t log_bytes = 0;
+  uint32_t max_key = 0, max_value = 0;
+};
+
+class Backend {
+ public:
+  // Formats a backend in `c` and makes it the root (durable at the next commit).
+  static Result<std::unique_ptr<Backend>> create(pm::Container* c, const Geometry& g);
+  // Attaches to the root of `c`; kCorruption/kInvalidArgument if it is not one.
+  static Result<std::unique_ptr<Backend>> attach(pm::Container* c);
+
+  BackendRoot* root() const { return root_; }
+  // Announces a root field write (hints tracker).
+  template <typename T>
+  void set(T* field, T v) {
+    c_->will_write(field, sizeof(T));
+    *field = v;
+  }
+
+  struct Found {
+    bool present = false;  // a live entry (value filled in when asked)
+    bool ghost = false;    // a remembered removal
+    uint64_t seq = 0;
+  };
+  // Thread-safe with apply_*.
+  Result<Found> get(std::string_view key, uint64_t h, std::string* value);
+
+  // Apply one update unless the backend already holds a newer one (seq).
+  // Thread-safe with each other and with get (not with the exclusive ones).
+  Status apply_put(std::string_view key, uint64_t h, std::string_view value, uint64_t seq);
+  Status apply_remove(std::string_view key, uint64_t h, uint64_t seq);
+
+  // --- exclusive: no apply or get may run ---
+  // Splits buckets until the load factor is at most 1 (or max_splits done).
+  Status split_as_needed(uint64_t max_splits);
+  // Forgets ghosts older than min_live_seq (no record older can remain).
+  Status purge_ghosts(uint64_t min_live_seq);
+  // Writes the live counters into the root (before a commit).
+  void store_counters();
+
+  // Visits live entries with the prefix, in batches copied out of the
+  // table, so fn may call into the store. Stops when fn returns false.
+  Status scan(std::string_view prefix,
+              const std::function<bool(std::string_view, std::string_view)>& fn);
+
+  uint64_t count() const { return count_.load(std::memory_order_relaxed); }
+  uint64_t ghosts() const { return ghosts_.load(std::memory_order_relaxed); }
+  uint64_t buckets() const { return (kSegBuckets << root_->level) + root_->split; }
+  // Read lock for callers that combine several gets consistently.
+  std::shared_mutex& structure_mutex() { return struct_mu_; }
+
+ private:
+  Backend(pm::Container* c, BackendRoot* r);
+  uint64_t bucket_of(uint64_t h) const;
+  BackendEntry** slot(uint64_t b) const { return &root_->segs[b / kSegBuckets][b % kSegBuckets]; }
+  std::mutex& stripe(uint64_t b) { return stripes_[b % kStripes]; }
+  // Finds the key's entry and the link that points to it. REQUIRES: stripe lock.
+  Result<BackendEntry**> find_link(uint64_t b, std::string_view key);
+  Result<BackendEntry*> new_entry(std::string_view key, std::string_view value, uint64_t seq,
+                                  bool ghost);
+  void link_ghost(BackendEntry* e);
+  Status check_ptr(const void* p) const;
+
+  static constexpr int kStripes = 256;
+  pm::Container* c_;
+  BackendRoot* root_;
+  std::shared_mutex struct_mu_;  // shared: get/apply; exclusive: split, purge
+  std::mutex stripes_[kStripes];
+  std::mutex ghost_mu_;  // the ghost list
+  std::atomic<uint64_t> count_{0}, ghosts_{0};
+};
+
+}  // namespace kv
+
+#endif  // KVSTORE_BACKEND_H_

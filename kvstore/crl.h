@@ -1,0 +1,113 @@
+// Cross-referencing logs (CRLs): the record format and one circular log in
+// the container's raw region. Format in docs/kvstore.md.
+//
+// A record is self-validating: magic, its own absolute position (so a record
+// left from an earlier lap of the ring never validates at the current one)
+// and an XXH3 checksum over all of it. So a put needs one persist barrier:
+// after a crash a log holds valid records from its committed head up to the
+// first invalid one, which ends it.
+#ifndef KVSTORE_CRL_H_
+#define KVSTORE_CRL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "pm/container.h"
+#include "pm/status.h"
+
+namespace kv {
+
+using pm::Status;
+
+enum class OpCode : uint8_t { kPut = 1, kRemove = 2 };
+
+inline constexpr uint32_t kRecordMagic = 0x314c5243;  // "CRL1"
+
+struct RecordHeader {
+  uint32_t magic;
+  uint32_t nops;      // operations in the record (a transaction has several)
+  uint32_t len;       // bytes of the whole record, a multiple of 8
+  uint32_t session;   // store session (open count) that wrote it
+  uint64_t pos;       // absolute position in its log: offset = pos % capacity
+  uint64_t seq;       // store-wide sequence number; newer updates are larger
+  uint64_t checksum;  // XXH3-64 of the record with this field zero, seeded with the log number
+};
+static_assert(sizeof(RecordHeader) == 40);
+
+struct OpHeader {
+  uint8_t op;  // OpCode
+  uint8_t pad[3];
+  uint32_t klen;
+  uint32_t vlen;
+  uint32_t pad2;
+  uint64_t prev;  // LogRef of the key's previous record (0: none in the logs)
+};
+static_assert(sizeof(OpHeader) == 24);
+
+// Where a record is: log number and absolute position, never 0.
+using LogRef = uint64_t;
+inline LogRef make_ref(uint32_t log, uint64_t pos) { return (uint64_t{log} + 1) << 48 | pos; }
+inline uint32_t ref_log(LogRef r) { return static_cast<uint32_t>((r >> 48) - 1); }
+inline uint64_t ref_pos(LogRef r) { return r & ((1ull << 48) - 1); }
+
+struct Op {
+  OpCode op;
+  std::string_view key, value;
+  LogRef prev = 0;
+};
+
+inline uint64_t record_size(const std::vector<Op>& ops) {
+  uint64_t n = sizeof(RecordHeader);
+  for (const Op& o : ops) n += sizeof(OpHeader) + o.key.size() + o.value.size();
+  return (n + 7) & ~uint64_t{7};
+}
+
+// Builds the record into *buf (resized to record_size(ops)).
+void encode_record(uint32_t log, uint64_t pos, uint64_t seq, uint32_t session,
+                   const std::vector<Op>& ops, std::vector<std::byte>* buf);
+
+// A record read back and validated; ops point into `bytes`.
+struct Record {
+  RecordHeader header{};
+  std::vector<std::byte> bytes;
+  std::vector<Op> ops;
+};
+
+struct Limits {
+  uint32_t max_key = 0, max_value = 0;
+  uint64_t max_record = 0;
+};
+
+// One circular log: [raw_off, raw_off + capacity) of the raw region.
+class Log {
+ public:
+  Log(pm::Container* c, uint32_t index, uint64_t raw_off, uint64_t capacity)
+      : c_(c), index_(index), raw_off_(raw_off), cap_(capacity) {}
+
+  uint32_t index() const { return index_; }
+  uint64_t capacity() const { return cap_; }
+
+  // Copies a record to absolute position pos (wrapping at the end of the ring).
+  Status write(uint64_t pos, const std::byte* src, size_t n);
+  // Makes [pos, pos+n) durable.
+  Status persist(uint64_t pos, size_t n);
+  // Reads and validates the record at pos: false when there is none (end
+  // of the log, a torn record, or one from an earlier lap).
+  bool read(uint64_t pos, const Limits& limits, Record* out) const;
+  // Seq of the record at pos, if one validates there (header only).
+  bool peek_seq(uint64_t pos, uint64_t* seq) const;
+
+ private:
+  Status read_bytes(uint64_t pos, void* dst, size_t n) const;
+
+  pm::Container* c_;
+  uint32_t index_;
+  uint64_t raw_off_;
+  uint64_t cap_;
+};
+
+}  // namespace kv
+
+#endif  // KVSTORE_CRL_H_

@@ -1,0 +1,189 @@
+// kv::Store: a crash-safe key-value store with a DRAM frontend and a
+// persistent backend in one libpm container (after Bullet's
+// cross-referencing logs; docs/kvstore.md has the design).
+//
+// Every request is served by the DRAM frontend hash table. A put or remove
+// appends one checksummed record to a persistent log in the container's raw
+// region and returns; gleaner threads apply the records to a persistent hash
+// table in the container's heap, and each epoch ends with one commit() that
+// makes the backend changes and the reclaimed log space durable together.
+// Reopening replays the logs (newest record per key) into the frontend.
+//
+// Durability (see StoreOptions::durability): on pmem or emulated pmem a put
+// is durable when it returns; on an ordinary file system, when its group's
+// msync has returned (Durability::kSync) or after the next sync() or
+// background sync (kAsync).
+//
+// Thread safety: every method may be called from any number of threads.
+// Gets never take a lock (per-bucket version check and retry).
+#ifndef KV_STORE_H_
+#define KV_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pm/options.h"
+#include "pm/status.h"
+
+namespace kv {
+
+using pm::Code;
+using pm::Result;
+using pm::Status;
+
+enum class Durability : int {
+  // pmem: one persist barrier per put before it returns. Other file systems:
+  // a put returns after an msync that covers it (group commit: concurrent
+  // puts share one msync).
+  kSync = 0,
+  // Puts return after writing the record to the mapping; a background
+  // thread syncs every async_sync_ms and sync() syncs on request. A crash
+  // loses at most the puts of the last interval, never the order: what
+  // survives is a prefix of each log.
+  kAsync = 1,
+};
+
+struct StoreOptions {
+  // --- fixed at create (stored in the container; ignored by open) ---
+  // Persistent logs and their size. A put needs room in one log; gleaning
+  // frees it. Default 8 logs of 8 MiB.
+  int logs = 8;
+  uint64_t log_bytes = 8ull << 20;
+  // Limits: longer keys or values get kInvalidArgument. A value must fit in
+  // a quarter of a log.
+  uint32_t max_key_bytes = 1024;
+  uint32_t max_value_bytes = 1u << 20;
+  // Heap the container starts with, and the most it may grow to.
+  uint64_t initial_heap_bytes = 64ull << 20;
+  uint64_t max_heap_bytes = 64ull << 30;
+
+  // --- used at every open ---
+  bool create_if_missing = true;
+  Durability durability = Durability::kSync;
+  uint32_t async_sync_ms = 10;
+  // DRAM budget for frontend items (keys, values, item headers). 0: no
+  // limit. Over it, items whose newest record is committed to the backend
+  // are evicted; a get of an evicted key reads the backend and installs it.
+  uint64_t dram_budget_bytes = 0;
+  // Background threads. With background = false nothing runs by itself:
+  // the caller drives glean() and advance_epoch() (tests, crash harness).
+  bool background = true;
+  // Gleaner threads: at least min_gleaners run; up to max_gleaners when log
+  // occupancy passes 60% and keeps rising, back down below 30%.
+  int min_gleaners = 1;
+  int max_gleaners = 2;
+  // An epoch (one container commit) ends after this long, or sooner when
+  // the logs fill.
+  uint32_t epoch_ms = 20;
+  // Dirty tracker of the backend container. The backend announces every
+  // write, so hints (no page faults) is the default.
+  pm::TrackerKind tracker = pm::TrackerKind::kHints;
+  pm::Logger logger;
+};
+
+struct StoreStats {
+  uint64_t keys = 0;             // live keys (frontend and backend merged)
+  uint64_t frontend_items = 0;   // items in DRAM, tombstones included
+  uint64_t frontend_bytes = 0;   // DRAM held by items
+  uint64_t frontend_buckets = 0;
+  uint64_t backend_keys = 0;     // keys in the committed backend
+  uint64_t backend_ghosts = 0;   // remembered removals (see docs/kvstore.md)
+  uint64_t container_used_bytes = 0;
+  uint64_t container_file_bytes = 0;
+  uint64_t log_bytes = 0;        // total log capacity
+  uint64_t log_used_bytes = 0;   // not yet reclaimed by an epoch
+  uint64_t puts = 0, removes = 0, gets = 0, misses = 0;
+  uint64_t records_applied = 0, records_collapsed = 0;
+  uint64_t epochs = 0;
+  uint64_t writer_waits = 0;     // puts that found every log full and helped glean
+  int gleaners_active = 0;
+  uint64_t recovered_records = 0;
+  uint64_t recovery_us = 0;
+  bool is_pmem = false;
+};
+
+class Transaction;
+
+class Store {
+ public:
+  // Opens the store in container file `path`, creating it when missing (and
+  // options.create_if_missing). kNotFound, kBusy (open in another process),
+  // kCorruption (damaged file), kInvalidArgument (options out of range, or
+  // the file is a container of another kind).
+  static Result<std::unique_ptr<Store>> open(const std::string& path,
+                                             const StoreOptions& options = StoreOptions());
+  // Stops the background threads and closes. Acknowledged puts are already
+  // in the logs; the next open replays them.
+  virtual ~Store() = default;
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // kNotFound when absent; *value is left alone then.
+  virtual Status get(std::string_view key, std::string* value) = 0;
+  virtual Result<bool> contains(std::string_view key) = 0;
+  virtual Status put(std::string_view key, std::string_view value) = 0;
+  // kNotFound when the key is absent (nothing is logged).
+  virtual Status remove(std::string_view key) = 0;
+
+  // Calls fn for every key with the prefix (in no particular order) until it
+  // returns false. Sees every key present for the whole call once; keys
+  // changed meanwhile may or may not appear.
+  virtual Status scan(std::string_view prefix,
+                      const std::function<bool(std::string_view key, std::string_view value)>& fn) = 0;
+
+  // Makes every acknowledged update durable (kAsync) and waits for it.
+  virtual Status sync() = 0;
+  // Applies logged records to the backend and commits them: empties the logs
+  // (recovery after this replays nothing).
+  virtual Status checkpoint() = 0;
+
+  // Atomic groups of puts and removes (see Transaction).
+  virtual std::unique_ptr<Transaction> begin() = 0;
+
+  virtual StoreStats stats() = 0;
+
+  // Maintenance steps, run by the background threads; public for
+  // background = false. glean() applies up to max_records records from the
+  // logs to the (uncommitted) backend and returns how many it looked at;
+  // advance_epoch() commits the backend and reclaims log space.
+  virtual Result<uint64_t> glean(uint64_t max_records) = 0;
+  virtual Status advance_epoch() = 0;
+
+ protected:
+  Store() = default;
+  friend class Transaction;
+  struct TxnOp {
+    bool remove;
+    std::string key, value;
+  };
+  virtual Status apply_batch(std::vector<TxnOp>& ops) = 0;
+};
+
+// A group of puts and removes that become visible and durable together: one
+// log record, so a crash keeps all of them or none. Reads inside the
+// transaction see the store, not the group's own pending writes. Destroying
+// an uncommitted transaction aborts it. Not thread-safe (one thread at a
+// time); several transactions may run in parallel.
+class Transaction {
+ public:
+  explicit Transaction(Store* s) : store_(s) {}
+  Status put(std::string_view key, std::string_view value);
+  Status remove(std::string_view key);
+  // Applies every operation atomically; removes of absent keys are no-ops.
+  // kInvalidArgument when the group does not fit in a log record.
+  Status commit();
+  void abort() { ops_.clear(); }
+  size_t size() const { return ops_.size(); }
+
+ private:
+  Store* store_;
+  std::vector<Store::TxnOp> ops_;
+};
+
+}  // namespace kv
+
+#endif  // KV_STORE_H_

@@ -1,0 +1,140 @@
+#include "kvstore/reclaimer.h"
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace kv {
+
+namespace {
+
+constexpr int kSlots = 1024;
+constexpr size_t kBatch = 128;  // retire this many, then try to advance and free
+
+struct Retired {
+  void* p;
+  Reclaimer::Deleter fn;
+  uint64_t epoch;  // global epoch when retired
+};
+
+struct alignas(64) Slot {
+  std::atomic<uint64_t> epoch{0};  // 0: outside every guard
+  std::atomic<bool> used{false};
+};
+
+struct Domain {
+  std::atomic<uint64_t> global{1};
+  Slot slots[kSlots];
+  std::atomic<int> high{0};  // slots in use are below this
+  std::mutex orphan_mu;
+  std::vector<Retired> orphans;  // from threads that exited
+
+  // Advances the global epoch if every thread inside a guard has seen it.
+  void try_advance() {
+    uint64_t e = global.load();
+    int n = high.load();
+    for (int i = 0; i < n; i++) {
+      uint64_t x = slots[i].epoch.load();
+      if (x != 0 && x != e) return;
+    }
+    global.compare_exchange_strong(e, e + 1);
+  }
+
+  // Frees the entries retired two epochs ago or earlier.
+  static void free_old(std::vector<Retired>* list, uint64_t now) {
+    size_t keep = 0;
+    for (Retired& r : *list) {
+      if (r.epoch + 2 <= now) {
+        r.fn(r.p);
+      } else {
+        (*list)[keep++] = r;
+      }
+    }
+    list->resize(keep);
+  }
+};
+
+Domain& domain() {
+  static Domain* d = new Domain;  // never destroyed: threads may outlive statics
+  return *d;
+}
+
+struct ThreadState {
+  int slot = -1;
+  int depth = 0;
+  std::vector<Retired> limbo;
+
+  Slot& my_slot() {
+    if (slot < 0) {
+      Domain& d = domain();
+      for (int i = 0;; i = (i + 1) % kSlots) {
+        bool f = false;
+        if (d.slots[i].used.compare_exchange_strong(f, true)) {
+          slot = i;
+          int h = d.high.load();
+          while (h < i + 1 && !d.high.compare_exchange_weak(h, i + 1)) {
+          }
+          break;
+        }
+        if (i == kSlots - 1) std::this_thread::yield();
+      }
+    }
+    return domain().slots[slot];
+  }
+
+  ~ThreadState() {
+    Domain& d = domain();
+    if (!limbo.empty()) {
+      std::lock_guard<std::mutex> l(d.orphan_mu);
+      d.orphans.insert(d.orphans.end(), limbo.begin(), limbo.end());
+    }
+    if (slot >= 0) {
+      d.slots[slot].epoch.store(0);
+      d.slots[slot].used.store(false);
+    }
+  }
+};
+
+thread_local ThreadState t_state;
+
+}  // namespace
+
+Reclaimer::Guard::Guard() {
+  ThreadState& t = t_state;
+  if (t.depth++ == 0) {
+    Slot& s = t.my_slot();
+    s.epoch.store(domain().global.load(), std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
+}
+
+Reclaimer::Guard::~Guard() {
+  ThreadState& t = t_state;
+  if (--t.depth == 0) domain().slots[t.slot].epoch.store(0, std::memory_order_release);
+}
+
+void Reclaimer::retire(void* p, Deleter fn) {
+  ThreadState& t = t_state;
+  Domain& d = domain();
+  t.limbo.push_back({p, fn, d.global.load()});
+  if (t.limbo.size() < kBatch) return;
+  d.try_advance();
+  Domain::free_old(&t.limbo, d.global.load());
+  if (t.limbo.size() >= kBatch * 8) {
+    // Someone sits in a guard for long: keep advancing as it moves on.
+    std::this_thread::yield();
+  }
+}
+
+uint64_t Reclaimer::collect() {
+  Domain& d = domain();
+  ThreadState& t = t_state;
+  for (int i = 0; i < 3; i++) d.try_advance();
+  Domain::free_old(&t.limbo, d.global.load());
+  std::lock_guard<std::mutex> l(d.orphan_mu);
+  Domain::free_old(&d.orphans, d.global.load());
+  return t.limbo.size() + d.orphans.size();
+}
+
+}  // namespace kv

@@ -1,0 +1,259 @@
+#include "kv/store.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <thread>
+
+#include "pm/container.h"
+#include "testutil/container_util.h"
+#include "testutil/temp_dir.h"
+
+namespace kv {
+namespace {
+
+StoreOptions small_store(bool background) {
+  StoreOptions o;
+  o.logs = 2;
+  o.log_bytes = 256 << 10;
+  o.max_key_bytes = 64;
+  o.max_value_bytes = 4096;
+  o.initial_heap_bytes = 4 << 20;
+  o.max_heap_bytes = 4ull << 30;
+  o.background = background;
+  o.epoch_ms = 2;
+  return o;
+}
+
+std::unique_ptr<Store> must(Result<std::unique_ptr<Store>> r) {
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  return r.ok() ? std::move(*r) : nullptr;
+}
+
+std::string get(Store& s, std::string_view k) {
+  std::string v;
+  Status st = s.get(k, &v);
+  if (st.is_not_found()) return "<none>";
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return v;
+}
+
+std::map<std::string, std::string> all(Store& s, std::string_view prefix = "") {
+  std::map<std::string, std::string> m;
+  EXPECT_TRUE(s.scan(prefix, [&](std::string_view k, std::string_view v) {
+                 EXPECT_TRUE(m.emplace(k, v).second) << "twice: " << k;
+                 return true;
+               }).ok());
+  return m;
+}
+
+class StoreTest : public ::testing::TestWithParam<bool> {
+ protected:
+  pm::test::TempDir dir_;
+  std::string path_ = dir_.file("kv.pm");
+  StoreOptions opts_ = small_store(GetParam());
+};
+
+TEST_P(StoreTest, PutGetRemoveSurviveReopenWithoutAnyEpoch) {
+  {
+    auto s = must(Store::open(path_, opts_));
+    ASSERT_TRUE(s->put("a", "1").ok());
+    ASSERT_TRUE(s->put("b", "2").ok());
+    ASSERT_TRUE(s->put("a", "3").ok());
+    ASSERT_TRUE(s->put("empty", "").ok());
+    ASSERT_TRUE(s->remove("b").ok());
+    EXPECT_TRUE(s->remove("b").is_not_found());
+    EXPECT_TRUE(s->remove("never").is_not_found());
+    EXPECT_EQ(get(*s, "a"), "3");
+    EXPECT_EQ(get(*s, "b"), "<none>");
+    EXPECT_EQ(*s->contains("empty"), true);
+  }
+  auto s = must(Store::open(path_, opts_));
+  EXPECT_EQ(get(*s, "a"), "3");
+  EXPECT_EQ(get(*s, "b"), "<none>");
+  EXPECT_EQ(get(*s, "empty"), "");
+  EXPECT_EQ(all(*s), (std::map<std::string, std::string>{{"a", "3"}, {"empty", ""}}));
+}
+
+TEST_P(StoreTest, CheckpointMovesEverythingToTheBackend) {
+  {
+    auto s = must(Store::open(path_, opts_));
+    for (int i = 0; i < 3000; i++) ASSERT_TRUE(s->put("k" + std::to_string(i), "v" + std::to_string(i)).ok());
+    for (int i = 0; i < 3000; i += 3) ASSERT_TRUE(s->remove("k" + std::to_string(i)).ok());
+    ASSERT_TRUE(s->checkpoint().ok());
+    StoreStats st = s->stats();
+    EXPECT_EQ(st.log_used_bytes, 0u);
+    EXPECT_EQ(st.backend_keys, 2000u);
+    EXPECT_EQ(st.keys, 2000u);
+  }
+  auto s = must(Store::open(path_, opts_));
+  StoreStats st = s->stats();
+  EXPECT_EQ(st.recovered_records, 0u);
+  EXPECT_EQ(st.keys, 2000u);
+  for (int i = 0; i < 3000; i++) {
+    EXPECT_EQ(get(*s, "k" + std::to_string(i)), i % 3 ? "v" + std::to_string(i) : "<none>");
+  }
+  EXPECT_GT(s->stats().misses, 0u);  // read from the backend
+}
+
+TEST_P(StoreTest, LogsWrapManyTimesAndWritersHelpGlean) {
+  std::map<std::string, std::string> model;
+  std::mt19937_64 rng(7);
+  {
+    auto s = must(Store::open(path_, opts_));
+    for (int i = 0; i < 30000; i++) {  // ~7 MB of records through 512 KiB of log
+      std::string k = "key" + std::to_string(rng() % 2000);
+      if (rng() % 5 == 0) {
+        Status st = s->remove(k);
+        ASSERT_TRUE(st.ok() || st.is_not_found()) << st.to_string();
+        model.erase(k);
+      } else {
+        std::string v(rng() % 200, static_cast<char>('a' + i % 26));
+        ASSERT_TRUE(s->put(k, v).ok());
+        model[k] = v;
+      }
+    }
+    EXPECT_EQ(all(*s), model);
+  }
+  auto s = must(Store::open(path_, opts_));
+  EXPECT_EQ(all(*s), model);
+  for (auto& [k, v] : model) ASSERT_EQ(get(*s, k), v);
+}
+
+TEST_P(StoreTest, LimitsGiveClearErrorsAndStoreNothing) {
+  auto s = must(Store::open(path_, opts_));
+  Status st = s->put(std::string(65, 'k'), "v");
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("key of 65 bytes"), std::string::npos) << st.to_string();
+  st = s->put("k", std::string(4097, 'v'));
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("value of 4097 bytes"), std::string::npos) << st.to_string();
+  EXPECT_EQ(s->put("", "v").code(), Code::kInvalidArgument);
+  EXPECT_TRUE(s->get(std::string(1000, 'k'), nullptr).is_not_found());
+  EXPECT_TRUE(all(*s).empty());
+  // A transaction too big for one record is refused whole.
+  auto t = s->begin();
+  for (int i = 0; i < 40; i++) ASSERT_TRUE(t->put("k" + std::to_string(i), std::string(4000, 'v')).ok());
+  EXPECT_EQ(t->commit().code(), Code::kInvalidArgument);
+  EXPECT_TRUE(all(*s).empty());
+}
+
+TEST_P(StoreTest, TransactionsApplyAllOrNothing) {
+  {
+    auto s = must(Store::open(path_, opts_));
+    ASSERT_TRUE(s->put("x", "0").ok());
+    auto t = s->begin();
+    ASSERT_TRUE(t->put("a", "1").ok());
+    ASSERT_TRUE(t->put("b", "2").ok());
+    ASSERT_TRUE(t->remove("x").ok());
+    ASSERT_TRUE(t->remove("absent").ok());
+    ASSERT_TRUE(t->put("a", "1b").ok());  // the later one wins
+    EXPECT_EQ(get(*s, "a"), "<none>");     // nothing before commit
+    ASSERT_TRUE(t->commit().ok());
+    auto u = s->begin();
+    ASSERT_TRUE(u->put("c", "3").ok());
+    u->abort();
+    ASSERT_TRUE(u->commit().ok());  // empty now
+    { auto dropped = s->begin(); ASSERT_TRUE(dropped->put("d", "4").ok()); }
+  }
+  auto s = must(Store::open(path_, opts_));
+  EXPECT_EQ(all(*s), (std::map<std::string, std::string>{{"a", "1b"}, {"b", "2"}}));
+}
+
+TEST_P(StoreTest, ScanFiltersByPrefixAcrossFrontendAndBackend) {
+  auto s = must(Store::open(path_, opts_));
+  for (int i = 0; i < 100; i++) ASSERT_TRUE(s->put("dir/" + std::to_string(i), "x").ok());
+  for (int i = 0; i < 50; i++) ASSERT_TRUE(s->put("other/" + std::to_string(i), "y").ok());
+  ASSERT_TRUE(s->checkpoint().ok());
+  for (int i = 100; i < 120; i++) ASSERT_TRUE(s->put("dir/" + std::to_string(i), "z").ok());
+  ASSERT_TRUE(s->remove("dir/5").ok());
+  auto m = all(*s, "dir/");
+  EXPECT_EQ(m.size(), 119u);
+  EXPECT_EQ(m.count("dir/5"), 0u);
+  EXPECT_EQ(m["dir/110"], "z");
+  int seen = 0;
+  ASSERT_TRUE(s->scan("", [&](std::string_view, std::string_view) { return ++seen < 10; }).ok());
+  EXPECT_EQ(seen, 10);
+}
+
+TEST_P(StoreTest, DramBudgetEvictsCleanItemsAndMissesReadTheBackend) {
+  opts_.dram_budget_bytes = 256 << 10;
+  auto s = must(Store::open(path_, opts_));
+  std::string v(200, 'v');
+  for (int i = 0; i < 20000; i++) ASSERT_TRUE(s->put("key" + std::to_string(i), v + std::to_string(i)).ok());
+  ASSERT_TRUE(s->checkpoint().ok());
+  EXPECT_LE(s->stats().frontend_bytes, opts_.dram_budget_bytes);
+  for (int i = 0; i < 20000; i += 7) ASSERT_EQ(get(*s, "key" + std::to_string(i)), v + std::to_string(i));
+  EXPECT_GT(s->stats().misses, 1000u);
+}
+
+TEST_P(StoreTest, ConcurrentWritersAndReadersKeepEveryAcknowledgedPut) {
+  constexpr int kThreads = 4, kPerThread = 4000;
+  {
+    auto s = must(Store::open(path_, opts_));
+    std::vector<std::thread> ts;
+    std::atomic<int> errors{0};
+    for (int t = 0; t < kThreads; t++) {
+      ts.emplace_back([&, t] {
+        std::mt19937_64 rng(t);
+        for (int i = 0; i < kPerThread; i++) {
+          std::string k = "t" + std::to_string(t) + "/" + std::to_string(i % 500);
+          if (!s->put(k, std::to_string(i)).ok()) errors++;
+          std::string v;
+          std::string other = "t" + std::to_string(rng() % kThreads) + "/" + std::to_string(rng() % 500);
+          Status g = s->get(other, &v);
+          if (!g.ok() && !g.is_not_found()) errors++;
+          if (t == 0 && i % 1000 == 0) (void)s->stats();
+        }
+      });
+    }
+    for (auto& t : ts) t.join();
+    EXPECT_EQ(errors.load(), 0);
+  }
+  auto s = must(Store::open(path_, opts_));
+  for (int t = 0; t < kThreads; t++) {
+    for (int k = 0; k < 500; k++) {
+      // The last write of key k by thread t was at i = kPerThread - 500 + k.
+      ASSERT_EQ(get(*s, "t" + std::to_string(t) + "/" + std::to_string(k)),
+                std::to_string(kPerThread - 500 + k));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, StoreTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "Background" : "Manual";
+                         });
+
+TEST(StoreOpenTest, RefusesFilesThatAreNotStores) {
+  pm::test::TempDir dir;
+  {
+    auto c = pm::test::must(pm::Container::create(dir.file("plain.pm"), pm::test::small()));
+    ASSERT_TRUE(c->commit().ok());
+  }
+  Result<std::unique_ptr<Store>> r = Store::open(dir.file("plain.pm"), small_store(false));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << r.status().to_string();
+  StoreOptions o = small_store(false);
+  o.create_if_missing = false;
+  EXPECT_TRUE(Store::open(dir.file("none.pm"), o).status().is_not_found());
+  o.max_value_bytes = 1 << 20;  // does not fit a quarter of a 256 KiB log
+  EXPECT_EQ(Store::open(dir.file("x.pm"), o).status().code(), Code::kInvalidArgument);
+}
+
+TEST(StoreOpenTest, AsyncDurabilityPersistsOnSyncAndClose) {
+  pm::test::TempDir dir;
+  StoreOptions o = small_store(true);
+  o.durability = Durability::kAsync;
+  {
+    auto s = must(Store::open(dir.file("a.pm"), o));
+    for (int i = 0; i < 100; i++) ASSERT_TRUE(s->put("k" + std::to_string(i), "v").ok());
+    ASSERT_TRUE(s->sync().ok());
+  }
+  auto s = must(Store::open(dir.file("a.pm"), o));
+  EXPECT_EQ(all(*s).size(), 100u);
+}
+
+}  // namespace
+}  // namespace kv
