@@ -20,6 +20,14 @@ uint64_t now_us() {
                                    .count());
 }
 
+// Busy-waits ns nanoseconds (slower-PM emulation).
+void emulate_delay(uint32_t ns) {
+  if (ns == 0) return;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(ns);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
 // Which log a thread tries first: spreads writers over the logs.
 thread_local uint32_t t_log_hint = static_cast<uint32_t>(std::random_device{}());
 
@@ -268,6 +276,7 @@ Status StoreImpl::miss(std::string_view key, uint64_t h, std::string* value, boo
   std::string v;
   Result<Backend::Found> f = be_->get(key, h, &v);
   if (!f.ok()) return f.status();
+  emulate_delay(o_.emulate_read_ns);
   *found = f->present;
   if (!f->present) return Status();
   if (o_.dram_budget_bytes == 0 || fe_.bytes() < o_.dram_budget_bytes) {
@@ -448,7 +457,10 @@ Status StoreImpl::update(std::vector<Update>& ups, bool single) {
   encode_record(L->log->index(), pos, seq, session_, logged, &buf);
   PM_TRY(L->log->write(pos, buf.data(), buf.size()));
   const bool sync = o_.durability == Durability::kSync;
-  if (sync && pmem_) PM_TRY(L->log->persist(pos, buf.size()));  // the one barrier
+  if (sync && pmem_) {
+    PM_TRY(L->log->persist(pos, buf.size()));  // the one barrier
+    emulate_delay(o_.emulate_persist_ns);
+  }
   const uint64_t end = pos + buf.size();
   L->tail.store(end, std::memory_order_release);
 
@@ -550,6 +562,7 @@ Result<uint64_t> StoreImpl::glean(uint64_t max_records) {
     uint64_t pos = L->glean_pos.load(std::memory_order_relaxed);
     const uint64_t tail = L->tail.load(std::memory_order_acquire);
     while (pos < tail && seen < max_records) {
+      emulate_delay(o_.emulate_read_ns);
       if (!L->log->read(pos, limits_, &rec)) {
         Status s = Status::corruption("log " + std::to_string(L->log->index()) + ": record at " +
                                       std::to_string(pos) + " does not validate");
@@ -597,6 +610,7 @@ Status StoreImpl::advance_epoch() {
       for (size_t i = 0; i < logs_.size(); i++) be_->set(&r->heads[i], logs_[i]->glean_pos.load());
       be_->set(&r->seq_high, next_seq_.load());
       s = c_->commit();
+      emulate_delay(2 * o_.emulate_persist_ns);  // its two barriers
     }
     if (!s.ok()) {
       set_background_error(s);

@@ -82,6 +82,12 @@ struct StoreOptions {
   // Dirty tracker of the backend container. The backend announces every
   // write, so hints (no page faults) is the default.
   pm::TrackerKind tracker = pm::TrackerKind::kHints;
+  // Slower-PM emulation for benchmarks (Bullet used 300 ns loads, 100 ns
+  // fences): busy-waits this long per persist barrier (a put's, and each of
+  // an epoch commit's two) and per PM read (a backend lookup on a miss, a
+  // log record read by a gleaner). 0: off.
+  uint32_t emulate_persist_ns = 0;
+  uint32_t emulate_read_ns = 0;
   pm::Logger logger;
 };
 
