@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kvstore/frontend.h"  // hash_key
+#include "kvstore/planted_bugs.h"
 
 namespace kv {
 
@@ -178,6 +179,13 @@ Status Backend::apply_remove(std::string_view key, uint64_t h, uint64_t seq) {
   BackendEntry** link = *found;
   BackendEntry* old = *link;
   if (old != nullptr && old->seq >= seq) return Status();
+  if (g_kv_planted_bugs.remove_without_ghost) {
+    if (old == nullptr || is_ghost(old)) return Status();
+    c_->will_write(link, sizeof *link);
+    *link = old->next;
+    count_.fetch_sub(1, std::memory_order_relaxed);
+    return c_->free(old);
+  }
   if (old != nullptr && is_ghost(old)) {
     c_->will_write(&old->seq, sizeof old->seq);
     old->seq = seq;

@@ -5,9 +5,12 @@
 #include <random>
 #include <unordered_map>
 
+#include "kvstore/planted_bugs.h"
 #include "kvstore/store_impl.h"
 
 namespace kv {
+
+KvPlantedBugs g_kv_planted_bugs;
 
 namespace {
 
@@ -28,8 +31,10 @@ void emulate_delay(uint32_t ns) {
   }
 }
 
-// Which log a thread tries first: spreads writers over the logs.
-thread_local uint32_t t_log_hint = static_cast<uint32_t>(std::random_device{}());
+// Which log a thread tries first: threads take the logs in turn, so that
+// writers start on different logs (and runs are reproducible).
+std::atomic<uint32_t> g_next_log_hint{0};
+thread_local uint32_t t_log_hint = g_next_log_hint.fetch_add(1);
 
 }  // namespace
 
@@ -162,8 +167,10 @@ Status StoreImpl::recover() {
     uint64_t pos = r->heads[i];
     uint32_t last_session = 0;
     Record rec;
-    while (L->log->read(pos, limits_, &rec) && rec.header.session >= last_session &&
-           rec.header.session < session_ && pos + rec.header.len - r->heads[i] <= r->log_bytes) {
+    while (L->log->read(pos, limits_, &rec) &&
+           ((rec.header.session >= last_session && rec.header.session < session_) ||
+            g_kv_planted_bugs.no_session_check) &&
+           pos + rec.header.len - r->heads[i] <= r->log_bytes) {
       last_session = rec.header.session;
       max_seq = std::max(max_seq, rec.header.seq);
       for (const Op& op : rec.ops) {
@@ -184,7 +191,9 @@ Status StoreImpl::recover() {
     const uint64_t h = hash_key(key);
     Result<Backend::Found> f = be_->get(key, h, nullptr);
     if (!f.ok()) return f.status();
-    if ((f->present || f->ghost) && f->seq >= n.seq) continue;
+    if ((f->present || f->ghost) && f->seq >= n.seq && !g_kv_planted_bugs.replay_ignores_backend) {
+      continue;
+    }
     {
       Frontend::Locked lk(&fe_, h);
       lk.replace(lk.find(key, h), Item::make(h, n.seq, n.ref, key, n.value, n.remove));
@@ -457,7 +466,7 @@ Status StoreImpl::update(std::vector<Update>& ups, bool single) {
   encode_record(L->log->index(), pos, seq, session_, logged, &buf);
   PM_TRY(L->log->write(pos, buf.data(), buf.size()));
   const bool sync = o_.durability == Durability::kSync;
-  if (sync && pmem_) {
+  if (sync && pmem_ && !g_kv_planted_bugs.skip_put_persist) {
     PM_TRY(L->log->persist(pos, buf.size()));  // the one barrier
     emulate_delay(o_.emulate_persist_ns);
   }
@@ -473,7 +482,7 @@ Status StoreImpl::update(std::vector<Update>& ups, bool single) {
   for (Frontend::Bucket* b : held) Frontend::unlock(b);
   held.clear();
   wl.unlock();
-  if (sync && !pmem_) PM_TRY(wait_durable(L, end));
+  if (sync && !pmem_ && !g_kv_planted_bugs.skip_put_persist) PM_TRY(wait_durable(L, end));
   if (!o_.background && fe_.wants_growth()) fe_.grow();
   return Status();
 }
@@ -607,7 +616,11 @@ Status StoreImpl::advance_epoch() {
     if (s.ok()) {
       be_->store_counters();
       BackendRoot* r = be_->root();
-      for (size_t i = 0; i < logs_.size(); i++) be_->set(&r->heads[i], logs_[i]->glean_pos.load());
+      for (size_t i = 0; i < logs_.size(); i++) {
+        uint64_t head = logs_[i]->glean_pos.load();
+        if (g_kv_planted_bugs.reclaim_unapplied) head = logs_[i]->tail.load();
+        be_->set(&r->heads[i], head);
+      }
       be_->set(&r->seq_high, next_seq_.load());
       s = c_->commit();
       emulate_delay(2 * o_.emulate_persist_ns);  // its two barriers

@@ -309,9 +309,13 @@ class PowerFailureRun final : public CommitLog {
   }
 
   Status commit(Container& c) override {
-    ok_ = {acked_, w_.digest(c)};
-    Status s = c.commit();
-    if (s.ok()) acked_ = ok_[1];
+    return durable(w_.digest(c), [&] { return c.commit(); });
+  }
+
+  Status durable(uint64_t after, const std::function<Status()>& op) override {
+    ok_ = {acked_, after};
+    Status s = op();
+    if (s.ok()) acked_ = after;
     ok_ = {acked_};
     return s;
   }
@@ -423,9 +427,12 @@ class PipeLog final : public CommitLog {
  public:
   PipeLog(Workload& w, int fd) : w_(w), fd_(fd) {}
   Status commit(Container& c) override {
-    report('B', w_.digest(c));
-    Status s = c.commit();
-    if (s.ok()) report('A', last_);
+    return durable(w_.digest(c), [&] { return c.commit(); });
+  }
+  Status durable(uint64_t after, const std::function<Status()>& op) override {
+    report('B', after);
+    Status s = op();
+    if (s.ok()) report('A', after);
     return s;
   }
   void report(char kind, uint64_t d) {
@@ -455,7 +462,11 @@ class PipeLog final : public CommitLog {
   if (!w.setup(**c, rng).ok()) ::_exit(4);
   if (!log.commit(**c).ok()) ::_exit(5);
   for (int i = 0; i < o.steps; i++) {
-    if (!w.step(**c, rng, log).ok()) ::_exit(6);
+    Status s = w.step(**c, rng, log);
+    if (!s.ok()) {
+      std::fprintf(stderr, "kill child: step %d: %s\n", i, s.to_string().c_str());
+      ::_exit(6);
+    }
   }
   c->reset();
   ::_exit(0);
@@ -468,6 +479,7 @@ uint64_t count_points(Workload& w, const HarnessOptions& o, const std::string& d
   std::mt19937_64 rng(o.seed);
   struct NoLog : CommitLog {
     Status commit(Container& c) override { return c.commit(); }
+    Status durable(uint64_t, const std::function<Status()>& op) override { return op(); }
   } log;
   Result<std::unique_ptr<Container>> c =
       open_container(dir + "/count.pm", w.options(), true, opener);

@@ -35,6 +35,11 @@ class CommitLog {
   virtual ~CommitLog() = default;
   // Commits `c`, recording the digest of the state being committed.
   virtual Status commit(Container& c) = 0;
+  // Runs `op`, an operation that is durable when it returns without a
+  // commit() (a key-value store's put), after which the logical state has
+  // digest `after`: a crash during it may recover either state; once it
+  // returned OK, only `after`.
+  virtual Status durable(uint64_t after, const std::function<Status()>& op) = 0;
 };
 
 class Workload {

@@ -10,7 +10,9 @@
 #include <cstdlib>
 #include <ostream>
 
+#include "crash/kv_workloads.h"
 #include "crash/libpm_workloads.h"
+#include "kvstore/planted_bugs.h"
 #include "libpm/planted_bugs.h"
 
 namespace pm::crash {
@@ -75,6 +77,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"allocator_msync", make_allocator_workload, UnitMode::kMsyncPages, 180}),
     [](const auto& info) { return std::string(info.param.name); });
 
+INSTANTIATE_TEST_SUITE_P(
+    Kvstore, PowerFailureTest,
+    ::testing::Values(Case{"kvstore_pmem", make_kv_workload, UnitMode::kPmemLines, 300},
+                      Case{"kvstore_msync", make_kv_workload, UnitMode::kMsyncPages, 150}),
+    [](const auto& info) { return std::string(info.param.name); });
+
 TEST(ProcessKillTest, ReopenAfterSigkillAtEveryPersistencePoint) {
   HarnessOptions o;
   o.steps = 40;
@@ -85,6 +93,14 @@ TEST(ProcessKillTest, ReopenAfterSigkillAtEveryPersistencePoint) {
   });
   EXPECT_EQ(c.failures, 0u);
   EXPECT_GE(c.kills, static_cast<uint64_t>(scaled(2600)));
+}
+
+TEST(ProcessKillTest, KvstoreReopensAfterSigkillAtEveryPersistencePoint) {
+  HarnessOptions o;
+  o.steps = 60;
+  Counts c = timed("kvstore kills", [&] { return run_kills(make_kv_workload, o, scaled(1500)); });
+  EXPECT_EQ(c.failures, 0u);
+  EXPECT_GE(c.kills, static_cast<uint64_t>(scaled(1500)));
 }
 
 // Self-test: each planted bug must produce failures.
@@ -116,6 +132,46 @@ INSTANTIATE_TEST_SUITE_P(
                       Bug{"unchecked_body_checksum", &PlantedBugs::skip_body_checksum},
                       Bug{"replays_torn_journal", &PlantedBugs::replay_torn_journal},
                       Bug{"missing_writeback_drain", &PlantedBugs::skip_writeback_drain}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace pm::crash
+
+namespace pm::crash {
+namespace {
+
+struct KvBug {
+  const char* name;
+  bool kv::KvPlantedBugs::*flag;
+  UnitMode mode;
+};
+
+void PrintTo(const KvBug& b, std::ostream* os) { *os << b.name; }
+
+class KvPlantedBugTest : public ::testing::TestWithParam<KvBug> {};
+
+TEST_P(KvPlantedBugTest, IsCaught) {
+  kv::g_kv_planted_bugs.*GetParam().flag = true;
+  HarnessOptions o;
+  o.steps = 150;
+  o.mode = GetParam().mode;
+  o.max_reported_failures = 1;
+  const std::string what = std::string("self-test ") + GetParam().name;
+  Counts c = timed(what.c_str(), [&] { return run_power_failures(make_kv_workload, o); });
+  kv::g_kv_planted_bugs = kv::KvPlantedBugs();
+  EXPECT_GT(c.failures, 0u) << "the harness missed planted bug " << GetParam().name;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    SelfTest, KvPlantedBugTest,
+    ::testing::Values(
+        KvBug{"kv_put_without_persist", &kv::KvPlantedBugs::skip_put_persist, UnitMode::kPmemLines},
+        KvBug{"kv_reclaim_unapplied", &kv::KvPlantedBugs::reclaim_unapplied, UnitMode::kPmemLines},
+        KvBug{"kv_remove_without_ghost", &kv::KvPlantedBugs::remove_without_ghost,
+              UnitMode::kPmemLines},
+        KvBug{"kv_replay_ignores_backend", &kv::KvPlantedBugs::replay_ignores_backend,
+              UnitMode::kPmemLines}),
+    // no_session_check needs two crashes with work in between: a store test.
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
