@@ -72,7 +72,8 @@ TEST_F(CrlTest, AnyFlippedByteOrWrongLogInvalidatesTheRecord) {
 
 TEST_F(CrlTest, LimitsRefuseOversizedRecordsEvenWithAGoodChecksum) {
   Log log(c_.get(), 0, 0, 4096);
-  std::vector<Op> ops{{OpCode::kPut, std::string(65, 'k'), "v", 0}};
+  const std::string key(65, 'k');
+  std::vector<Op> ops{{OpCode::kPut, key, "v", 0}};
   std::vector<std::byte> buf;
   encode_record(0, 0, 1, 1, ops, &buf);
   ASSERT_TRUE(log.write(0, buf.data(), buf.size()).ok());

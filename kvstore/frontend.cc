@@ -197,8 +197,7 @@ void Frontend::for_each(const std::function<void(const Item&)>& fn) const {
            it = it->next.load(std::memory_order_acquire)) {
         batch.push_back(it);
       }
-      std::atomic_thread_fence(std::memory_order_acquire);
-      if (b.version.load(std::memory_order_relaxed) == v) break;
+      if (version_after_reads(b.version) == v) break;
     }
     for (const Item* x : batch) fn(*x);
   }

@@ -104,8 +104,9 @@ Reclaimer::Guard::Guard() {
   ThreadState& t = t_state;
   if (t.depth++ == 0) {
     Slot& s = t.my_slot();
-    s.epoch.store(domain().global.load(), std::memory_order_seq_cst);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    // An exchange, not a store: a full barrier, so the epoch is visible
+    // before any pointer this thread reads next.
+    s.epoch.exchange(domain().global.load(), std::memory_order_seq_cst);
   }
 }
 

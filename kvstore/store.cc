@@ -601,27 +601,33 @@ Status StoreImpl::advance_epoch() {
     bool moved = false;
     for (auto& L : logs_) moved |= L->glean_pos.load() != L->head.load();
     if (!moved && be_->ghosts() == 0) return Status();
-    Status s = be_->split_as_needed(1 << 16);
-    // The oldest record still in a log after this commit bounds what a ghost
-    // must guard against.
-    uint64_t min_live = next_seq_.load();
-    for (auto& L : logs_) {
-      const uint64_t gp = L->glean_pos.load();
-      uint64_t seq;
-      if (gp < L->tail.load(std::memory_order_acquire) && L->log->peek_seq(gp, &seq)) {
-        min_live = std::min(min_live, seq);
+    Status s;
+    {
+      pm::MutationGuard mg(*c_);  // info() and check() read the heap meanwhile
+      s = be_->split_as_needed(1 << 16);
+      // The oldest record still in a log after this commit bounds what a ghost
+      // must guard against.
+      uint64_t min_live = next_seq_.load();
+      for (auto& L : logs_) {
+        const uint64_t gp = L->glean_pos.load();
+        uint64_t seq;
+        if (gp < L->tail.load(std::memory_order_acquire) && L->log->peek_seq(gp, &seq)) {
+          min_live = std::min(min_live, seq);
+        }
+      }
+      if (s.ok()) s = be_->purge_ghosts(min_live);
+      if (s.ok()) {
+        be_->store_counters();
+        BackendRoot* r = be_->root();
+        for (size_t i = 0; i < logs_.size(); i++) {
+          uint64_t head = logs_[i]->glean_pos.load();
+          if (g_kv_planted_bugs.reclaim_unapplied) head = logs_[i]->tail.load();
+          be_->set(&r->heads[i], head);
+        }
+        be_->set(&r->seq_high, next_seq_.load());
       }
     }
-    if (s.ok()) s = be_->purge_ghosts(min_live);
     if (s.ok()) {
-      be_->store_counters();
-      BackendRoot* r = be_->root();
-      for (size_t i = 0; i < logs_.size(); i++) {
-        uint64_t head = logs_[i]->glean_pos.load();
-        if (g_kv_planted_bugs.reclaim_unapplied) head = logs_[i]->tail.load();
-        be_->set(&r->heads[i], head);
-      }
-      be_->set(&r->seq_high, next_seq_.load());
       s = c_->commit();
       emulate_delay(2 * o_.emulate_persist_ns);  // its two barriers
     }
