@@ -382,7 +382,13 @@ Status ContainerImpl::commit_locked() {
   if (!runs.empty()) {
     if (g_planted_bugs.home_before_journal) PM_TRY(apply_runs(*persist_, work, runs, heap_off_));
     // The body goes past everything mapped, where no heap page lives.
-    Status s = write_journal(*persist_, seq_ + 1, heap_off_ + mapped, work, runs);
+    Status s;
+    {
+      // Growing the file remaps the view that raw-region writers use.
+      std::unique_lock<std::shared_mutex> v(view_mu_);
+      s = grow_for_journal(*persist_, heap_off_ + mapped, runs);
+    }
+    if (s.ok()) s = write_journal(*persist_, seq_ + 1, heap_off_ + mapped, work, runs);
     if (!s.ok()) {
       (void)tracker_->redirty(pages);
       return s.with_context("commit (nothing applied; retry)");

@@ -109,6 +109,38 @@ TEST_F(ContainerTest, RawRegionIsWrittenDirectlyAndIgnoredByCommitAndAbort) {
   EXPECT_TRUE(c->check().problems.empty());
 }
 
+// Raw-region writers keep going while commits grow the file (a larger journal,
+// a larger heap): both remap the home view, so they must exclude raw access.
+TEST_F(ContainerTest, RawWritesRunWhileCommitsGrowTheFile) {
+  Options o = small();
+  o.raw_bytes = 64 << 10;
+  auto c = must(Container::create(path_, o));
+  ASSERT_TRUE(c != nullptr);
+  std::atomic<bool> done{false};
+  std::atomic<int> bad{0};
+  std::thread writer([&] {
+    std::vector<char> v(4096), got(4096);
+    for (uint64_t i = 0; !done.load(); i++) {
+      std::fill(v.begin(), v.end(), static_cast<char>(i));
+      const uint64_t off = (i % 16) * 4096;
+      if (!c->raw_write(off, v.data(), v.size()).ok() || !c->raw_persist(off, v.size()).ok() ||
+          !c->raw_read(off, got.data(), got.size()).ok() || got != v) {
+        bad++;
+      }
+    }
+  });
+  for (int round = 0; round < 12; round++) {
+    Result<void*> p = c->alloc((1u << 20) << (round % 4));
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    c->will_write(*p, 1 << 20);
+    std::memset(*p, round + 1, 1 << 20);  // a journal of 1 MiB or more
+    ASSERT_TRUE(c->commit().ok());
+  }
+  done = true;
+  writer.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
 TEST_F(ContainerTest, UncommittedChangesVanishOnClose) {
   {
     auto c = must(Container::create(path_, small()));

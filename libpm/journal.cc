@@ -111,15 +111,18 @@ void diff_lines(const std::byte* work, const std::byte* home, uint64_t off, uint
   }
 }
 
+Status grow_for_journal(Persist& p, uint64_t body_offset, const std::vector<Run>& runs) {
+  uint64_t need = body_offset + body_size(runs);
+  if (p.size() >= need) return Status();
+  // Round up so that a series of growing commits resizes rarely.
+  uint64_t grow = (need + (1ull << 20) - 1) & ~((1ull << 20) - 1);
+  return p.resize(p.size(), grow);
+}
+
 Status write_journal(Persist& p, uint64_t seq, uint64_t body_offset, const std::byte* work,
                      const std::vector<Run>& runs) {
   uint64_t len = body_size(runs);
-  uint64_t need = body_offset + len;
-  if (p.size() < need) {
-    // Round up so that a series of growing commits resizes rarely.
-    uint64_t grow = (need + (1ull << 20) - 1) & ~((1ull << 20) - 1);
-    PM_TRY(p.resize(p.size(), grow));
-  }
+  PM_TRY(grow_for_journal(p, body_offset, runs));
   uint64_t at = body_offset;
   for (const Run& r : runs) {
     JournalEntry e{r.off, r.len};

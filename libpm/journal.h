@@ -68,6 +68,11 @@ JournalStatus read_journal(const Persist& p, uint64_t heap_offset = kHeapOffset)
 void diff_lines(const std::byte* work, const std::byte* home, uint64_t off, uint64_t len,
                 std::vector<Run>* runs);
 
+// Grows the file (remapping the view) when the journal body for `runs` does
+// not fit past body_offset. write_journal calls it too; a caller that must
+// keep others off the view during the remap calls it first, under its lock.
+Status grow_for_journal(Persist& p, uint64_t body_offset, const std::vector<Run>& runs);
+
 // Writes the journal for `runs` (data taken from `work`, the working view
 // base) at body_offset, then its header, and drains: the commit point.
 // Grows the file when the body does not fit.
