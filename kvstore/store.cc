@@ -97,9 +97,12 @@ Result<std::unique_ptr<Store>> open_store_on(pm::Container* c, const StoreOption
 }
 
 Result<std::unique_ptr<Store>> Store::open(const std::string& path, const StoreOptions& o) {
-  PM_TRY(check_store_options(o));
   struct stat st;
   const bool exists = ::stat(path.c_str(), &st) == 0;
+  // The geometry of an existing store is the one it was created with.
+  StoreOptions checked = o;
+  if (exists) checked.logs = 1, checked.log_bytes = 1 << 20, checked.max_value_bytes = 1024;
+  PM_TRY(check_store_options(checked));
   pm::Options co = container_options(o);
   std::unique_ptr<pm::Container> c;
   if (!exists) {

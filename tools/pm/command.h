@@ -24,6 +24,7 @@ struct Command {
 // Registration functions, one per command family.
 void add_container_commands(CLI::App& root, const Globals& g, std::vector<Command>* out);
 void add_bench_commands(CLI::App& root, const Globals& g, std::vector<Command>* out);
+void add_kv_commands(CLI::App& root, const Globals& g, std::vector<Command>* out);
 
 }  // namespace pm::cli
 

@@ -1,0 +1,120 @@
+// C API: Status -> pm_errcode plus a thread-local message, as libpm's c_api.cc.
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <string_view>
+
+#include "kv/kv.h"
+#include "kv/store.h"
+
+struct kv_store {
+  std::unique_ptr<kv::Store> s;
+};
+
+namespace {
+
+thread_local std::string t_error;
+
+pm_errcode fail(const pm::Status& s) {
+  t_error = s.message();
+  return static_cast<pm_errcode>(s.code());
+}
+
+pm_errcode code_of(const pm::Status& s) { return s.ok() ? PM_OK : fail(s); }
+
+// Runs fn, which returns a Status, turning std::bad_alloc (from the
+// std::string copies inside the store) into PM_ENOSPC.
+template <typename F>
+pm_errcode guarded(F&& fn) {
+  try {
+    return code_of(fn());
+  } catch (const std::bad_alloc&) {
+    return fail(pm::Status::no_space("out of memory"));
+  }
+}
+
+kv::StoreOptions to_options(const kv_options* in) {
+  kv::StoreOptions o;
+  if (in == nullptr) return o;
+  if (in->logs != 0) o.logs = in->logs;
+  if (in->log_bytes != 0) o.log_bytes = in->log_bytes;
+  if (in->max_key_bytes != 0) o.max_key_bytes = in->max_key_bytes;
+  if (in->max_value_bytes != 0) o.max_value_bytes = in->max_value_bytes;
+  if (in->initial_heap_bytes != 0) o.initial_heap_bytes = in->initial_heap_bytes;
+  if (in->max_heap_bytes != 0) o.max_heap_bytes = in->max_heap_bytes;
+  o.create_if_missing = in->must_exist == 0;
+  o.durability = static_cast<kv::Durability>(in->durability);
+  return o;
+}
+
+std::string_view bytes(const char* p, size_t n) {
+  return p == nullptr ? std::string_view() : std::string_view(p, n);
+}
+
+}  // namespace
+
+extern "C" {
+
+kv_store* kv_open(const char* path, const kv_options* opts) {
+  if (path == nullptr) {
+    fail(pm::Status::invalid_argument("path is NULL"));
+    return nullptr;
+  }
+  if (opts != nullptr && opts->durability != KV_DURABILITY_SYNC &&
+      opts->durability != KV_DURABILITY_ASYNC) {
+    fail(pm::Status::invalid_argument("unknown durability " +
+                                      std::to_string(static_cast<int>(opts->durability))));
+    return nullptr;
+  }
+  try {
+    pm::Result<std::unique_ptr<kv::Store>> r = kv::Store::open(path, to_options(opts));
+    if (!r.ok()) {
+      fail(r.status());
+      return nullptr;
+    }
+    return new kv_store{std::move(*r)};
+  } catch (const std::bad_alloc&) {
+    fail(pm::Status::no_space("out of memory"));
+    return nullptr;
+  }
+}
+
+void kv_close(kv_store* s) { delete s; }
+
+pm_errcode kv_put(kv_store* s, const char* key, size_t klen, const char* val, size_t vlen) {
+  return guarded([&] { return s->s->put(bytes(key, klen), bytes(val, vlen)); });
+}
+
+pm_errcode kv_get(kv_store* s, const char* key, size_t klen, char** val, size_t* vlen) {
+  std::string v;
+  pm_errcode e = guarded([&] { return s->s->get(bytes(key, klen), &v); });
+  if (e != PM_OK) return e;
+  // One byte more: a NUL after the value, and never malloc(0).
+  char* out = static_cast<char*>(std::malloc(v.size() + 1));
+  if (out == nullptr) return fail(pm::Status::no_space("out of memory"));
+  std::memcpy(out, v.data(), v.size());
+  out[v.size()] = '\0';
+  *val = out;
+  *vlen = v.size();
+  return PM_OK;
+}
+
+pm_errcode kv_remove(kv_store* s, const char* key, size_t klen) {
+  return guarded([&] { return s->s->remove(bytes(key, klen)); });
+}
+
+pm_errcode kv_sync(kv_store* s) {
+  return guarded([&] { return s->s->sync(); });
+}
+
+pm_errcode kv_checkpoint(kv_store* s) {
+  return guarded([&] { return s->s->checkpoint(); });
+}
+
+void kv_free(void* p) { std::free(p); }
+
+const char* kv_errormsg(void) { return t_error.c_str(); }
+
+}  // extern "C"

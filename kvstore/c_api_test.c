@@ -1,0 +1,48 @@
+/* Compiled as C: the header must stay valid C. */
+#include <string.h>
+
+#include "kv/kv.h"
+
+/* Returns 0 on success, or a step number. */
+int kv_c_api_roundtrip(const char* path) {
+  kv_options o;
+  memset(&o, 0, sizeof o);
+  o.logs = 2;
+  o.log_bytes = 256u << 10;
+  o.max_key_bytes = 16;
+  o.max_value_bytes = 4096;
+  o.initial_heap_bytes = 4u << 20;
+  kv_store* s = kv_open(path, &o);
+  if (!s) return 1;
+  static const char key[] = {'k', '\0', 'y'};
+  static const char val[] = {'\0', 'v', '\xff', '\n'};
+  if (kv_put(s, key, sizeof key, val, sizeof val) != PM_OK) return 2;
+  if (kv_put(s, "empty", 5, NULL, 0) != PM_OK) return 3;
+  if (kv_put(s, "gone", 4, "x", 1) != PM_OK) return 4;
+  if (kv_remove(s, "gone", 4) != PM_OK) return 5;
+  if (kv_remove(s, "gone", 4) != PM_ENOTFOUND || strlen(kv_errormsg()) == 0) return 6;
+  if (kv_put(s, "a key longer than sixteen", 25, "x", 1) != PM_EINVAL) return 7;
+  if (strstr(kv_errormsg(), "over the limit") == NULL) return 8;
+  if (kv_sync(s) != PM_OK || kv_checkpoint(s) != PM_OK) return 9;
+  kv_close(s);
+
+  s = kv_open(path, NULL);
+  if (!s) return 10;
+  char* v = NULL;
+  size_t n = 0;
+  if (kv_get(s, key, sizeof key, &v, &n) != PM_OK) return 11;
+  if (n != sizeof val || memcmp(v, val, n) != 0 || v[n] != '\0') return 12;
+  kv_free(v);
+  v = NULL;
+  if (kv_get(s, "empty", 5, &v, &n) != PM_OK || n != 0 || v == NULL) return 13;
+  kv_free(v);
+  v = NULL;
+  n = 7;
+  if (kv_get(s, "gone", 4, &v, &n) != PM_ENOTFOUND || v != NULL || n != 7) return 14;
+  kv_close(s);
+
+  o.must_exist = 1;
+  if (kv_open("/nonexistent/dir/kv.pm", &o) != NULL) return 15;
+  if (strstr(kv_errormsg(), "no such store") == NULL) return 16;
+  return 0;
+}

@@ -1,0 +1,79 @@
+/* kv.h: the C API of kv::Store, the crash-safe key-value store.
+ *
+ * Mirrors kv::Store (kv/store.h): see there for the model and for when a put
+ * is durable. Errors use libpm's codes (pm_errcode, pm.h): functions that can
+ * fail return NULL or a nonzero code, and kv_errormsg() then returns the
+ * message of the calling thread's last failure. Keys and values are byte
+ * strings with explicit lengths (they may hold NUL bytes). Thread-safe: a
+ * kv_store may be used from any number of threads; kv_close must not run
+ * concurrently with other calls on the same store. */
+#ifndef KV_KV_H_
+#define KV_KV_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kv_store kv_store;
+
+/* Same values as kv::Durability. */
+typedef enum kv_durability {
+  KV_DURABILITY_SYNC = 0,  /* a put is durable when it returns */
+  KV_DURABILITY_ASYNC = 1, /* durable after kv_sync or the background sync */
+} kv_durability;
+
+/* Options for kv_open; zero-initialise and set what you need. Zero fields
+ * take the C++ defaults (kv::StoreOptions). The first six are stored when
+ * the store is created and ignored when it is opened. */
+typedef struct kv_options {
+  int logs;
+  uint64_t log_bytes;
+  uint32_t max_key_bytes;
+  uint32_t max_value_bytes;
+  uint64_t initial_heap_bytes;
+  uint64_t max_heap_bytes;
+  int must_exist; /* nonzero: PM_ENOTFOUND instead of creating a missing store */
+  kv_durability durability;
+} kv_options;
+
+/* Opens the store in file `path`, creating it when missing (unless
+ * opts->must_exist). opts may be NULL (all defaults). NULL on failure:
+ * PM_ENOTFOUND, PM_EBUSY (open in another process), PM_ECORRUPT,
+ * PM_EINVAL (options out of range, or not a store). */
+kv_store* kv_open(const char* path, const kv_options* opts);
+/* Stops the store's threads and closes it; s may be NULL. Acknowledged puts
+ * are already logged: the next open replays them. */
+void kv_close(kv_store* s);
+
+/* PM_EINVAL when the key is empty or over max_key_bytes, or the value is
+ * over max_value_bytes. */
+pm_errcode kv_put(kv_store* s, const char* key, size_t klen, const char* val, size_t vlen);
+/* On success *val is a malloc'd copy of the value, followed by a NUL byte
+ * that *vlen does not count; release it with kv_free. PM_ENOTFOUND when the
+ * key is absent; *val and *vlen are left alone then. */
+pm_errcode kv_get(kv_store* s, const char* key, size_t klen, char** val, size_t* vlen);
+/* PM_ENOTFOUND when the key is absent. */
+pm_errcode kv_remove(kv_store* s, const char* key, size_t klen);
+
+/* Makes every acknowledged update durable (KV_DURABILITY_ASYNC) and waits. */
+pm_errcode kv_sync(kv_store* s);
+/* Applies the logged updates to the backend and commits them. */
+pm_errcode kv_checkpoint(kv_store* s);
+
+/* Frees a value returned by kv_get; NULL is allowed. */
+void kv_free(void* p);
+
+/* The calling thread's last kv_* error message ("" if none). Valid until the
+ * next failing kv_* call on this thread. */
+const char* kv_errormsg(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KV_KV_H_ */

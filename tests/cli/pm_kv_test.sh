@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# Runs `pm kv` as a user would: every invocation reopens the store, so each
+# read below also checks that the writes before it survived a close.
+set -u
+PM=$1
+export PMEM_IS_PMEM_FORCE=1
+dir=$(mktemp -d /dev/shm/pm-kv-XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+fail=0
+check() {  # check DESCRIPTION EXPECTED_EXIT COMMAND...   (stdin is passed on)
+  local what=$1 want=$2; shift 2
+  "$@" >"$dir/out" 2>"$dir/err"
+  local got=$?
+  if [ "$got" -ne "$want" ]; then
+    echo "FAIL: $what: exit $got, wanted $want"; cat "$dir/out" "$dir/err"; fail=1
+  fi
+}
+has() {  # has DESCRIPTION FILE TEXT
+  grep -q -- "$3" "$dir/$2" || { echo "FAIL: $1: '$3' not in $2:"; cat "$dir/$2"; fail=1; }
+}
+same() {  # same DESCRIPTION FILE EXPECTED_FILE   (byte for byte)
+  cmp -s "$dir/$2" "$3" || { echo "FAIL: $1: $2 differs from $3:"; od -c "$dir/$2" | head; fail=1; }
+}
+json() {  # json DESCRIPTION PYTHON_ASSERTION_ON_d   (on out)
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert $2, d" "$dir/out" \
+    || { echo "FAIL: $1"; fail=1; }
+}
+S=$dir/s.kv
+
+# put from an argument; get prints the value with no newline added.
+check "put" 0 "$PM" kv put "$S" alpha one
+printf 'one' >"$dir/want"
+check "get" 0 "$PM" kv get "$S" alpha
+same "get gives the value as it is" out "$dir/want"
+check "get --json" 0 "$PM" kv get "$S" alpha --json
+json "get --json" "d == {'key': 'alpha', 'value': 'one'}"
+
+# put from stdin, binary-safe (NUL, 0xff, newlines, tabs), with and without '-'.
+printf 'a\x00b\xff\n\tz\x00\r\n' >"$dir/bin"
+check "put from stdin" 0 "$PM" kv put "$S" bin <"$dir/bin"
+check "get binary" 0 "$PM" kv get "$S" bin
+same "binary value round trip" out "$dir/bin"
+check "put from stdin with -" 0 "$PM" kv put "$S" bin2 - <"$dir/bin"
+check "get binary 2" 0 "$PM" kv get "$S" bin2
+same "binary value round trip with -" out "$dir/bin"
+check "put empty value" 0 "$PM" kv put "$S" empty </dev/null
+check "get empty value" 0 "$PM" kv get "$S" empty
+[ -s "$dir/out" ] && { echo "FAIL: empty value is not empty"; fail=1; }
+check "put --async" 0 "$PM" kv put "$S" lazy later --async
+check "get after --async" 0 "$PM" kv get "$S" lazy
+printf 'later' >"$dir/want"
+same "--async put survives the process" out "$dir/want"
+check "overwrite" 0 "$PM" kv put "$S" alpha two
+check "get overwritten" 0 "$PM" kv get "$S" alpha
+printf 'two' >"$dir/want"
+same "overwrite wins" out "$dir/want"
+
+# del, then get fails; del of an absent key fails too.
+check "del" 0 "$PM" kv del "$S" alpha
+check "get after del" 1 "$PM" kv get "$S" alpha
+has "missing key is named" err "no key 'alpha'"
+[ -s "$dir/out" ] && { echo "FAIL: get of a missing key wrote to stdout"; fail=1; }
+check "del again" 1 "$PM" kv del "$S" alpha
+has "del names the key" err "no key 'alpha'"
+
+# ls: sorted, prefix, values, JSON.
+for k in user:2 user:1 other usex; do check "put $k" 0 "$PM" kv put "$S" "$k" "v-$k"; done
+check "ls --prefix" 0 "$PM" kv ls "$S" --prefix user:
+printf 'user:1\nuser:2\n' >"$dir/want"
+same "ls --prefix lists the prefix, sorted" out "$dir/want"
+check "ls --prefix --values" 0 "$PM" kv ls "$S" --prefix user: --values
+printf 'user:1\tv-user:1\nuser:2\tv-user:2\n' >"$dir/want"
+same "ls --values" out "$dir/want"
+check "ls all" 0 "$PM" kv ls "$S"
+printf 'bin\nbin2\nempty\nlazy\nother\nuser:1\nuser:2\nusex\n' >"$dir/want"
+same "ls lists every key, sorted" out "$dir/want"
+check "ls --json" 0 "$PM" --json kv ls "$S" --prefix us
+json "ls --json keys only" "d == [{'key': 'user:1'}, {'key': 'user:2'}, {'key': 'usex'}]"
+check "ls --json --values" 0 "$PM" kv ls "$S" --prefix user: --values --json
+json "ls --json --values" "d == [{'key': 'user:1', 'value': 'v-user:1'}, {'key': 'user:2', 'value': 'v-user:2'}]"
+
+# Limits: a too-long key fails with a clear message and stores nothing.
+long=$(head -c 2000 /dev/zero | tr '\0' k)
+check "too-long key" 1 "$PM" kv put "$S" "$long" v
+has "too-long key explained" err "key of 2000 bytes is over the limit of 1024"
+check "creation options" 0 "$PM" kv put "$dir/small.kv" k v --logs 2 --log-mb 1 --max-key 8 --max-value 1000
+check "stats of the small store" 0 "$PM" kv stats "$dir/small.kv" --json
+json "creation options are used" "d['log_bytes'] == 2 << 20 and d['keys'] == 1"
+check "key over --max-key" 1 "$PM" kv put "$dir/small.kv" 123456789 v
+has "--max-key limit explained" err "key of 9 bytes is over the limit of 8"
+head -c 1001 /dev/zero >"$dir/big"
+check "value over --max-value" 1 "$PM" kv put "$dir/small.kv" k <"$dir/big"
+has "--max-value limit explained" err "value of 1001 bytes is over the limit of 1000"
+check "bad creation option" 1 "$PM" kv put "$dir/bad.kv" k v --logs 0
+has "bad option explained" err "logs must be"
+
+# A missing store: readers fail without creating it.
+for cmd in "get $dir/none.kv k" "del $dir/none.kv k" "ls $dir/none.kv" "stats $dir/none.kv"; do
+  # shellcheck disable=SC2086  # split on purpose
+  check "$cmd on a missing store" 1 "$PM" kv $cmd
+  has "$cmd says no such store" err "no such store"
+done
+check "put --no-create" 1 "$PM" kv put "$dir/none.kv" k v --no-create
+has "put --no-create says no such store" err "no such store"
+[ -e "$dir/none.kv" ] && { echo "FAIL: a missing store was created"; fail=1; }
+
+# load: 10k lines, then ls counts them; the checkpoint leaves nothing to replay.
+L=$dir/load.kv
+seq 1 10000 | awk '{printf "k%05d\tvalue %d\twith a tab\n", $1, $1}' >"$dir/10k.tsv"
+check "load 10k" 0 "$PM" kv load "$L" "$dir/10k.tsv"
+has "load reports the count" out "loaded 10000 keys"
+check "ls after load" 0 "$PM" kv ls "$L"
+[ "$(wc -l <"$dir/out")" -eq 10000 ] || { echo "FAIL: ls after load: $(wc -l <"$dir/out") keys"; fail=1; }
+check "get a loaded key" 0 "$PM" kv get "$L" k05000
+printf 'value 5000\twith a tab' >"$dir/want"
+same "loaded value (split at the first tab)" out "$dir/want"
+check "stats after load" 0 "$PM" kv stats "$L" --json
+json "load ended with a checkpoint" "d['keys'] == 10000 and d['backend_keys'] == 10000 and d['recovered_records'] == 0"
+check "stats table" 0 "$PM" kv stats "$L"
+has "stats table shows keys" out "keys  *10000"
+has "stats table shows is_pmem" out "is_pmem"
+check "stats --json" 0 "$PM" --json kv stats "$L"
+python3 -c 'import json,sys; json.load(sys.stdin)' <"$dir/out" || { echo "FAIL: stats --json does not parse"; fail=1; }
+
+# load --format jsonl; JSON can carry NUL bytes and tabs in keys and values.
+printf '%s\n' '{"key":"j1","value":"one"}' '{"key":"j\u0000two","value":"a\tb"}' '' \
+  '{"value":"three","key":"j3"}' >"$dir/in.jsonl"
+check "load jsonl" 0 "$PM" kv load "$dir/j.kv" "$dir/in.jsonl" --format jsonl --json
+json "load --json" "d['keys'] == 3 and d['lines'] == 4"
+check "ls jsonl" 0 "$PM" kv ls "$dir/j.kv" --json --values
+json "jsonl keys and values" "d == [{'key':'j\\0two','value':'a\\tb'},{'key':'j1','value':'one'},{'key':'j3','value':'three'}]"
+check "load from stdin" 0 "$PM" kv load "$dir/stdin.kv" - <"$dir/10k.tsv"
+has "load from stdin reports the count" out "loaded 10000 keys"
+
+# Bad input stops the load at the line, naming it; the lines before it stay.
+printf 'a\t1\nb\t2\nc\t3\nno tab here\nd\t4\n' >"$dir/bad.tsv"
+check "malformed line" 1 "$PM" kv load "$dir/bad.kv" "$dir/bad.tsv"
+has "malformed line named" err "bad.tsv: line 4: expected key<TAB>value"
+has "count before the bad line" out "loaded 3 keys"
+check "keys before a bad line are kept" 0 "$PM" kv get "$dir/bad.kv" c
+check "keys after a bad line are not loaded" 1 "$PM" kv get "$dir/bad.kv" d
+printf 'a\t1\n%s\tv\n' "$long" >"$dir/long.tsv"
+check "too-long key in load" 1 "$PM" kv load "$dir/long.kv" "$dir/long.tsv"
+has "too-long key line named" err "line 2: key of 2000 bytes is over the limit"
+has "count before the too-long key" out "loaded 1 key into"
+printf '%s\n' '{"key":"a","value":"1"}' '{"key":"b"' '{"key":"c","value":3}' >"$dir/bad.jsonl"
+check "malformed jsonl" 1 "$PM" kv load "$dir/badj.kv" "$dir/bad.jsonl" --format jsonl
+has "malformed jsonl line named" err "line 2: not valid JSON"
+check "missing input file" 1 "$PM" kv load "$dir/x.kv" "$dir/no-such-file"
+has "missing input file named" err "no-such-file"
+[ -e "$dir/x.kv" ] && { echo "FAIL: load of a missing file created the store"; fail=1; }
+
+# Usage errors exit 2.
+check "kv without subcommand" 2 "$PM" kv
+check "get without key" 2 "$PM" kv get "$S"
+check "unknown format" 2 "$PM" kv load "$S" "$dir/10k.tsv" --format xml
+[ $fail -eq 0 ] && echo "kv cli tests passed"
+exit $fail

@@ -1,0 +1,401 @@
+// pm kv put | get | del | ls | load | stats: a kv::Store from the shell.
+//
+// Every invocation opens the store (replaying its logs) and closes it, so
+// what one invocation wrote the next one reads. Keys and values are bytes:
+// get writes the value as it is, put reads it from stdin unchanged.
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <istream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kv/store.h"
+#include "pm/command.h"
+
+namespace pm::cli {
+
+namespace {
+
+using Json = nlohmann::json;
+
+// Flags every kv subcommand takes. The creation ones are stored in the
+// container when it is created and ignored by later opens.
+struct StoreArgs {
+  std::string path;
+  int logs = kv::StoreOptions().logs;
+  uint64_t log_mib = kv::StoreOptions().log_bytes >> 20;
+  uint32_t max_key = kv::StoreOptions().max_key_bytes;
+  uint32_t max_value = kv::StoreOptions().max_value_bytes;
+  bool async = false;
+  bool no_create = false;
+};
+
+void add_store_args(CLI::App* app, StoreArgs* a) {
+  app->add_option("store", a->path, "store file (a libpm container)")->required();
+  const char* kCreation = "Creation (used only when the store is created)";
+  app->add_option("--logs", a->logs, "number of persistent logs")
+      ->capture_default_str()
+      ->group(kCreation);
+  app->add_option("--log-mb", a->log_mib, "size of each log in MiB")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{16} << 10))
+      ->group(kCreation);
+  app->add_option("--max-key", a->max_key, "longest key in bytes")
+      ->capture_default_str()
+      ->group(kCreation);
+  app->add_option("--max-value", a->max_value,
+                  "longest value in bytes (must fit in a quarter of a log)")
+      ->capture_default_str()
+      ->group(kCreation);
+  app->add_flag("--async", a->async,
+                "a write returns before it is durable; the command syncs before it exits");
+  app->add_flag("--no-create", a->no_create, "fail instead of creating a missing store");
+}
+
+// False only when the path is known to be missing; other stat errors are
+// left for the open to report.
+bool file_exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 || errno != ENOENT;
+}
+
+// Opens a.path. Only put and load create a missing store (`creates`); the
+// readers say so instead of leaving an empty store behind.
+Result<std::unique_ptr<kv::Store>> open_store(const StoreArgs& a, bool creates) {
+  kv::StoreOptions o;
+  o.logs = a.logs;
+  o.log_bytes = a.log_mib << 20;
+  o.max_key_bytes = a.max_key;
+  o.max_value_bytes = a.max_value;
+  o.durability = a.async ? kv::Durability::kAsync : kv::Durability::kSync;
+  o.create_if_missing = creates && !a.no_create;
+  if (!o.create_if_missing && !file_exists(a.path)) {
+    return Status::not_found(
+        creates
+            ? fmt::format("{}: no such store (--no-create is given)", a.path)
+            : fmt::format("{}: no such store; 'pm kv put' or 'pm kv load' creates one", a.path));
+  }
+  return kv::Store::open(a.path, o);
+}
+
+// A key as messages show it: quoted, non-printable bytes escaped, long keys cut.
+std::string shown(std::string_view s) {
+  constexpr size_t kMax = 40;
+  std::string out = "'";
+  for (size_t i = 0; i < s.size() && i < kMax; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("\\x{:02x}", c);
+    }
+  }
+  out += s.size() > kMax ? fmt::format("...' ({} bytes)", s.size()) : "'";
+  return out;
+}
+
+// JSON strings are UTF-8: bytes that are not come out as U+FFFD.
+std::string dump(const Json& j) { return j.dump(2, ' ', false, Json::error_handler_t::replace); }
+
+Status write_out(std::string_view bytes) {
+  if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size() ||
+      std::fflush(stdout) != 0) {
+    return Status::from_errno("write stdout", errno);
+  }
+  return Status();
+}
+
+Status read_stdin(std::string* out) {
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) out->append(buf, n);
+  if (std::ferror(stdin)) return Status::from_errno("read stdin", errno);
+  return Status();
+}
+
+// ---------------------------------------------------------------- put get del
+
+struct KeyArgs {
+  StoreArgs store;
+  std::string key, value;
+  CLI::Option* value_opt = nullptr;
+};
+
+void add_key_arg(CLI::App* app, KeyArgs* a) {
+  add_store_args(app, &a->store);
+  app->add_option("key", a->key, "key")->required();
+}
+
+Status run_put(const KeyArgs& a) {
+  // Read stdin before opening: the store stays locked while it is open.
+  std::string value;
+  if (a.value_opt->count() == 0 || a.value == "-") {
+    PM_TRY(read_stdin(&value));
+  } else {
+    value = a.value;
+  }
+  Result<std::unique_ptr<kv::Store>> s = open_store(a.store, /*creates=*/true);
+  if (!s.ok()) return s.status();
+  Status st = (*s)->put(a.key, value);
+  if (!st.ok()) return st.with_context(fmt::format("put {} into {}", shown(a.key), a.store.path));
+  return (*s)->sync();  // durable before we exit, with --async too
+}
+
+Status run_get(const KeyArgs& a, bool json) {
+  Result<std::unique_ptr<kv::Store>> s = open_store(a.store, /*creates=*/false);
+  if (!s.ok()) return s.status();
+  std::string value;
+  Status st = (*s)->get(a.key, &value);
+  if (st.is_not_found()) {
+    return Status::not_found(fmt::format("{}: no key {}", a.store.path, shown(a.key)));
+  }
+  if (!st.ok()) return st;
+  if (json) return write_out(dump({{"key", a.key}, {"value", value}}) + "\n");
+  return write_out(value);
+}
+
+Status run_del(const KeyArgs& a) {
+  Result<std::unique_ptr<kv::Store>> s = open_store(a.store, /*creates=*/false);
+  if (!s.ok()) return s.status();
+  Status st = (*s)->remove(a.key);
+  if (st.is_not_found()) {
+    return Status::not_found(fmt::format("{}: no key {}", a.store.path, shown(a.key)));
+  }
+  if (!st.ok()) return st;
+  return (*s)->sync();
+}
+
+// ---------------------------------------------------------------- ls
+
+struct LsArgs {
+  StoreArgs store;
+  std::string prefix;
+  bool values = false;
+};
+
+Status run_ls(const LsArgs& a, bool json) {
+  Result<std::unique_ptr<kv::Store>> s = open_store(a.store, /*creates=*/false);
+  if (!s.ok()) return s.status();
+  std::vector<std::pair<std::string, std::string>> rows;
+  PM_TRY((*s)->scan(a.prefix, [&](std::string_view k, std::string_view v) {
+    rows.emplace_back(k, a.values ? v : std::string_view());
+    return true;
+  }));
+  std::sort(rows.begin(), rows.end());
+  if (json) {
+    Json arr = Json::array();
+    for (const auto& [k, v] : rows) {
+      arr.push_back(a.values ? Json{{"key", k}, {"value", v}} : Json{{"key", k}});
+    }
+    return write_out(dump(arr) + "\n");
+  }
+  std::string out;
+  for (const auto& [k, v] : rows) {
+    out += k;
+    if (a.values) (out += '\t') += v;
+    out += '\n';
+  }
+  return write_out(out);
+}
+
+// ---------------------------------------------------------------- load
+
+struct LoadArgs {
+  StoreArgs store;
+  std::string file, format = "tsv";
+};
+
+// One input line to a key and a value: "key<TAB>value" (the value may hold
+// more tabs), or a JSON object {"key": string, "value": string}.
+Status parse_line(const std::string& format, const std::string& line, std::string* key,
+                  std::string* value) {
+  if (format == "tsv") {
+    const size_t tab = line.find('\t');
+    if (tab == std::string::npos) return Status::invalid_argument("expected key<TAB>value");
+    key->assign(line, 0, tab);
+    value->assign(line, tab + 1);
+    return Status();
+  }
+  const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Status::invalid_argument("not valid JSON");
+  const auto k = j.is_object() ? j.find("key") : j.end();
+  const auto v = j.is_object() ? j.find("value") : j.end();
+  if (k == j.end() || v == j.end() || !k->is_string() || !v->is_string()) {
+    return Status::invalid_argument(R"(expected {"key": string, "value": string})");
+  }
+  *key = k->get<std::string>();
+  *value = v->get<std::string>();
+  return Status();
+}
+
+struct LoadCount {
+  uint64_t lines = 0, keys = 0;
+};
+
+// Puts every line of `in`; stops at the first bad one.
+Status load_lines(std::istream& in, const std::string& format, kv::Store* s, LoadCount* n) {
+  constexpr uint64_t kProgressEvery = 100000;
+  const bool tty = isatty(2);
+  std::string line, key, value;
+  while (std::getline(in, line)) {
+    ++n->lines;
+    if (line.empty()) continue;  // holds no key; lets files end in blank lines
+    Status st = parse_line(format, line, &key, &value);
+    if (st.ok()) st = s->put(key, value);
+    if (!st.ok()) return st.with_context(fmt::format("line {}", n->lines));
+    if (++n->keys % kProgressEvery == 0 && tty) {
+      std::fprintf(stderr, "\rloaded %llu keys", static_cast<unsigned long long>(n->keys));
+    }
+  }
+  if (tty && n->keys >= kProgressEvery) std::fprintf(stderr, "\r\033[K");
+  if (in.bad()) return Status::io_error("read error");
+  return Status();
+}
+
+void print_load(const LoadArgs& a, const LoadCount& n, bool json) {
+  if (json) {
+    fmt::print(
+        "{}\n",
+        dump({{"store", a.store.path}, {"file", a.file}, {"keys", n.keys}, {"lines", n.lines}}));
+  } else {
+    fmt::print("loaded {} key{} into {}\n", n.keys, n.keys == 1 ? "" : "s", a.store.path);
+  }
+}
+
+Status run_load(LoadArgs a, bool json) {
+  std::ifstream file;
+  if (a.file != "-") {
+    file.open(a.file, std::ios::binary);
+    if (!file) return Status::from_errno("open " + a.file, errno);
+  }
+  std::istream& in = a.file == "-" ? std::cin : file;
+  // Nothing is acknowledged before the checkpoint below, which makes every
+  // loaded key durable, so the puts need not be durable one by one.
+  a.store.async = true;
+  Result<std::unique_ptr<kv::Store>> s = open_store(a.store, /*creates=*/true);
+  if (!s.ok()) return s.status();
+  LoadCount n;
+  Status st = load_lines(in, a.format, s->get(), &n);
+  Status cp = (*s)->checkpoint();
+  if (!cp.ok()) return cp.with_context(fmt::format("checkpoint {}", a.store.path));
+  // The keys before a bad line stay loaded: report them, then the line.
+  print_load(a, n, json);
+  if (!st.ok()) return st.with_context(a.file);
+  return Status();
+}
+
+// ---------------------------------------------------------------- stats
+
+std::vector<std::pair<const char*, Json>> stat_rows(const kv::StoreStats& s) {
+  return {{"keys", s.keys},
+          {"frontend_items", s.frontend_items},
+          {"frontend_bytes", s.frontend_bytes},
+          {"frontend_buckets", s.frontend_buckets},
+          {"backend_keys", s.backend_keys},
+          {"backend_ghosts", s.backend_ghosts},
+          {"container_used_bytes", s.container_used_bytes},
+          {"container_file_bytes", s.container_file_bytes},
+          {"log_bytes", s.log_bytes},
+          {"log_used_bytes", s.log_used_bytes},
+          {"puts", s.puts},
+          {"removes", s.removes},
+          {"gets", s.gets},
+          {"misses", s.misses},
+          {"records_applied", s.records_applied},
+          {"records_collapsed", s.records_collapsed},
+          {"epochs", s.epochs},
+          {"writer_waits", s.writer_waits},
+          {"gleaners_active", s.gleaners_active},
+          {"recovered_records", s.recovered_records},
+          {"recovery_us", s.recovery_us},
+          {"is_pmem", s.is_pmem}};
+}
+
+Status run_stats(const StoreArgs& a, bool json) {
+  Result<std::unique_ptr<kv::Store>> s = open_store(a, /*creates=*/false);
+  if (!s.ok()) return s.status();
+  const auto rows = stat_rows((*s)->stats());
+  if (json) {
+    Json obj = {{"store", a.path}};
+    for (const auto& [name, v] : rows) obj[name] = v;
+    fmt::print("{}\n", dump(obj));
+    return Status();
+  }
+  // Counters (puts, gets, ...) count this process only: since the open.
+  for (const auto& [name, v] : rows) fmt::print("{:<22}{}\n", name, v.dump());
+  return Status();
+}
+
+// ---------------------------------------------------------------- registration
+
+void add_put_get_del(CLI::App* kv, const Globals& g, std::vector<Command>* out) {
+  auto put = std::make_shared<KeyArgs>();
+  CLI::App* p = kv->add_subcommand("put", "set KEY to VALUE (or to stdin), creating the store");
+  add_key_arg(p, put.get());
+  put->value_opt = p->add_option("value", put->value, "value; omitted or '-': read stdin");
+  out->push_back({p, [put] { return run_put(*put); }});
+
+  auto get = std::make_shared<KeyArgs>();
+  CLI::App* gt = kv->add_subcommand("get", "write KEY's value to stdout as it is");
+  add_key_arg(gt, get.get());
+  out->push_back({gt, [get, &g] { return run_get(*get, g.json); }});
+
+  auto del = std::make_shared<KeyArgs>();
+  CLI::App* d = kv->add_subcommand("del", "remove KEY (fails when it is absent)");
+  add_key_arg(d, del.get());
+  out->push_back({d, [del] { return run_del(*del); }});
+}
+
+void add_ls_load_stats(CLI::App* kv, const Globals& g, std::vector<Command>* out) {
+  auto ls = std::make_shared<LsArgs>();
+  CLI::App* l = kv->add_subcommand("ls", "list keys, sorted, one per line");
+  add_store_args(l, &ls->store);
+  l->add_option("--prefix", ls->prefix, "only keys that start with this");
+  l->add_flag("--values", ls->values, "also print values (key<TAB>value)");
+  out->push_back({l, [ls, &g] { return run_ls(*ls, g.json); }});
+
+  auto load = std::make_shared<LoadArgs>();
+  CLI::App* ld = kv->add_subcommand(
+      "load", "put every line of FILE ('-': stdin), then checkpoint; creates the store");
+  add_store_args(ld, &load->store);
+  ld->add_option("file", load->file, "input file")->required();
+  ld->add_option("--format", load->format, "tsv: key<TAB>value lines; jsonl: {\"key\",\"value\"}")
+      ->check(CLI::IsMember({"tsv", "jsonl"}))
+      ->capture_default_str();
+  out->push_back({ld, [load, &g] { return run_load(*load, g.json); }});
+
+  auto stats = std::make_shared<StoreArgs>();
+  CLI::App* st = kv->add_subcommand("stats", "show the store's counters and sizes");
+  add_store_args(st, stats.get());
+  out->push_back({st, [stats, &g] { return run_stats(*stats, g.json); }});
+}
+
+}  // namespace
+
+// `kv` is one Command whose run picks the subcommand that was parsed, so
+// that main.cc reports failures as "pm kv: ...".
+void add_kv_commands(CLI::App& root, const Globals& g, std::vector<Command>* out) {
+  CLI::App* kv = root.add_subcommand("kv", "a crash-safe key-value store in a container file");
+  kv->require_subcommand(1);
+  auto subs = std::make_shared<std::vector<Command>>();
+  add_put_get_del(kv, g, subs.get());
+  add_ls_load_stats(kv, g, subs.get());
+  out->push_back({kv, [subs]() -> Status {
+                    for (const Command& c : *subs) {
+                      if (c.app->parsed()) return c.run();
+                    }
+                    return Status::invalid_argument("no kv subcommand");  // require_subcommand
+                  }});
+}
+
+}  // namespace pm::cli
