@@ -326,13 +326,15 @@ Status StoreImpl::scan(std::string_view prefix,
 
 Status StoreImpl::put(std::string_view key, std::string_view value) {
   PM_TRY(check_sizes(key, value));
-  std::vector<Update> ups{{false, key, value, hash_key(key)}};
+  thread_local std::vector<Update> ups(1);
+  ups.assign(1, {false, key, value, hash_key(key)});
   return update(ups, true);
 }
 
 Status StoreImpl::remove(std::string_view key) {
   if (key.empty() || key.size() > limits_.max_key) return Status::not_found("no such key");
-  std::vector<Update> ups{{true, key, {}, hash_key(key)}};
+  thread_local std::vector<Update> ups(1);
+  ups.assign(1, {true, key, {}, hash_key(key)});
   return update(ups, true);
 }
 
@@ -404,7 +406,13 @@ Status StoreImpl::help_glean() {
 
 Status StoreImpl::update(std::vector<Update>& ups, bool single) {
   PM_TRY(background_error());
-  std::vector<Op> ops(ups.size());
+  // Scratch kept per thread: a put allocates nothing but its item.
+  thread_local std::vector<Op> ops;
+  thread_local std::vector<Frontend::Bucket*> held, bucket;
+  thread_local std::vector<Item*> old;
+  thread_local std::vector<Op> logged;
+  thread_local std::vector<size_t> which;
+  ops.resize(ups.size());
   for (size_t i = 0; i < ups.size(); i++) {
     ops[i] = {ups[i].remove ? OpCode::kRemove : OpCode::kPut, ups[i].key, ups[i].value, 0};
   }
@@ -428,7 +436,8 @@ Status StoreImpl::update(std::vector<Update>& ups, bool single) {
   std::unique_lock<std::mutex> wl(L->writer_mu, std::adopt_lock);
   // Lock every bucket involved (a transaction holds txn_mu_, so two groups
   // never wait for each other's buckets).
-  std::vector<Frontend::Bucket*> held, bucket(ups.size());
+  held.clear();
+  bucket.resize(ups.size());
   struct Unlock {
     std::vector<Frontend::Bucket*>& held;
     ~Unlock() {
@@ -438,9 +447,9 @@ Status StoreImpl::update(std::vector<Update>& ups, bool single) {
   for (size_t i = 0; i < ups.size(); i++) bucket[i] = fe_.lock_once(ups[i].hash, &held);
 
   // Current items; removes of absent keys drop out.
-  std::vector<Item*> old(ups.size());
-  std::vector<Op> logged;
-  std::vector<size_t> which;
+  old.assign(ups.size(), nullptr);
+  logged.clear();
+  which.clear();
   for (size_t i = 0; i < ups.size(); i++) {
     const Update& u = ups[i];
     Item* it = Frontend::find(bucket[i], u.key, u.hash);
