@@ -23,6 +23,7 @@
 #include "libpm/planted_bugs.h"
 #include "libpm/superblock.h"
 #include "libpm/tracker.h"
+#include "libpm/view_lock.h"
 
 namespace pm {
 
@@ -141,7 +142,7 @@ class ContainerImpl final : public Container {
   mutable std::mutex persist_mu_;
   // Raw-region calls hold it shared; growth (which remaps persist_'s view)
   // holds it exclusively.
-  mutable std::shared_mutex view_mu_;
+  ViewLock view_mu_;
   uint64_t heap_off_ = kHeapOffset;  // file offset of the heap (after the raw region)
   std::atomic<uint64_t> mapped_{0};  // heap bytes mapped in the working view
   uint64_t seq_ = 0;                 // last commit's journal sequence number
@@ -295,7 +296,7 @@ Status ContainerImpl::grow_to(uint64_t new_heap_size) {
   const uint64_t heap_end = reinterpret_cast<const HeapHeader*>(reservation_.base())->heap_size;
   if (journal_pending_) PM_TRY(mark_applied());
   {
-    std::unique_lock<std::shared_mutex> v(view_mu_);
+    std::lock_guard<ViewLock> v(view_mu_);
     PM_TRY(persist_->resize(heap_off_ + heap_end, heap_off_ + new_heap_size));
   }
   uint64_t mapped = mapped_.load();
@@ -314,7 +315,7 @@ Status ContainerImpl::raw_write(uint64_t off, const void* src, size_t n) {
     return Status::invalid_argument("raw range outside the " + std::to_string(raw_size()) +
                                     "-byte raw region");
   }
-  std::shared_lock<std::shared_mutex> v(view_mu_);
+  ViewLock::Shared v(view_mu_);
   persist_->write(kHeapOffset + off, src, n);
   return Status();
 }
@@ -324,7 +325,7 @@ Status ContainerImpl::raw_persist(uint64_t off, size_t n) {
     return Status::invalid_argument("raw range outside the " + std::to_string(raw_size()) +
                                     "-byte raw region");
   }
-  std::shared_lock<std::shared_mutex> v(view_mu_);
+  ViewLock::Shared v(view_mu_);
   return persist_->persist_range(kHeapOffset + off, n);
 }
 
@@ -333,7 +334,7 @@ Status ContainerImpl::raw_read(uint64_t off, void* dst, size_t n) const {
     return Status::invalid_argument("raw range outside the " + std::to_string(raw_size()) +
                                     "-byte raw region");
   }
-  std::shared_lock<std::shared_mutex> v(view_mu_);
+  ViewLock::Shared v(view_mu_);
   std::memcpy(dst, persist_->view() + kHeapOffset + off, n);
   return Status();
 }
@@ -385,7 +386,7 @@ Status ContainerImpl::commit_locked() {
     Status s;
     {
       // Growing the file remaps the view that raw-region writers use.
-      std::unique_lock<std::shared_mutex> v(view_mu_);
+      std::lock_guard<ViewLock> v(view_mu_);
       s = grow_for_journal(*persist_, heap_off_ + mapped, runs);
     }
     if (s.ok()) s = write_journal(*persist_, seq_ + 1, heap_off_ + mapped, work, runs);
