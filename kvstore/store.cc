@@ -484,6 +484,14 @@ Status StoreImpl::update(std::vector<Update>& ups, bool single) {
   }
   const uint64_t end = pos + buf.size();
   L->tail.store(end, std::memory_order_release);
+  // Wake sleeping background threads only when there is work worth it: a
+  // futex wake per put would cost more than the put.
+  if (background_idle_.load(std::memory_order_relaxed) &&
+      (end - L->head.load(std::memory_order_relaxed) > L->log->capacity() / 8 ||
+       fe_.wants_growth())) {
+    background_idle_.store(false, std::memory_order_relaxed);
+    bg_cv_.notify_all();
+  }
 
   const LogRef ref = make_ref(L->log->index(), pos);
   for (size_t i : which) {
@@ -707,8 +715,12 @@ void StoreImpl::gleaner_loop(int id) {
     Result<uint64_t> n = glean(4096);
     if (!n.ok()) return;  // recorded as the background error
     if (*n == 0) {
+      // Nothing to do: sleep until a writer has filled an eighth of a log
+      // (it wakes us) or an epoch has passed. Waking every millisecond
+      // instead cost gets a 40 us p99.9 on two cores.
       std::unique_lock<std::mutex> l(bg_mu_);
-      bg_cv_.wait_for(l, std::chrono::milliseconds(1));
+      background_idle_.store(true, std::memory_order_relaxed);
+      bg_cv_.wait_for(l, std::chrono::milliseconds(o_.epoch_ms));
     }
   }
 }
@@ -717,8 +729,11 @@ void StoreImpl::maintenance_loop() {
   uint64_t last_sync = now_us(), last_epoch = now_us();
   while (!stop_.load()) {
     {
+      uint32_t ms = o_.epoch_ms;
+      if (o_.durability == Durability::kAsync) ms = std::min(ms, o_.async_sync_ms);
       std::unique_lock<std::mutex> l(bg_mu_);
-      bg_cv_.wait_for(l, std::chrono::milliseconds(1));
+      background_idle_.store(true, std::memory_order_relaxed);
+      bg_cv_.wait_for(l, std::chrono::milliseconds(std::max<uint32_t>(ms, 1)));
     }
     if (fe_.wants_growth()) fe_.grow();
     const uint64_t now = now_us();

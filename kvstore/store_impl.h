@@ -124,6 +124,7 @@ class StoreImpl final : public Store {
   std::thread maintenance_;
   std::vector<std::thread> gleaners_;
   std::atomic<int> active_gleaners_{0};
+  std::atomic<bool> background_idle_{false};  // a background thread sleeps: wake it
   double last_occupancy_ = 0;
 
   struct Counters {
