@@ -5,6 +5,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-deps.sh
+# pjdfstest (the POSIX suite run on the FUSE mount, tests/fuse/pjdfstest.sh)
+# comes from crates.io through cargo, built once into .cache/.
+if command -v cargo >/dev/null; then
+  if [ ! -x .cache/pjdfstest/bin/pjdfstest ]; then
+    echo "== installing pjdfstest (cargo, once)"
+    cargo install --quiet --locked pjdfstest --version 0.2.2 --root .cache/pjdfstest
+  fi
+  export PATH="$PWD/.cache/pjdfstest/bin:$PATH"
+else
+  echo "cargo not found: fuse.pjdfstest will be skipped (install Rust to run it)" >&2
+fi
 jobs=$(nproc)
 run() {  # run NAME CMAKE_ARGS...   (CTEST_ARGS in the environment narrows the tests)
   local dir=build-$1; shift

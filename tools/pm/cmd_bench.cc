@@ -1,4 +1,4 @@
-// pm bench container, pm bench alloc: the libpm benchmark suites (tools/bench/).
+// pm bench container, pm bench alloc, pm bench kv: the benchmark suites (tools/bench/).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -7,6 +7,8 @@
 #include "bench/alloc_config.h"
 #include "bench/config.h"
 #include "bench/container_bench.h"
+#include "bench/kv_bench.h"
+#include "bench/kv_config.h"
 #include "pm/command.h"
 
 namespace pm::cli {
@@ -42,6 +44,43 @@ void add_alloc_command(CLI::App* bench, const Globals& g, std::vector<Command>* 
                     if (live->count() > 0) cfg.live_bytes = a->live_mib << 20;
                     if (rounds->count() > 0) cfg.rounds = a->rounds;
                     return bench::run_alloc_bench(cfg, g.json);
+                  }});
+}
+
+void add_kv_command(CLI::App* bench, const Globals& g, std::vector<Command>* out) {
+  auto cfg = std::make_shared<bench::KvConfig>();
+  auto smoke = std::make_shared<bool>(false);
+  auto budget_mib = std::make_shared<uint64_t>(0);
+  CLI::App* kv = bench->add_subcommand(
+      "kv", "kvstore vs volatile, phash, pmemobj (and rocksdb on disk): Bullet's Figure 5");
+  kv->add_option("--dir", cfg->dir,
+                 "directory for the engines' files (created and removed if missing)")
+      ->capture_default_str();
+  CLI::Option* keys =
+      kv->add_option("--keys", cfg->keys, "keys loaded before the timed cells (default 1000000)")
+          ->check(CLI::Range(uint64_t{2}, uint64_t{UINT32_MAX}));
+  CLI::Option* seconds = kv->add_option("--seconds", cfg->seconds, "seconds per cell (default 2)")
+                             ->check(CLI::PositiveNumber);
+  kv->add_option("--emulate-persist-ns", cfg->emulate_persist_ns,
+                 "slower-PM emulation: busy-wait per persist barrier (phash, kvstore)");
+  kv->add_option("--emulate-read-ns", cfg->emulate_read_ns,
+                 "slower-PM emulation: busy-wait per PM read (phash, kvstore)");
+  kv->add_option("--dram-budget-mib", *budget_mib,
+                 "kvstore DRAM budget for frontend items (0: none)")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30));
+  kv->add_option("--plot", cfg->plot_path,
+                 "write throughput vs put ratio as a PNG (needs gnuplot)");
+  kv->add_flag("--smoke", *smoke, "tiny sizes, for a quick check that it works");
+  out->push_back({kv, [cfg, smoke, budget_mib, keys, seconds, &g]() -> Status {
+                    bench::KvConfig c = *smoke ? bench::KvConfig::smoke_sized() : bench::KvConfig();
+                    c.dir = cfg->dir;
+                    if (keys->count() > 0) c.keys = cfg->keys;
+                    if (seconds->count() > 0) c.seconds = cfg->seconds;
+                    c.emulate_persist_ns = cfg->emulate_persist_ns;
+                    c.emulate_read_ns = cfg->emulate_read_ns;
+                    c.dram_budget_bytes = *budget_mib << 20;
+                    c.plot_path = cfg->plot_path;
+                    return bench::run_kv_bench(c, g.json);
                   }});
 }
 
@@ -85,6 +124,7 @@ void add_bench_commands(CLI::App& root, const Globals& g, std::vector<Command>* 
                     return bench::run_container_bench(cfg, g.json);
                   }});
   add_alloc_command(bench, g, out);
+  add_kv_command(bench, g, out);
 }
 
 }  // namespace pm::cli

@@ -25,6 +25,7 @@ struct Command {
 void add_container_commands(CLI::App& root, const Globals& g, std::vector<Command>* out);
 void add_bench_commands(CLI::App& root, const Globals& g, std::vector<Command>* out);
 void add_kv_commands(CLI::App& root, const Globals& g, std::vector<Command>* out);
+void add_mount_commands(CLI::App& root, const Globals& g, std::vector<Command>* out);
 
 }  // namespace pm::cli
 

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   pm::cli::add_container_commands(app, g, &commands);
   pm::cli::add_bench_commands(app, g, &commands);
   pm::cli::add_kv_commands(app, g, &commands);
+  pm::cli::add_mount_commands(app, g, &commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

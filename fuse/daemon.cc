@@ -1,0 +1,126 @@
+// pmfs::mount: open the store, index it, mount, serve, unmount; unwound in
+// reverse on every exit path.
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <syslog.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fuse/fs.h"
+#include "fuse/handlers.h"
+#include "pmfs/mount.h"
+
+namespace pmfs {
+
+namespace {
+
+pm::Status check_mountpoint(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    return pm::Status::from_errno(fmt::format("mount point {}", path), errno)
+        .with_context("create the directory first");
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return pm::Status::invalid_argument(fmt::format("mount point {}: not a directory", path));
+  }
+  return pm::Status();
+}
+
+kv::StoreOptions store_options(const MountOptions& o) {
+  kv::StoreOptions so;
+  so.create_if_missing = o.create_if_missing;
+  so.logs = o.logs;
+  so.log_bytes = o.log_bytes;
+  so.max_key_bytes = o.max_key_bytes;
+  so.max_value_bytes = o.max_value_bytes;
+  so.logger = [](pm::LogLevel level, std::string_view msg) {
+    const fuse_log_level l = level == pm::LogLevel::kError  ? FUSE_LOG_ERR
+                             : level == pm::LogLevel::kWarn ? FUSE_LOG_WARNING
+                             : level == pm::LogLevel::kInfo ? FUSE_LOG_INFO
+                                                            : FUSE_LOG_DEBUG;
+    fuse_log(l, "pmfs: store: %.*s\n", static_cast<int>(msg.size()), msg.data());
+  };
+  return so;
+}
+
+// Session, signal handlers, mount, loop; each undone by its destructor.
+class Session {
+ public:
+  Session(Fs* fs, const MountOptions& o) {
+    std::string opts = "default_permissions,fsname=pmfs,subtype=pmfs";
+    if (o.allow_other) opts += ",allow_other";
+    args_ = {"pm", "-o", opts};
+    if (o.debug) args_.push_back("-d");
+    for (std::string& a : args_) argv_.push_back(a.data());
+    fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv_.size()), argv_.data());
+    const fuse_lowlevel_ops ops = make_operations();
+    se_ = fuse_session_new(&args, &ops, sizeof ops, fs);
+  }
+  ~Session() {
+    if (mounted_) fuse_session_unmount(se_);
+    if (signals_) fuse_remove_signal_handlers(se_);
+    if (se_ != nullptr) fuse_session_destroy(se_);
+  }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  pm::Status mount(const std::string& mountpoint) {
+    if (se_ == nullptr) return pm::Status::io_error("fuse_session_new failed (see above)");
+    if (fuse_set_signal_handlers(se_) != 0) {
+      return pm::Status::io_error("cannot install signal handlers");
+    }
+    signals_ = true;
+    if (fuse_session_mount(se_, mountpoint.c_str()) != 0) {
+      return pm::Status::io_error(fmt::format(
+          "mount {}: refused (fuse's message is on stderr, or in syslog in the background; "
+          "is /dev/fuse usable, is the directory a mount point already, and for "
+          "--allow-other is user_allow_other in /etc/fuse.conf?)",
+          mountpoint));
+    }
+    mounted_ = true;
+    return pm::Status();
+  }
+
+  // Serves until unmounted or signalled.
+  pm::Status loop(unsigned max_threads) {
+    fuse_loop_config* cfg = fuse_loop_cfg_create();
+    fuse_loop_cfg_set_max_threads(cfg, max_threads);
+    fuse_loop_cfg_set_clone_fd(cfg, 0);
+    const int ret = fuse_session_loop_mt(se_, cfg);
+    fuse_loop_cfg_destroy(cfg);
+    if (ret < 0) return pm::Status::from_errno("fuse session loop", -ret);
+    return pm::Status();
+  }
+
+ private:
+  std::vector<std::string> args_;
+  std::vector<char*> argv_;
+  fuse_session* se_ = nullptr;
+  bool signals_ = false, mounted_ = false;
+};
+
+void syslog_line(fuse_log_level level, const char* fmt, va_list ap) {
+  vsyslog(LOG_DAEMON | static_cast<int>(level), fmt, ap);  // fuse levels are syslog's
+}
+
+}  // namespace
+
+void log_to_syslog() { fuse_set_log_func(syslog_line); }
+
+pm::Status mount(const MountOptions& o) {
+  PM_TRY(check_mountpoint(o.mountpoint));
+  auto store = kv::Store::open(o.store_path, store_options(o));
+  if (!store.ok()) return store.status().with_context(fmt::format("open {}", o.store_path));
+  Fs fs(std::move(*store), o);
+  PM_TRY(fs.build_index().with_context(fmt::format("index {}", o.store_path)));
+  Session session(&fs, o);
+  PM_TRY(session.mount(o.mountpoint));
+  if (o.on_ready) o.on_ready();
+  return session.loop(o.max_threads);
+}
+
+}  // namespace pmfs

@@ -1,0 +1,646 @@
+#include "fuse/fs.h"
+
+#include <fmt/format.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <utility>
+#include <vector>
+
+#include "fuse/errno_map.h"
+
+namespace pmfs {
+
+namespace {
+
+// kv::StoreStats::keys costs a scan of the store: statfs answers from
+// numbers at most this old.
+constexpr auto kStatfsMaxAge = std::chrono::seconds(5);
+
+int64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+timespec to_timespec(int64_t ns) {
+  timespec ts;
+  ts.tv_sec = static_cast<time_t>(ns / 1000000000);
+  ts.tv_nsec = static_cast<long>(ns % 1000000000);
+  if (ts.tv_nsec < 0) ts.tv_nsec += 1000000000, ts.tv_sec--;
+  return ts;
+}
+
+int64_t to_ns(const timespec& ts) { return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec; }
+
+std::string meta_key(std::string_view key) { return std::string(kMetaPrefix) += key; }
+std::string dir_key(std::string_view key) { return std::string(kDirPrefix) += key; }
+
+bool writable(int flags) { return (flags & O_ACCMODE) != O_RDONLY; }
+
+Meta default_meta(mode_t type_and_perm) {
+  const int64_t t = now_ns();
+  return Meta{static_cast<uint32_t>(type_and_perm), static_cast<uint32_t>(getuid()),
+              static_cast<uint32_t>(getgid()), t, t};
+}
+
+}  // namespace
+
+// Puts and removes that commit as one store transaction; the first failed
+// step is kept and returned by commit().
+class Fs::Batch {
+ public:
+  explicit Batch(kv::Store* s) : t_(s->begin()) {}
+  void put(std::string_view k, std::string_view v) {
+    if (s_.ok()) s_ = t_->put(k, v);
+  }
+  void remove(std::string_view k) {
+    if (s_.ok()) s_ = t_->remove(k);
+  }
+  void put_file(const Node& n, const Meta& m, std::string_view value) {
+    put(n.key, value);
+    put(meta_key(n.key), encode_meta(m));
+  }
+  void put_dir(std::string_view key, const Meta& m) { put(dir_key(key), encode_meta(m)); }
+  pm::Status commit() { return s_.ok() ? t_->commit() : s_; }
+
+ private:
+  std::unique_ptr<kv::Transaction> t_;
+  pm::Status s_;
+};
+
+Fs::Fs(std::unique_ptr<kv::Store> store, const MountOptions& o)
+    : store_(std::move(store)),
+      o_(o),
+      default_file_(default_meta(S_IFREG | 0644)),
+      default_dir_(default_meta(S_IFDIR | 0755)),
+      table_(default_dir_) {}
+
+// ---------------------------------------------------------------- index
+
+pm::Status Fs::build_index() {
+  const auto start = std::chrono::steady_clock::now();
+  std::unique_lock lock(mu_);
+  // One pass over an unordered scan: records may come before or after their
+  // data. Directories win over files of the same path (a key "a" beside
+  // "a/b"): such files are hidden and counted.
+  struct Pending {
+    Meta meta;
+    bool has_record = false, has_data = false;
+    uint64_t size = 0;
+  };
+  std::unordered_map<std::string, Pending> files;
+  std::vector<std::pair<std::string, Meta>> markers;
+  uint64_t unnamable = 0;
+  PM_TRY(store_->scan("", [&](std::string_view k, std::string_view v) {
+    if (k.starts_with(kDirPrefix)) {
+      markers.emplace_back(k.substr(kDirPrefix.size()), decode_meta(v).value_or(default_dir_));
+    } else if (k.starts_with(kMetaPrefix)) {
+      Pending& p = files[std::string(k.substr(kMetaPrefix.size()))];
+      p.meta = decode_meta(v).value_or(default_file_);
+      p.has_record = true;
+    } else if (!k.empty() && k[0] != '\0') {
+      Pending& p = files[std::string(k)];
+      if (!p.has_record) p.meta = default_file_;
+      p.has_data = true;
+      p.size = v.size();
+    }
+    return true;
+  }));
+  for (auto& [key, m] : markers) {
+    Node* d = key_to_names(key) ? table_.ensure_dir(key, default_dir_) : nullptr;
+    if (d == nullptr) {
+      unnamable++;
+      continue;
+    }
+    d->meta = m;
+    d->has_record = true;
+  }
+  uint64_t hidden = 0, nfiles = 0;
+  for (auto& [key, p] : files) {
+    if (!p.has_data) continue;  // a record left by `pm kv del`
+    auto names = key_to_names(key);
+    if (!names) {
+      unnamable++;
+      continue;
+    }
+    const size_t slash = key.rfind('/');
+    Node* dir =
+        table_.ensure_dir(slash == std::string::npos ? "" : key.substr(0, slash), default_dir_);
+    if (dir == nullptr || table_.child(*dir, names->back()) != nullptr) {
+      hidden++;
+      continue;
+    }
+    Node* n = table_.add(dir, names->back(), key, /*dir=*/false, p.meta);
+    n->has_record = p.has_record;
+    n->size = n->committed_size = p.size;
+    nfiles++;
+  }
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+  fuse_log(FUSE_LOG_INFO,
+           "pmfs: indexed %llu files, %llu inodes in %lld ms (%llu keys without a file name, "
+           "%llu files hidden by directories of the same path)\n",
+           static_cast<unsigned long long>(nfiles), static_cast<unsigned long long>(table_.nodes()),
+           static_cast<long long>(ms), static_cast<unsigned long long>(unnamable),
+           static_cast<unsigned long long>(hidden));
+  return pm::Status();
+}
+
+// ---------------------------------------------------------------- attributes
+
+void Fs::fill_stat(const Node& n, struct stat* st) const {
+  *st = {};
+  st->st_ino = n.ino;
+  st->st_mode = n.meta.mode;
+  st->st_uid = n.meta.uid;
+  st->st_gid = n.meta.gid;
+  if (n.is_dir()) {
+    st->st_nlink = 2 + n.dir->subdirs;
+    st->st_size = static_cast<off_t>(n.dir->by_cookie.size());
+  } else {
+    st->st_nlink = n.parent == 0 ? 0 : 1;
+    st->st_size = static_cast<off_t>(n.size);
+  }
+  st->st_blksize = 4096;
+  st->st_blocks = (st->st_size + 511) / 512;
+  st->st_mtim = to_timespec(n.meta.mtime_ns);
+  st->st_atim = st->st_mtim;
+  st->st_ctim = to_timespec(n.meta.ctime_ns);
+}
+
+void Fs::fill_entry(Node* n, fuse_entry_param* e) const {
+  *e = {};
+  e->ino = n->ino;
+  e->attr_timeout = kCacheSeconds;
+  e->entry_timeout = kCacheSeconds;
+  fill_stat(*n, &e->attr);
+  n->nlookup.fetch_add(1);
+}
+
+int Fs::do_lookup(Ino parent, const char* name, fuse_entry_param* e) {
+  std::shared_lock lock(mu_);
+  Node* p = table_.get(parent);
+  if (p == nullptr) return ENOENT;
+  if (!p->is_dir()) return ENOTDIR;
+  if (std::strlen(name) > kNameMax) return ENAMETOOLONG;
+  Node* n = table_.child(*p, name);
+  if (n == nullptr) {
+    *e = {};  // a negative entry the kernel may cache
+    e->entry_timeout = kCacheSeconds;
+    return 0;
+  }
+  fill_entry(n, e);
+  return 0;
+}
+
+void Fs::do_forget(Ino ino, uint64_t nlookup) {
+  std::unique_lock lock(mu_);
+  Node* n = table_.get(ino);
+  if (n == nullptr) return;
+  n->nlookup.fetch_sub(std::min(nlookup, n->nlookup.load()));
+  table_.erase_if_unused(n);
+}
+
+int Fs::do_getattr(Ino ino, struct stat* st) {
+  std::shared_lock lock(mu_);
+  Node* n = table_.get(ino);
+  if (n == nullptr) return ENOENT;
+  fill_stat(*n, st);
+  return 0;
+}
+
+// Loads the stored value into h->buf unless it holds the file already.
+// REQUIRES: h->mu and mu_ held.
+int Fs::load(Handle* h, const Node& n) {
+  if (h->staged) return 0;
+  h->buf.clear();
+  if (n.parent != 0) {
+    pm::Status s = store_->get(n.key, &h->buf);
+    if (!s.ok() && !s.is_not_found()) return to_errno(s);
+  }
+  h->staged = true;
+  return 0;
+}
+
+// Commits b; a value or transaction too large for the store is size_errno.
+int Fs::commit(Batch& b, int size_errno) {
+  pm::Status s = b.commit();
+  if (s.code() == pm::Code::kInvalidArgument) return size_errno;
+  if (!s.ok()) fuse_log(FUSE_LOG_ERR, "pmfs: %s\n", s.to_string().c_str());
+  return to_errno(s);
+}
+
+int Fs::do_setattr(Ino ino, const struct stat& attr, int to_set, Handle* h, struct stat* out) {
+  std::unique_lock<std::mutex> hl;
+  if (h != nullptr && writable(h->flags)) hl = std::unique_lock(h->mu);
+  std::unique_lock lock(mu_);
+  Node* n = table_.get(ino);
+  if (n == nullptr) return ENOENT;
+  const int64_t now = now_ns();
+  Meta m = n->meta;
+  if (to_set & FUSE_SET_ATTR_MODE) m.mode = (m.mode & S_IFMT) | (attr.st_mode & 07777);
+  if (to_set & FUSE_SET_ATTR_UID) m.uid = attr.st_uid;
+  if (to_set & FUSE_SET_ATTR_GID) m.gid = attr.st_gid;
+  if (to_set & FUSE_SET_ATTR_MTIME) m.mtime_ns = to_ns(attr.st_mtim);
+  if (to_set & FUSE_SET_ATTR_MTIME_NOW) m.mtime_ns = now;
+  m.ctime_ns = (to_set & FUSE_SET_ATTR_CTIME) ? to_ns(attr.st_ctim) : now;
+  Batch b(store_.get());
+  std::string value;
+  const bool resize = to_set & FUSE_SET_ATTR_SIZE;
+  if (resize) {
+    if (n->is_dir()) return EISDIR;
+    const auto size = static_cast<uint64_t>(attr.st_size);
+    if (size > o_.max_value_bytes) return EFBIG;
+    if (!(to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))) m.mtime_ns = now;
+    if (hl.owns_lock()) {  // staged with the handle's writes, put at flush
+      if (int err = load(h, *n)) return err;
+      h->buf.resize(size);
+      h->dirty = true;
+      n->size = size;
+      b.put(meta_key(n->key), encode_meta(m));
+    } else {
+      pm::Status s = store_->get(n->key, &value);
+      if (!s.ok() && !s.is_not_found()) return to_errno(s);
+      value.resize(size);
+      b.put_file(*n, m, value);
+    }
+  } else if (n->is_dir()) {
+    b.put_dir(n->key, m);
+  } else {
+    b.put(meta_key(n->key), encode_meta(m));
+  }
+  // A detached file has no keys left to update.
+  if (n->parent != 0 || n->ino == kRootIno) {
+    if (int err = commit(b, EFBIG)) return err;
+    n->has_record = true;
+    if (resize && !hl.owns_lock()) n->size = n->committed_size = value.size();
+  }
+  n->meta = m;
+  fill_stat(*n, out);
+  return 0;
+}
+
+// ---------------------------------------------------------------- names
+
+// 0 when `name` may be created in `parent`; *component is its key component.
+int Fs::check_new_name(const Node* parent, const char* name, std::string* component) const {
+  if (parent == nullptr) return ENOENT;
+  if (!parent->is_dir()) return ENOTDIR;
+  if (parent->parent == 0) return ENOENT;  // removed directory
+  if (std::strlen(name) > kNameMax) return ENAMETOOLONG;
+  auto c = decode_name(name);
+  if (!c) return EINVAL;
+  const size_t key_bytes = child_key(parent->key, *c).size() + kMetaPrefix.size();
+  if (key_bytes > o_.max_key_bytes) return ENAMETOOLONG;
+  if (table_.child(*parent, name) != nullptr) return EEXIST;
+  *component = std::move(*c);
+  return 0;
+}
+
+// dir's metadata after an entry was added or removed.
+Meta Fs::touched(const Node& dir) const {
+  Meta m = dir.meta;
+  m.mtime_ns = m.ctime_ns = now_ns();
+  return m;
+}
+
+int Fs::do_make(Ino parent, const char* name, mode_t mode, bool dir, const Caller& c,
+                fuse_entry_param* e) {
+  std::unique_lock lock(mu_);
+  Node* p = table_.get(parent);
+  std::string component;
+  if (int err = check_new_name(p, name, &component)) return err;
+  const int64_t now = now_ns();
+  Meta m{static_cast<uint32_t>((dir ? S_IFDIR : S_IFREG) | (mode & 07777)), c.uid, c.gid, now, now};
+  if (p->meta.mode & S_ISGID) {  // BSD group semantics, as ext4 gives them
+    m.gid = p->meta.gid;
+    if (dir) m.mode |= S_ISGID;
+  }
+  const std::string key = child_key(p->key, component);
+  const Meta pm = touched(*p);
+  Batch b(store_.get());
+  if (dir) {
+    b.put_dir(key, m);
+  } else {
+    b.put(key, "");
+    b.put(meta_key(key), encode_meta(m));
+  }
+  b.put_dir(p->key, pm);
+  if (int err = commit(b, ENAMETOOLONG)) return err;
+  p->meta = pm;
+  p->has_record = true;
+  Node* n = table_.add(p, name, key, dir, m);
+  n->has_record = true;
+  fill_entry(n, e);
+  return 0;
+}
+
+int Fs::do_remove(Ino parent, const char* name, bool dir) {
+  std::unique_lock lock(mu_);
+  Node* p = table_.get(parent);
+  if (p == nullptr) return ENOENT;
+  if (!p->is_dir()) return ENOTDIR;
+  Node* n = table_.child(*p, name);
+  if (n == nullptr) return ENOENT;
+  if (dir && !n->is_dir()) return ENOTDIR;
+  if (!dir && n->is_dir()) return EISDIR;
+  if (dir && !n->dir->by_cookie.empty()) return ENOTEMPTY;
+  // The parent's marker is written with its new times, so a directory that
+  // becomes empty stays after a remount even if it was only implied.
+  const Meta pm = touched(*p);
+  Batch b(store_.get());
+  if (dir) {
+    b.remove(dir_key(n->key));
+  } else {
+    b.remove(n->key);
+    b.remove(meta_key(n->key));
+  }
+  b.put_dir(p->key, pm);
+  if (int err = commit(b, EIO)) return err;
+  p->meta = pm;
+  p->has_record = true;
+  n->meta.ctime_ns = pm.ctime_ns;
+  table_.detach(n);
+  table_.erase_if_unused(n);
+  return 0;
+}
+
+// Adds to b the moves of every key below directory src to below new_key.
+int Fs::rename_tree(Node* src, const std::string& new_key, Batch* b) {
+  std::vector<std::pair<Node*, std::string>> todo{{src, new_key}};
+  std::string value;
+  while (!todo.empty()) {
+    auto [dir, key] = std::move(todo.back());
+    todo.pop_back();
+    b->remove(dir_key(dir->key));
+    b->put_dir(key, dir->meta);
+    for (const auto& [cookie, ino] : dir->dir->by_cookie) {
+      Node* c = table_.get(ino);
+      std::string ck = child_key(key, *decode_name(c->name));
+      if (c->is_dir()) {
+        todo.emplace_back(c, std::move(ck));
+        continue;
+      }
+      pm::Status s = store_->get(c->key, &value);
+      if (!s.ok() && !s.is_not_found()) return to_errno(s);
+      b->remove(c->key);
+      b->remove(meta_key(c->key));
+      b->put(ck, value);
+      b->put(meta_key(ck), encode_meta(c->meta));
+    }
+  }
+  return 0;
+}
+
+int Fs::do_rename(Ino parent, const char* name, Ino newparent, const char* newname,
+                  unsigned flags) {
+  if (flags & ~static_cast<unsigned>(RENAME_NOREPLACE)) return EINVAL;  // EXCHANGE, WHITEOUT
+  std::unique_lock lock(mu_);
+  Node* p = table_.get(parent);
+  Node* np = table_.get(newparent);
+  if (p == nullptr || np == nullptr) return ENOENT;
+  if (!p->is_dir() || !np->is_dir()) return ENOTDIR;
+  Node* src = table_.child(*p, name);
+  if (src == nullptr) return ENOENT;
+  if (std::strlen(newname) > kNameMax) return ENAMETOOLONG;
+  auto component = decode_name(newname);
+  if (!component) return EINVAL;
+  Node* dst = table_.child(*np, newname);
+  if (dst == src) return 0;
+  if (dst != nullptr) {
+    if (flags & RENAME_NOREPLACE) return EEXIST;
+    if (src->is_dir() && !dst->is_dir()) return ENOTDIR;
+    if (!src->is_dir() && dst->is_dir()) return EISDIR;
+    if (dst->is_dir() && !dst->dir->by_cookie.empty()) return ENOTEMPTY;
+  }
+  for (Node* a = np; src->is_dir(); a = table_.get(a->parent)) {  // no move into itself
+    if (a == src) return EINVAL;
+    if (a == nullptr || a->ino == kRootIno) break;
+  }
+  const std::string new_key = child_key(np->key, *component);
+  if (new_key.size() + kMetaPrefix.size() > o_.max_key_bytes) return ENAMETOOLONG;
+  const int64_t now = now_ns();
+  Meta sm = src->meta;
+  sm.ctime_ns = now;
+  Batch b(store_.get());
+  if (dst != nullptr && dst->is_dir()) b.remove(dir_key(dst->key));
+  if (src->is_dir()) {
+    if (int err = rename_tree(src, new_key, &b)) return err;
+    b.put_dir(new_key, sm);
+  } else {
+    std::string value;
+    pm::Status s = store_->get(src->key, &value);
+    if (!s.ok() && !s.is_not_found()) return to_errno(s);
+    b.remove(src->key);
+    b.remove(meta_key(src->key));
+    b.put(new_key, value);
+    b.put(meta_key(new_key), encode_meta(sm));
+  }
+  const Meta pm = touched(*p), npm = touched(*np);
+  b.put_dir(p->key, pm);
+  if (np != p) b.put_dir(np->key, npm);
+  // A tree too large for one log record cannot move atomically: EXDEV makes
+  // mv(1) copy and remove instead.
+  if (int err = commit(b, src->is_dir() ? EXDEV : EFBIG)) return err;
+  p->meta = pm;
+  np->meta = npm;
+  p->has_record = np->has_record = src->has_record = true;
+  src->meta = sm;
+  if (dst != nullptr) {
+    table_.detach(dst);
+    table_.erase_if_unused(dst);
+  }
+  table_.move(src, np, newname, new_key);
+  return 0;
+}
+
+// ---------------------------------------------------------------- file data
+
+int Fs::do_open(Ino ino, int flags, Handle** out) {
+  std::unique_lock lock(mu_);
+  Node* n = table_.get(ino);
+  if (n == nullptr) return ENOENT;
+  if (n->is_dir()) return EISDIR;
+  auto h = std::make_unique<Handle>();
+  h->ino = ino;
+  h->flags = flags;
+  if ((flags & O_TRUNC) && writable(flags)) {  // atomic_o_trunc: the put at flush truncates
+    h->staged = h->dirty = true;
+    n->size = 0;
+    n->meta.mtime_ns = n->meta.ctime_ns = now_ns();
+  }
+  n->open_count++;
+  *out = h.release();
+  return 0;
+}
+
+int Fs::do_read(Handle* h, size_t size, off_t off, std::string* out) {
+  std::lock_guard hl(h->mu);
+  const std::string* src = &h->buf;
+  if (!h->staged) {
+    if (!h->has_snapshot || off == 0) {
+      std::string key;
+      {
+        std::shared_lock lock(mu_);
+        Node* n = table_.get(h->ino);
+        if (n != nullptr && n->parent != 0) key = n->key;
+      }
+      h->snapshot.clear();
+      if (!key.empty()) {
+        pm::Status s = store_->get(key, &h->snapshot);
+        if (!s.ok() && !s.is_not_found()) return to_errno(s);
+      }
+      h->has_snapshot = true;
+    }
+    src = &h->snapshot;
+  }
+  const auto o = static_cast<size_t>(off);
+  out->assign(o < src->size() ? src->substr(o, size) : std::string());
+  return 0;
+}
+
+int Fs::do_write(Handle* h, const char* data, size_t size, off_t off) {
+  std::lock_guard hl(h->mu);
+  std::unique_lock lock(mu_);
+  Node* n = table_.get(h->ino);
+  if (n == nullptr) return EBADF;
+  if (int err = load(h, *n)) return err;
+  const size_t o = (h->flags & O_APPEND) ? h->buf.size() : static_cast<size_t>(off);
+  if (o + size > o_.max_value_bytes) return EFBIG;
+  if (o + size > h->buf.size()) h->buf.resize(o + size);  // a gap reads as zeros
+  std::memcpy(h->buf.data() + o, data, size);
+  h->dirty = true;
+  n->size = h->buf.size();
+  n->meta.mtime_ns = n->meta.ctime_ns = now_ns();
+  return 0;
+}
+
+int Fs::do_flush(Handle* h) {
+  std::lock_guard hl(h->mu);
+  if (!h->dirty) return 0;
+  h->dirty = false;
+  std::unique_lock lock(mu_);
+  Node* n = table_.get(h->ino);
+  if (n == nullptr || n->parent == 0) return 0;  // unlinked: nowhere to put it
+  int err = h->buf.size() > o_.max_value_bytes ? EFBIG : 0;
+  if (err == 0) {
+    Batch b(store_.get());
+    b.put_file(*n, n->meta, h->buf);
+    err = commit(b, EFBIG);
+  }
+  if (err != 0) {  // the handle shows the store again
+    h->staged = false;
+    h->buf.clear();
+    n->size = n->committed_size;
+    return err;
+  }
+  n->committed_size = n->size = h->buf.size();
+  n->has_record = true;
+  return 0;
+}
+
+int Fs::do_fsync(Handle* h) {
+  if (int err = do_flush(h)) return err;
+  return do_sync();
+}
+
+int Fs::do_sync() { return to_errno(store_->sync()); }
+
+void Fs::do_release(Handle* h) {
+  if (int err = do_flush(h)) {
+    fuse_log(FUSE_LOG_WARNING, "pmfs: inode %llu: write at release failed: %s\n",
+             static_cast<unsigned long long>(h->ino), std::strerror(err));
+  }
+  {
+    std::unique_lock lock(mu_);
+    Node* n = table_.get(h->ino);
+    if (n != nullptr) {
+      n->open_count--;
+      table_.erase_if_unused(n);
+    }
+  }
+  delete h;
+}
+
+// ---------------------------------------------------------------- directories
+
+int Fs::do_readdir(fuse_req_t req, Ino ino, size_t size, off_t off, bool plus, std::string* out) {
+  std::shared_lock lock(mu_);
+  Node* d = table_.get(ino);
+  if (d == nullptr) return ENOENT;
+  if (!d->is_dir()) return ENOTDIR;
+  out->resize(size);
+  size_t pos = 0;
+  // False when the entry does not fit; it is then left for the next call
+  // (and, for readdirplus, gets no lookup reference).
+  auto emit = [&](const char* name, Node* n, bool dot, uint64_t next) {
+    fuse_entry_param e{};
+    fill_stat(*n, &e.attr);
+    size_t need;
+    if (plus) {
+      if (!dot) {
+        e.ino = n->ino;
+        e.attr_timeout = e.entry_timeout = kCacheSeconds;
+      }
+      need = fuse_add_direntry_plus(req, out->data() + pos, size - pos, name, &e,
+                                    static_cast<off_t>(next));
+    } else {
+      need = fuse_add_direntry(req, out->data() + pos, size - pos, name, &e.attr,
+                               static_cast<off_t>(next));
+    }
+    if (need > size - pos) return false;
+    if (plus && !dot) n->nlookup.fetch_add(1);
+    pos += need;
+    return true;
+  };
+  bool more = true;
+  if (off < 1) more = emit(".", d, true, 1);
+  if (more && off < 2) {
+    Node* up = d->parent != 0 ? table_.get(d->parent) : d;
+    more = emit("..", up != nullptr ? up : d, true, 2);
+  }
+  const auto& entries = d->dir->by_cookie;
+  for (auto it = entries.upper_bound(static_cast<uint64_t>(std::max<off_t>(off, 2)));
+       more && it != entries.end(); ++it) {
+    Node* c = table_.get(it->second);
+    more = emit(c->name.c_str(), c, false, it->first);
+  }
+  out->resize(pos);
+  return 0;
+}
+
+int Fs::do_statfs(struct statvfs* out) {
+  struct statvfs host {};
+  const std::string dir = o_.store_path.substr(0, o_.store_path.rfind('/') + 1);
+  if (statvfs(dir.empty() ? "." : dir.c_str(), &host) != 0) host = {};
+  kv::StoreStats st;
+  {
+    std::lock_guard l(statfs_mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (statfs_at_ == std::chrono::steady_clock::time_point() || now - statfs_at_ > kStatfsMaxAge) {
+      statfs_stats_ = store_->stats();
+      statfs_at_ = now;
+    }
+    st = statfs_stats_;
+  }
+  constexpr uint64_t kBlock = 4096;
+  const uint64_t host_free = uint64_t{host.f_bavail} * host.f_frsize;
+  const uint64_t used = std::min(st.container_used_bytes, st.container_file_bytes);
+  *out = {};
+  out->f_bsize = out->f_frsize = kBlock;
+  out->f_blocks = (st.container_file_bytes + host_free) / kBlock;
+  out->f_bfree = out->f_bavail = (st.container_file_bytes - used + host_free) / kBlock;
+  std::shared_lock lock(mu_);
+  out->f_files = table_.nodes() + out->f_bfree;
+  out->f_ffree = out->f_favail = out->f_bfree;
+  out->f_namemax = kNameMax;
+  return 0;
+}
+
+}  // namespace pmfs

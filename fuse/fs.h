@@ -1,0 +1,114 @@
+// Fs: the state of one mount (the store, the index, the options) and the
+// work behind every FUSE request. Each do_* returns 0 or an errno and never
+// replies; handlers.cc turns the result into exactly one reply.
+//
+// Thread safety: every method may be called from any worker thread.
+// Lock order: Handle::mu, then mu_. mu_ guards the index (and every Node
+// field except nlookup, which is atomic so that lookups share the lock).
+// Changes hold mu_ exclusively across their store transaction, so the
+// index and the store change in the same order; reads of values (get) run
+// without mu_.
+#ifndef PMFS_FS_H_
+#define PMFS_FS_H_
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+
+#include "fuse/inode_table.h"
+#include "kv/store.h"
+#include "pmfs/mount.h"
+
+namespace pmfs {
+
+// Entries and attributes may be cached by the kernel this long. Nothing
+// but this daemon changes the store while it is mounted (the store is
+// locked by its process), and every change it makes answers a kernel
+// request, so the kernel's caches stay right; the timeout only bounds the
+// staleness of sizes staged by other open files.
+inline constexpr double kCacheSeconds = 1.0;
+
+// One open file. Writes go to buf (the whole file, loaded at the first
+// write) and reach the store as one put at flush; reads through a handle
+// that has not written see a snapshot of the stored value, taken at the
+// first read and again at every read from offset 0.
+struct Handle {
+  Ino ino = 0;
+  int flags = 0;
+  std::mutex mu;
+  bool staged = false;  // buf holds the file
+  bool dirty = false;   // buf differs from the stored value
+  std::string buf;
+  bool has_snapshot = false;
+  std::string snapshot;
+};
+
+struct Caller {
+  uid_t uid;
+  gid_t gid;
+};
+
+class Fs {
+ public:
+  Fs(std::unique_ptr<kv::Store> store, const MountOptions& o);
+  Fs(const Fs&) = delete;
+  Fs& operator=(const Fs&) = delete;
+
+  // Fills the index from one scan of the store; logs a summary.
+  pm::Status build_index();
+
+  int do_lookup(Ino parent, const char* name, fuse_entry_param* e);
+  void do_forget(Ino ino, uint64_t nlookup);
+  int do_getattr(Ino ino, struct stat* st);
+  int do_setattr(Ino ino, const struct stat& attr, int to_set, Handle* h, struct stat* out);
+  // Regular files (dir == false) and directories; mode's type is checked by the caller.
+  int do_make(Ino parent, const char* name, mode_t mode, bool dir, const Caller& c,
+              fuse_entry_param* e);
+  int do_remove(Ino parent, const char* name, bool dir);
+  int do_rename(Ino parent, const char* name, Ino newparent, const char* newname, unsigned flags);
+  int do_open(Ino ino, int flags, Handle** out);
+  int do_read(Handle* h, size_t size, off_t off, std::string* out);
+  int do_write(Handle* h, const char* data, size_t size, off_t off);
+  int do_flush(Handle* h);
+  int do_fsync(Handle* h);
+  int do_sync();
+  void do_release(Handle* h);
+  int do_readdir(fuse_req_t req, Ino ino, size_t size, off_t off, bool plus, std::string* out);
+  int do_statfs(struct statvfs* out);
+
+  bool debug() const { return o_.debug; }
+
+ private:
+  class Batch;
+
+  void fill_stat(const Node& n, struct stat* st) const;
+  void fill_entry(Node* n, fuse_entry_param* e) const;
+  int check_new_name(const Node* parent, const char* name, std::string* component) const;
+  Meta touched(const Node& dir) const;
+  int load(Handle* h, const Node& n);
+  int commit(Batch& b, int size_errno);
+  int rename_tree(Node* src, const std::string& new_key, Batch* b);
+
+  std::unique_ptr<kv::Store> store_;
+  const MountOptions o_;
+  const Meta default_file_, default_dir_;
+
+  mutable std::shared_mutex mu_;
+  InodeTable table_;  // GUARDED_BY(mu_)
+
+  std::mutex statfs_mu_;
+  std::chrono::steady_clock::time_point statfs_at_;  // GUARDED_BY(statfs_mu_)
+  kv::StoreStats statfs_stats_;                      // GUARDED_BY(statfs_mu_)
+};
+
+}  // namespace pmfs
+
+#endif  // PMFS_FS_H_

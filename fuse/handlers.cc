@@ -1,0 +1,272 @@
+#include "fuse/handlers.h"
+
+#include <cerrno>
+#include <string>
+
+namespace pmfs {
+
+namespace {
+
+Fs& fs_of(fuse_req_t req) { return *static_cast<Fs*>(fuse_req_userdata(req)); }
+Handle* handle_of(fuse_file_info* fi) { return reinterpret_cast<Handle*>(fi->fh); }
+static_assert(sizeof(Handle*) <= sizeof(uint64_t), "a handle pointer must fit in fi->fh");
+
+Caller caller_of(fuse_req_t req) {
+  const fuse_ctx* c = fuse_req_ctx(req);
+  return Caller{c->uid, c->gid};
+}
+
+void reply_entry_or_err(fuse_req_t req, int err, const fuse_entry_param& e) {
+  if (err != 0) {
+    fuse_reply_err(req, err);
+  } else {
+    fuse_reply_entry(req, &e);
+  }
+}
+
+void sfs_init(void* userdata, fuse_conn_info* conn) {
+  (void)userdata;
+  // Capabilities are asked for only when the kernel offers them.
+  // atomic_o_trunc: open(O_TRUNC) is staged with the writes, so a rewrite
+  // replaces the value in one put instead of exposing an empty file.
+  if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+  if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
+  if (conn->capable & FUSE_CAP_READDIRPLUS_AUTO) conn->want |= FUSE_CAP_READDIRPLUS_AUTO;
+  if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+  // Values are written whole at flush: no writeback cache, no splicing.
+  conn->want &= ~(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
+                  FUSE_CAP_SPLICE_MOVE);
+  conn->max_write = 1u << 20;
+}
+
+void sfs_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  fuse_entry_param e;
+  reply_entry_or_err(req, fs_of(req).do_lookup(parent, name, &e), e);
+}
+
+void sfs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  fs_of(req).do_forget(ino, nlookup);
+  fuse_reply_none(req);
+}
+
+void sfs_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+  for (size_t i = 0; i < count; i++) fs_of(req).do_forget(forgets[i].ino, forgets[i].nlookup);
+  fuse_reply_none(req);
+}
+
+void reply_attr_or_err(fuse_req_t req, int err, const struct stat& st) {
+  if (err != 0) {
+    fuse_reply_err(req, err);
+  } else {
+    fuse_reply_attr(req, &st, kCacheSeconds);
+  }
+}
+
+void sfs_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  (void)fi;
+  struct stat st;
+  reply_attr_or_err(req, fs_of(req).do_getattr(ino, &st), st);
+}
+
+void sfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
+                 fuse_file_info* fi) {
+  struct stat st;
+  Handle* h = fi != nullptr ? handle_of(fi) : nullptr;
+  reply_attr_or_err(req, fs_of(req).do_setattr(ino, *attr, to_set, h, &st), st);
+}
+
+void sfs_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  (void)rdev;
+  if (!S_ISREG(mode)) {  // devices, FIFOs, sockets: values hold bytes only
+    fuse_reply_err(req, EPERM);
+    return;
+  }
+  fuse_entry_param e;
+  reply_entry_or_err(req, fs_of(req).do_make(parent, name, mode, false, caller_of(req), &e), e);
+}
+
+void sfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  fuse_entry_param e;
+  reply_entry_or_err(req, fs_of(req).do_make(parent, name, mode, true, caller_of(req), &e), e);
+}
+
+void sfs_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  fuse_reply_err(req, fs_of(req).do_remove(parent, name, false));
+}
+
+void sfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  fuse_reply_err(req, fs_of(req).do_remove(parent, name, true));
+}
+
+void sfs_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
+                const char* newname, unsigned flags) {
+  fuse_reply_err(req, fs_of(req).do_rename(parent, name, newparent, newname, flags));
+}
+
+void sfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
+  (void)ino, (void)newparent, (void)newname;
+  fuse_reply_err(req, EPERM);  // a key has one name
+}
+
+void sfs_symlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
+  (void)link, (void)parent, (void)name;
+  fuse_reply_err(req, EPERM);
+}
+
+void sfs_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  Handle* h = nullptr;
+  if (int err = fs_of(req).do_open(ino, fi->flags, &h)) {
+    fuse_reply_err(req, err);
+    return;
+  }
+  fi->fh = reinterpret_cast<uint64_t>(h);
+  // No page cache: reads come from the stored value (or the handle's own
+  // staged writes), so a reader never sees another handle's unflushed data.
+  fi->direct_io = 1;
+  fi->keep_cache = 0;
+  if (fuse_reply_open(req, fi) != 0) fs_of(req).do_release(h);  // open was interrupted
+}
+
+void sfs_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
+                fuse_file_info* fi) {
+  Fs& fs = fs_of(req);
+  fuse_entry_param e;
+  if (int err = fs.do_make(parent, name, mode, false, caller_of(req), &e)) {
+    fuse_reply_err(req, err);
+    return;
+  }
+  Handle* h = nullptr;
+  if (int err = fs.do_open(e.ino, fi->flags & ~O_TRUNC, &h)) {
+    fs.do_forget(e.ino, 1);
+    fuse_reply_err(req, err);
+    return;
+  }
+  fi->fh = reinterpret_cast<uint64_t>(h);
+  fi->direct_io = 1;
+  if (fuse_reply_create(req, &e, fi) != 0) {
+    fs.do_release(h);
+    fs.do_forget(e.ino, 1);
+  }
+}
+
+void sfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  (void)ino;
+  std::string data;
+  if (int err = fs_of(req).do_read(handle_of(fi), size, off, &data)) {
+    fuse_reply_err(req, err);
+  } else {
+    fuse_reply_buf(req, data.data(), data.size());
+  }
+}
+
+void sfs_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,
+               fuse_file_info* fi) {
+  (void)ino;
+  if (int err = fs_of(req).do_write(handle_of(fi), buf, size, off)) {
+    fuse_reply_err(req, err);
+  } else {
+    fuse_reply_write(req, size);
+  }
+}
+
+void sfs_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  (void)ino;
+  fuse_reply_err(req, fs_of(req).do_flush(handle_of(fi)));
+}
+
+void sfs_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  (void)ino;
+  fs_of(req).do_release(handle_of(fi));
+  fuse_reply_err(req, 0);
+}
+
+void sfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
+  (void)ino, (void)datasync;
+  fuse_reply_err(req, fs_of(req).do_fsync(handle_of(fi)));
+}
+
+void sfs_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  struct stat st;
+  int err = fs_of(req).do_getattr(ino, &st);
+  if (err == 0 && !S_ISDIR(st.st_mode)) err = ENOTDIR;
+  if (err != 0) {
+    fuse_reply_err(req, err);
+    return;
+  }
+  fi->fh = 0;  // readdir offsets are cookies in the index: no per-open state
+  fuse_reply_open(req, fi);
+}
+
+void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
+  std::string buf;
+  if (int err = fs_of(req).do_readdir(req, ino, size, off, plus, &buf)) {
+    fuse_reply_err(req, err);
+  } else {
+    fuse_reply_buf(req, buf.data(), buf.size());
+  }
+}
+
+void sfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  (void)fi;
+  readdir_common(req, ino, size, off, false);
+}
+
+void sfs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  (void)fi;
+  readdir_common(req, ino, size, off, true);
+}
+
+void sfs_releasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  (void)ino, (void)fi;
+  fuse_reply_err(req, 0);
+}
+
+void sfs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
+  (void)ino, (void)datasync, (void)fi;
+  fuse_reply_err(req, fs_of(req).do_sync());
+}
+
+void sfs_statfs(fuse_req_t req, fuse_ino_t ino) {
+  (void)ino;
+  struct statvfs st;
+  if (int err = fs_of(req).do_statfs(&st)) {
+    fuse_reply_err(req, err);
+  } else {
+    fuse_reply_statfs(req, &st);
+  }
+}
+
+}  // namespace
+
+fuse_lowlevel_ops make_operations() {
+  fuse_lowlevel_ops ops{};
+  ops.init = sfs_init;
+  ops.lookup = sfs_lookup;
+  ops.forget = sfs_forget;
+  ops.forget_multi = sfs_forget_multi;
+  ops.getattr = sfs_getattr;
+  ops.setattr = sfs_setattr;
+  ops.mknod = sfs_mknod;
+  ops.mkdir = sfs_mkdir;
+  ops.unlink = sfs_unlink;
+  ops.rmdir = sfs_rmdir;
+  ops.rename = sfs_rename;
+  ops.link = sfs_link;
+  ops.symlink = sfs_symlink;
+  ops.open = sfs_open;
+  ops.create = sfs_create;
+  ops.read = sfs_read;
+  ops.write = sfs_write;
+  ops.flush = sfs_flush;
+  ops.release = sfs_release;
+  ops.fsync = sfs_fsync;
+  ops.opendir = sfs_opendir;
+  ops.readdir = sfs_readdir;
+  ops.readdirplus = sfs_readdirplus;
+  ops.releasedir = sfs_releasedir;
+  ops.fsyncdir = sfs_fsyncdir;
+  ops.statfs = sfs_statfs;
+  return ops;
+}
+
+}  // namespace pmfs

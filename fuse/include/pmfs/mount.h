@@ -1,0 +1,62 @@
+// pmfs::mount: a kv::Store mounted as a file system (libfuse3, low-level
+// API). The key "a/b/c" is the file c in the directory a/b; docs/fuse.md
+// has the key mapping, the metadata encoding and what is not POSIX.
+//
+// Thread safety: mount() may be called from one thread at a time per mount
+// point; it runs its own worker threads.
+#ifndef PMFS_MOUNT_H_
+#define PMFS_MOUNT_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "pm/status.h"
+
+namespace pmfs {
+
+struct MountOptions {
+  // The store file (a kv::Store container) and the directory to mount on.
+  std::string store_path;
+  std::string mountpoint;
+
+  // Creation of a missing store (ignored when it exists). The value limit
+  // is also the largest file: a write or truncate past it gets EFBIG. A
+  // value must fit in a quarter of a log (kv::StoreOptions).
+  bool create_if_missing = true;
+  int logs = 8;
+  uint64_t log_bytes = 8ull << 20;
+  uint32_t max_key_bytes = 1024;
+  uint32_t max_value_bytes = 1u << 20;
+
+  // Let users other than the mounting one in (-o allow_other; needs
+  // user_allow_other in /etc/fuse.conf unless root). The kernel checks
+  // permissions from the stored mode, uid and gid (default_permissions).
+  bool allow_other = false;
+  // Per-request log lines through fuse_log (stderr in the foreground).
+  bool debug = false;
+  // Worker threads of the session loop (at most).
+  unsigned max_threads = 8;
+
+  // Called once the file system is mounted and serving, before mount()
+  // blocks in its loop: a daemonizing caller reports success here.
+  std::function<void()> on_ready;
+};
+
+// Opens the store, builds the directory index (one full scan), mounts and
+// serves requests until the file system is unmounted (`fusermount3 -u`,
+// `umount`) or the process gets SIGINT, SIGTERM or SIGHUP; then unmounts
+// and closes the store. OK after a clean unmount.
+// Errors before serving: kInvalidArgument (mount point is not an empty-able
+// directory, bad options), the store's open errors (kNotFound, kBusy,
+// kCorruption), kIOError (the kernel refused the mount: no /dev/fuse, not
+// permitted). The message names the path and what to do.
+pm::Status mount(const MountOptions& options);
+
+// Sends the mount's log lines (fuse_log) to syslog instead of stderr, for a
+// daemon whose stderr is gone.
+void log_to_syslog();
+
+}  // namespace pmfs
+
+#endif  // PMFS_MOUNT_H_

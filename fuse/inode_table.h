@@ -1,0 +1,86 @@
+// InodeTable: the DRAM directory index of a mount. Built at mount from one
+// scan of the store and kept up to date by every operation; never stored
+// (docs/fuse.md, "Index").
+//
+// Inode numbers are assigned at mount, increasing, never reused while
+// mounted (so generation 0 is enough). A directory's entries have cookies
+// from a per-directory counter: readdir resumes after the cookie of the
+// last entry it returned, so removals never shift the entries that follow.
+//
+// Thread safety: none; the owner (Fs) guards the table with its mutex.
+// Node pointers stay valid until erase_if_unused() erases the node.
+#ifndef PMFS_INODE_TABLE_H_
+#define PMFS_INODE_TABLE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "fuse/key_names.h"
+
+namespace pmfs {
+
+using Ino = uint64_t;
+inline constexpr Ino kRootIno = 1;
+// Cookies 1 and 2 are "." and ".."; entries start at 3.
+inline constexpr uint64_t kFirstCookie = 3;
+
+struct DirEntries {
+  uint64_t next_cookie = kFirstCookie;
+  std::map<uint64_t, Ino> by_cookie;
+  std::unordered_map<std::string, std::pair<uint64_t, Ino>> by_name;  // name -> cookie, ino
+  uint32_t subdirs = 0;
+};
+
+struct Node {
+  Ino ino = 0;
+  Ino parent = 0;           // 0: detached (unlinked or replaced)
+  std::string name;         // file name in the parent (escaped)
+  std::string key;          // files: the data key; directories: the key prefix without '/'
+  bool has_record = false;  // files: "\0m"+key exists; dirs: the marker exists
+  Meta meta;
+  uint64_t size = 0;                 // files: as last written or truncated (may be staged)
+  uint64_t committed_size = 0;       // files: size of the stored value
+  std::atomic<uint64_t> nlookup{0};  // kernel references (lookup, create, readdirplus)
+  uint32_t open_count = 0;
+  std::unique_ptr<DirEntries> dir;  // set for directories
+
+  bool is_dir() const { return dir != nullptr; }
+};
+
+class InodeTable {
+ public:
+  // Starts with the root directory (key "") with metadata `root`.
+  explicit InodeTable(const Meta& root);
+
+  Node* get(Ino ino) const;
+  // nullptr when `parent` has no entry `name`.
+  Node* child(const Node& parent, std::string_view name) const;
+  // Adds a file (dir == false) or directory. REQUIRES: no entry `name`.
+  Node* add(Node* parent, std::string name, std::string key, bool dir, const Meta& m);
+  // Takes the node out of its parent (it keeps its inode while referenced).
+  void detach(Node* n);
+  // Moves `n` to `new_parent` as `new_name` with key `new_key`, rewriting
+  // the keys of everything below it. REQUIRES: no entry `new_name`.
+  void move(Node* n, Node* new_parent, std::string new_name, std::string new_key);
+  // Erases a detached node nobody references (nlookup 0, not open).
+  void erase_if_unused(Node* n);
+
+  // Directory at `key` ("" root), creating missing ones with `m` (implied
+  // directories). nullptr when a file is in the way.
+  Node* ensure_dir(std::string_view key, const Meta& m);
+
+  uint64_t nodes() const { return nodes_.size(); }
+
+ private:
+  std::unordered_map<Ino, std::unique_ptr<Node>> nodes_;
+  Ino next_ino_ = kRootIno + 1;
+};
+
+}  // namespace pmfs
+
+#endif  // PMFS_INODE_TABLE_H_

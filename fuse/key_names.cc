@@ -1,0 +1,113 @@
+#include "fuse/key_names.h"
+
+#include <bit>
+#include <cstring>
+
+namespace pmfs {
+
+namespace {
+
+constexpr uint8_t kMetaVersion = 1;
+
+bool is_plain(std::string_view c) {
+  return !c.empty() && c != "." && c != ".." && c[0] != '%' &&
+         c.find('\0') == std::string_view::npos;
+}
+
+template <typename T>
+void put_le(std::string* out, size_t off, T v) {
+  static_assert(std::endian::native == std::endian::little, "records are little-endian");
+  std::memcpy(out->data() + off, &v, sizeof v);
+}
+
+template <typename T>
+T get_le(std::string_view in, size_t off) {
+  T v;
+  std::memcpy(&v, in.data() + off, sizeof v);
+  return v;
+}
+
+}  // namespace
+
+std::string encode_name(std::string_view component) {
+  if (is_plain(component)) return std::string(component);
+  std::string out = "%";
+  for (char c : component) {
+    if (c == '%') {
+      out += "%25";
+    } else if (c == '\0') {
+      out += "%00";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> decode_name(std::string_view name) {
+  if (name.empty() || name[0] != '%') return std::string(name);
+  std::string out;
+  for (size_t i = 1; i < name.size(); ++i) {
+    if (name[i] != '%') {
+      out += name[i];
+    } else if (name.substr(i, 3) == "%25") {
+      out += '%', i += 2;
+    } else if (name.substr(i, 3) == "%00") {
+      out += '\0', i += 2;
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (encode_name(out) != name) return std::nullopt;  // not canonical
+  return out;
+}
+
+std::optional<std::vector<std::string>> key_to_names(std::string_view key) {
+  if (!key.empty() && key[0] == '\0') return std::nullopt;
+  std::vector<std::string> names;
+  size_t start = 0;
+  for (;;) {
+    const size_t slash = key.find('/', start);
+    const std::string_view c =
+        key.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
+    names.push_back(encode_name(c));
+    if (names.back().size() > kNameMax) return std::nullopt;
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  return names;
+}
+
+std::string child_key(std::string_view dir, std::string_view component) {
+  std::string k;
+  k.reserve(dir.size() + 1 + component.size());
+  if (!dir.empty()) (k += dir) += '/';
+  k += component;
+  return k;
+}
+
+std::string encode_meta(const Meta& m) {
+  std::string r(kMetaRecordBytes, '\0');
+  r[0] = static_cast<char>(kMetaVersion);
+  put_le(&r, 4, m.mode);
+  put_le(&r, 8, m.uid);
+  put_le(&r, 12, m.gid);
+  put_le(&r, 16, m.mtime_ns);
+  put_le(&r, 24, m.ctime_ns);
+  return r;
+}
+
+std::optional<Meta> decode_meta(std::string_view record) {
+  if (record.size() < kMetaRecordBytes || static_cast<uint8_t>(record[0]) != kMetaVersion) {
+    return std::nullopt;
+  }
+  Meta m;
+  m.mode = get_le<uint32_t>(record, 4);
+  m.uid = get_le<uint32_t>(record, 8);
+  m.gid = get_le<uint32_t>(record, 12);
+  m.mtime_ns = get_le<int64_t>(record, 16);
+  m.ctime_ns = get_le<int64_t>(record, 24);
+  return m;
+}
+
+}  // namespace pmfs

@@ -1,0 +1,65 @@
+// Key names: how store keys map to paths, and the records the mount keeps
+// beside them (docs/fuse.md, "Key mapping").
+//
+// A user key is split at '/' into components; each component is one file
+// name. Components that cannot be file names (empty, ".", "..", containing
+// NUL) or that start with '%' are escaped: "%" followed by the component
+// with '%' written "%25" and NUL written "%00". Every other component is
+// its own name. The rule is a bijection between components and the names
+// it produces; a name that starts with '%' but is not the escape of some
+// component (e.g. "%abc", whose decoding "abc" escapes to "abc") is refused.
+//
+// Keys whose first byte is NUL are reserved for the mount:
+//   "\0m" + key   the metadata record of the file whose data is at key
+//   "\0d" + dir   the marker (and metadata record) of directory dir, the
+//                 key prefix without its trailing '/'; "\0d" is the root
+// A data key and its record change in one transaction.
+#ifndef PMFS_KEY_NAMES_H_
+#define PMFS_KEY_NAMES_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pmfs {
+
+inline constexpr std::string_view kMetaPrefix{"\0m", 2};
+inline constexpr std::string_view kDirPrefix{"\0d", 2};
+inline constexpr size_t kNameMax = 255;
+
+// The file name of key component `component` (see the file comment).
+std::string encode_name(std::string_view component);
+// The component named by `name`, or nullopt when the name is not what
+// encode_name produces for any component (refused with EINVAL).
+std::optional<std::string> decode_name(std::string_view name);
+
+// The file names of `key`'s components, or nullopt when the key is
+// reserved (leading NUL) or a name would exceed kNameMax.
+std::optional<std::vector<std::string>> key_to_names(std::string_view key);
+
+// The key of the entry `component` in the directory with key `dir` ("" for
+// the root).
+std::string child_key(std::string_view dir, std::string_view component);
+
+// Metadata kept with a key. Times are nanoseconds since the epoch.
+struct Meta {
+  uint32_t mode = 0;  // type and permission bits, as st_mode
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
+};
+
+// The stored form of Meta (little-endian, docs/fuse.md "Records"):
+//   u8 version (1), u8 flags (0), u16 reserved, u32 mode, u32 uid, u32 gid,
+//   i64 mtime_ns, i64 ctime_ns                              -> 32 bytes
+inline constexpr size_t kMetaRecordBytes = 32;
+std::string encode_meta(const Meta& m);
+// nullopt when the record is too short or of an unknown version.
+std::optional<Meta> decode_meta(std::string_view record);
+
+}  // namespace pmfs
+
+#endif  // PMFS_KEY_NAMES_H_

@@ -1,0 +1,66 @@
+#include "fuse/key_names.h"
+
+#include <gtest/gtest.h>
+
+namespace pmfs {
+namespace {
+
+TEST(KeyNamesTest, PlainComponentsAreTheirOwnNames) {
+  EXPECT_EQ(encode_name("abc"), "abc");
+  EXPECT_EQ(encode_name("a%b"), "a%b");
+  EXPECT_EQ(decode_name("a%b"), "a%b");
+}
+
+TEST(KeyNamesTest, UnnamableComponentsAreEscaped) {
+  EXPECT_EQ(encode_name(""), "%");
+  EXPECT_EQ(encode_name("."), "%.");
+  EXPECT_EQ(encode_name(".."), "%..");
+  EXPECT_EQ(encode_name("%x"), "%%25x");
+  EXPECT_EQ(encode_name(std::string("a\0b", 3)), "%a%00b");
+}
+
+TEST(KeyNamesTest, EscapesRoundTrip) {
+  for (std::string c :
+       {std::string(), std::string("."), std::string(".."), std::string("%"), std::string("%%"),
+        std::string("%25"), std::string("a\0", 2), std::string("plain"), std::string("x%y")}) {
+    EXPECT_EQ(decode_name(encode_name(c)), c) << c;
+  }
+}
+
+TEST(KeyNamesTest, NonCanonicalEscapesAreRefused) {
+  EXPECT_FALSE(decode_name("%abc"));  // "abc" is its own name
+  EXPECT_FALSE(decode_name("%%"));    // a bare '%' inside must be %25
+  EXPECT_FALSE(decode_name("%%41"));  // only %25 and %00 exist
+  EXPECT_FALSE(decode_name("%25"));   // "%" escapes to "%%25"
+}
+
+TEST(KeyNamesTest, KeysSplitIntoNames) {
+  EXPECT_EQ(key_to_names("a/b/c"), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(key_to_names("a//b/"), (std::vector<std::string>{"a", "%", "b", "%"}));
+  EXPECT_EQ(key_to_names("/../x"), (std::vector<std::string>{"%", "%..", "x"}));
+  EXPECT_FALSE(key_to_names(std::string("\0m/x", 4)));  // reserved
+  EXPECT_FALSE(key_to_names(std::string(256, 'n')));    // name too long
+}
+
+TEST(KeyNamesTest, MetaRecordRoundTrips) {
+  Meta m{0100644, 1000, 100, 1234567890123456789, -5};
+  const std::string r = encode_meta(m);
+  ASSERT_EQ(r.size(), kMetaRecordBytes);
+  auto d = decode_meta(r);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->mode, m.mode);
+  EXPECT_EQ(d->uid, m.uid);
+  EXPECT_EQ(d->gid, m.gid);
+  EXPECT_EQ(d->mtime_ns, m.mtime_ns);
+  EXPECT_EQ(d->ctime_ns, m.ctime_ns);
+}
+
+TEST(KeyNamesTest, UnknownMetaVersionIsRejected) {
+  std::string r = encode_meta(Meta{});
+  r[0] = 2;
+  EXPECT_FALSE(decode_meta(r));
+  EXPECT_FALSE(decode_meta("short"));
+}
+
+}  // namespace
+}  // namespace pmfs

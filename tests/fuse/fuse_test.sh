@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# Mounts a fresh store with `pm mount` in a private temp dir and drives it
+# with ordinary commands; checks what `pm kv` sees after unmounting, what
+# survives a remount and a kill -9 of the daemon. Exit 77 (skipped) when
+# FUSE is not usable here. Always unmounts.
+# TIMEOUT: 300 (CTest)
+set -u
+PM=$1
+export PMEM_IS_PMEM_FORCE=1
+if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
+  echo "SKIP: no /dev/fuse or fusermount3"; exit 77
+fi
+dir=$(mktemp -d /dev/shm/pm-fuse-XXXXXX)
+M=$dir/mnt
+S=$dir/s.kv
+mkdir "$M"
+pid=""
+cleanup() {
+  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; fi
+  fusermount3 -u -z "$M" 2>/dev/null
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+fail=0
+FAIL() { echo "FAIL: $*"; fail=1; }
+eq() {  # eq DESCRIPTION GOT WANT
+  [ "$2" == "$3" ] || FAIL "$1: got '$2', wanted '$3'"
+}
+errs() {  # errs DESCRIPTION TEXT COMMAND...   (must fail with TEXT in stderr)
+  local what=$1 text=$2; shift 2
+  if "$@" 2>"$dir/err" >/dev/null; then FAIL "$what: succeeded"; return; fi
+  grep -q -- "$text" "$dir/err" || { FAIL "$what: '$text' not in: $(cat "$dir/err")"; }
+}
+is_mounted() { grep -q " $M fuse" /proc/mounts; }
+# mount [pm mount flags...]: the daemon in the foreground, in the background
+# of this shell, so that its pid is known.
+mount_fs() {
+  "$PM" mount "$S" "$M" -f "$@" 2>"$dir/daemon.err" &
+  pid=$!
+  for _ in $(seq 100); do
+    is_mounted && return 0
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  cat "$dir/daemon.err"
+  if grep -q "refused" "$dir/daemon.err"; then echo "SKIP: the kernel refused the mount"; exit 77; fi
+  echo "FAIL: mount did not come up"; exit 1
+}
+umount_fs() {
+  fusermount3 -u "$M" || FAIL "fusermount3 -u"
+  wait "$pid"; local rc=$?
+  pid=""
+  eq "daemon exit after fusermount3 -u" "$rc" 0
+}
+
+# ---------------------------------------------------------------- errors first
+errs "missing mount point" "mount point" "$PM" mount "$S" "$dir/nope"
+: >"$dir/plain"
+errs "mount point is a file" "not a directory" "$PM" mount "$S" "$dir/plain"
+errs "store is not a store" "open" "$PM" mount "$dir/plain" "$M"
+
+"$PM" kv put "$S" from/kv "put by pm kv" >/dev/null
+"$PM" kv put "$S" "odd//name" "escaped" >/dev/null
+mount_fs --max-value 262144
+mkdir "$dir/mnt2"
+errs "store mounted already" "Busy" "$PM" mount "$S" "$dir/mnt2"
+
+# ---------------------------------------------------------------- basics
+eq "key put by pm kv is a file" "$(cat "$M/from/kv")" "put by pm kv"
+eq "empty component is escaped as %" "$(cat "$M/odd/%/name")" "escaped"
+printf hello >"$M/f"
+eq "create, write, cat" "$(cat "$M/f")" hello
+head -c 200000 /dev/urandom >"$dir/rand"
+cp "$dir/rand" "$M/rand"
+cmp -s "$dir/rand" "$M/rand" || FAIL "200 KB file round trip"
+eq "partial read (dd skip)" "$(dd if="$M/rand" bs=1000 skip=150 count=3 2>/dev/null | md5sum)" \
+  "$(dd if="$dir/rand" bs=1000 skip=150 count=3 2>/dev/null | md5sum)"
+printf a >"$M/ap"; printf b >>"$M/ap"; printf c >>"$M/ap"
+eq "O_APPEND" "$(cat "$M/ap")" abc
+truncate -s 2 "$M/ap"
+eq "truncate shrinks" "$(cat "$M/ap")" ab
+truncate -s 10 "$M/ap"
+eq "truncate grows with zeros" "$(od -An -c "$M/ap" | tr -s ' ')" " a b \0 \0 \0 \0 \0 \0 \0 \0"
+printf x | dd of="$M/sparse" bs=1 seek=100 conv=notrunc 2>/dev/null
+eq "sparse write size" "$(stat -c %s "$M/sparse")" 101
+eq "hole reads as zeros" "$(head -c 100 "$M/sparse" | tr -d '\0' | wc -c)" 0
+printf 'new' >"$M/f"
+eq "O_TRUNC rewrite" "$(cat "$M/f")" new
+
+# ---------------------------------------------------------------- directories
+mkdir "$M/d1" && rmdir "$M/d1" || FAIL "mkdir, rmdir"
+[ -e "$M/d1" ] && FAIL "rmdir left the directory"
+mkdir -p "$M/d2/e" "$M/keep/empty"
+errs "rmdir of a non-empty directory" "not empty" rmdir "$M/d2"
+eq "ls" "$(ls "$M/d2")" e
+eq "directory nlink" "$(stat -c %h "$M/d2")" 3
+
+# ---------------------------------------------------------------- rename
+printf old >"$M/r1"; printf new >"$M/r2"
+mv "$M/r2" "$M/r1"
+eq "rename replaces the target" "$(cat "$M/r1")" new
+[ -e "$M/r2" ] && FAIL "rename left the source"
+printf keep >"$M/r3"
+mv -n "$M/r1" "$M/r3"   # RENAME_NOREPLACE
+eq "rename noreplace keeps the target" "$(cat "$M/r3")" keep
+mkdir -p "$M/t/u"; printf deep >"$M/t/u/v"
+mv "$M/t" "$M/t2"
+eq "directory rename moves its files" "$(cat "$M/t2/u/v")" deep
+[ -e "$M/t" ] && FAIL "directory rename left the source"
+
+# ---------------------------------------------------------------- metadata
+chmod 600 "$M/f"
+eq "chmod" "$(stat -c %a "$M/f")" 600
+touch -d "2001-02-03 04:05:06 UTC" "$M/f"
+eq "touch -d" "$(stat -c %Y "$M/f")" 981173106
+long=$(printf 'n%.0s' $(seq 256))
+errs "name over 255 bytes" "too long" touch "$M/$long"
+errs "non-canonical escape" "Invalid argument" touch "$M/%abc"
+errs "value over --max-value" "File too large" \
+  dd if=/dev/zero of="$M/big" bs=64k count=5 status=none
+errs "hard link" "not permitted" ln "$M/f" "$M/hard"
+errs "fifo" "not permitted" mkfifo "$M/fifo"
+errs "symlink" "not permitted" ln -s f "$M/sym"
+
+# ---------------------------------------------------------------- many files
+mkdir "$M/many"
+start=$(date +%s.%N)
+for d in 0 1 2 3; do
+  mkdir "$M/many/$d"
+  (cd "$M/many/$d" && for i in $(seq 500); do : >"f$i"; done)
+done
+t_create=$(echo "$(date +%s.%N) - $start" | bc)
+start=$(date +%s.%N)
+n=$(ls -f "$M/many/0" "$M/many/1" "$M/many/2" "$M/many/3" | grep -c '^f')
+t_ls=$(echo "$(date +%s.%N) - $start" | bc)
+eq "2000 files listed" "$n" 2000
+start=$(date +%s.%N)
+rm -rf "$M/many" || FAIL "rm -rf of 2000 files"
+t_rm=$(echo "$(date +%s.%N) - $start" | bc)
+[ -e "$M/many" ] && FAIL "rm -rf left the tree"
+echo "2000 files: create ${t_create}s, ls ${t_ls}s, rm -rf ${t_rm}s"
+
+# ---------------------------------------------------------------- concurrent writers
+for w in 1 2 3 4; do
+  (for i in $(seq 50); do printf "w$w-$i" >"$M/cw$w-$i" || exit 1; done) &
+done
+wait_ok=0
+for job in $(jobs -p); do [ "$job" == "$pid" ] && continue; wait "$job" || wait_ok=1; done
+eq "concurrent writers exit" "$wait_ok" 0
+for w in 1 2 3 4; do for i in 1 25 50; do
+  eq "concurrent writer $w file $i" "$(cat "$M/cw$w-$i")" "w$w-$i"
+done; done
+
+# ---------------------------------------------------------------- remount
+umount_fs
+eq "pm kv get sees a file written through the mount" "$("$PM" kv get "$S" f)" new
+"$PM" kv put "$S" "later/added" "after" >/dev/null
+mount_fs
+eq "pm kv put appears after remount" "$(cat "$M/later/added")" after
+eq "mode survives remount" "$(stat -c %a "$M/f")" 600
+eq "mtime survives remount" "$(stat -c %Y "$M/f")" 981173106
+[ -d "$M/keep/empty" ] || FAIL "empty directory did not survive remount"
+eq "renamed tree survives remount" "$(cat "$M/t2/u/v")" deep
+cmp -s "$dir/rand" "$M/rand" || FAIL "200 KB file after remount"
+
+# ---------------------------------------------------------------- kill -9
+head -c 65536 /dev/urandom >"$dir/durable"
+dd if="$dir/durable" of="$M/durable" bs=16k conv=fsync status=none || FAIL "dd conv=fsync"
+kill -9 "$pid"; wait "$pid" 2>/dev/null; pid=""
+fusermount3 -u -z "$M" 2>/dev/null
+mount_fs
+cmp -s "$dir/durable" "$M/durable" || FAIL "fsynced file did not survive kill -9"
+umount_fs
+
+# ---------------------------------------------------------------- SIGTERM, background mode
+mount_fs
+kill -TERM "$pid"; wait "$pid"; rc=$?; pid=""
+eq "daemon exit after SIGTERM" "$rc" 0
+is_mounted && FAIL "SIGTERM left the mount"
+"$PM" mount "$S" "$M" || FAIL "mount in the background"
+eq "background mount serves" "$(cat "$M/f")" new
+fusermount3 -u "$M" || FAIL "unmount of the background mount"
+
+[ "$fail" -eq 0 ] && echo "PASS"
+exit "$fail"

@@ -1,0 +1,290 @@
+#include "bench/kv_bench.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench/dir_cleanup.h"
+#include "bench/environment.h"
+#include "bench/kv_engine.h"
+#include "bench/kv_engine_store.h"
+#include "bench/kv_plot.h"
+#include "bench/kv_report.h"
+#include "bench/kv_runner.h"
+#include "bench/kv_workload.h"
+#include "bench/progress.h"
+#include "bench/workload.h"
+#include "kvstore/frontend.h"  // sizeof(kv::Frontend::Bucket)
+
+namespace pm::bench {
+
+namespace {
+
+// Keys read back after the kvstore's reopen (spread over the key space).
+constexpr uint64_t kVerifyKeys = 100'000;
+
+struct Context {
+  const KvConfig& cfg;
+  const DirInfo& dir;
+  const KeyStreams& streams;
+  const std::vector<CellSpec>& cells;
+  const Progress& progress;
+};
+
+// The engine settles (untimed) after every cell but the last, whose backlog
+// the kvstore's recovery measurement replays; before_last runs between the
+// last two cells when set.
+Result<EngineRun> run_engine(const std::string& name, KvEngine& e, const Context& ctx,
+                             const std::function<Status()>& before_last = {}) {
+  EngineRun r;
+  r.name = name;
+  r.prefill_method = e.prefill_method();
+  ctx.progress.step(fmt::format("{}: prefill of {} keys", name, ctx.cfg.keys));
+  const uint64_t t0 = now_ns();
+  Status s = e.prefill(ctx.cfg.keys);
+  if (!s.ok()) return s.with_context(name + ", prefill");
+  r.prefill_seconds = double(now_ns() - t0) / 1e9;
+  for (const CellSpec& spec : ctx.cells) {
+    if (before_last && &spec == &ctx.cells.back()) PM_TRY(before_last());
+    ctx.progress.step(fmt::format("{}: {} keys, {}% puts, {} thread(s)", name,
+                                  key_choice_name(spec.choice), spec.put_percent, spec.threads));
+    Result<CellResult> c = run_cell(e, spec, ctx.streams, ctx.cfg.seconds);
+    if (!c.ok()) {
+      return c.status().with_context(fmt::format("{}, {} keys, {}% puts, {} threads", name,
+                                                 key_choice_name(spec.choice), spec.put_percent,
+                                                 spec.threads));
+    }
+    if (&spec != &ctx.cells.back()) {
+      const uint64_t t1 = now_ns();
+      PM_TRY(e.settle());
+      c->settle_seconds = double(now_ns() - t1) / 1e9;
+    }
+    r.cells.push_back(std::move(*c));
+  }
+  return r;
+}
+
+// Reads keys back after the reopen: each must hold its own value.
+Result<uint64_t> verify_keys(KvEngine& e, uint64_t keys) {
+  const uint64_t n = std::min(keys, kVerifyKeys);
+  unsigned char key[kKeyBytes];
+  std::string got;
+  for (uint64_t j = 0; j < n; j++) {
+    const uint64_t i = j * keys / n;
+    make_key(i, key);
+    Status s = e.get(bytes_view(key, kKeyBytes), &got);
+    if (!s.ok() || got.size() != kValueBytes ||
+        value_id(reinterpret_cast<const unsigned char*>(got.data())) != i) {
+      return Status::corruption(fmt::format("kvstore after reopen: key #{}: {}", i,
+                                            s.ok() ? "a wrong value" : s.to_string()));
+    }
+  }
+  return n;
+}
+
+// Memory and counters come from a snapshot before the last cell: stats()
+// scans every key, and taken after the last cell it would give the
+// gleaners time to empty the logs that the reopen is meant to replay.
+void take_snapshot(StoreEngine& e, StoreFindings* f) {
+  f->measured = true;
+  f->snapshot = e.stats();
+  f->frontend_bucket_bytes = f->snapshot.frontend_buckets * sizeof(kv::Frontend::Bucket);
+}
+
+// Right after the last cell: close without checkpoint, reopen, read back.
+Status recover(StoreEngine& e, const Context& ctx, StoreFindings* f) {
+  ctx.progress.step("kvstore: close without checkpoint and reopen");
+  f->closed_after = ctx.cells.back();
+  Result<Recovery> r = e.reopen();
+  if (!r.ok()) return r.status();
+  f->recovery = *r;
+  Result<uint64_t> v = verify_keys(e, ctx.cfg.keys);
+  if (!v.ok()) return v.status();
+  f->verified_after_reopen = *v;
+  return Status();
+}
+
+Status run_kvstore(const Context& ctx, KvRun* run) {
+  const Emulation em{ctx.cfg.emulate_persist_ns, ctx.cfg.emulate_read_ns};
+  Result<std::unique_ptr<StoreEngine>> e = StoreEngine::create(
+      ctx.dir.dir + "/kv-store.pm", ctx.cfg.keys, kvstore_options(em, ctx.cfg.dram_budget_bytes));
+  if (!e.ok()) return e.status();
+  StoreEngine& store = **e;
+  Result<EngineRun> r = run_engine("kvstore", store, ctx, [&] {
+    ctx.progress.step("kvstore: stats (scans every key)");
+    take_snapshot(store, &run->store);
+    return Status();
+  });
+  if (!r.ok()) return r.status();
+  run->engines.push_back(std::move(*r));
+  return recover(store, ctx, &run->store);
+}
+
+Status run_plain(const std::string& name, Result<std::unique_ptr<KvEngine>> e, const Context& ctx,
+                 KvRun* run) {
+  if (!e.ok()) return e.status();
+  Result<EngineRun> r = run_engine(name, **e, ctx);
+  if (!r.ok()) return r.status();
+  run->engines.push_back(std::move(*r));
+  return Status();
+}
+
+// Empty when rocksdb runs here, else why not.
+std::string rocksdb_skip_reason(const DirInfo& d) {
+  if (!rocksdb_built()) {
+    return "rocksdb: not built (librocksdb-dev was not found when CMake ran; "
+           "tools/install-deps.sh installs it)";
+  }
+  if (d.fs_type == "tmpfs" || d.dir.rfind("/dev/shm", 0) == 0) {
+    return fmt::format(
+        "rocksdb: skipped: {} is on tmpfs, where a synced write costs nothing; "
+        "give --dir on an ordinary disk to include it",
+        d.dir);
+  }
+  return "";
+}
+
+Status run_all(const Context& ctx, KvRun* run) {
+  const KvConfig& cfg = ctx.cfg;
+  const std::string& dir = ctx.dir.dir;
+  PM_TRY(run_plain("volatile", make_volatile_engine(), ctx, run));
+  PM_TRY(run_plain("phash",
+                   make_phash_engine(dir + "/kv-phash.pm", cfg.keys,
+                                     {cfg.emulate_persist_ns, cfg.emulate_read_ns}),
+                   ctx, run));
+  PM_TRY(run_kvstore(ctx, run));
+  PM_TRY(run_plain("pmemobj", make_pmemobj_engine(dir + "/kv-pmemobj.pool", cfg.keys), ctx, run));
+  const std::string skip = rocksdb_skip_reason(ctx.dir);
+  if (skip.empty()) return run_plain("rocksdb", make_rocksdb_engine(dir + "/kv-rocksdb"), ctx, run);
+  run->skipped.push_back(skip);
+  return Status();
+}
+
+void print_config(const KvConfig& cfg, size_t ncells) {
+  auto row = [](const char* k, const std::string& v) { fmt::print("{:<20}{}\n", k, v); };
+  auto joined = [](const std::vector<int>& v) {
+    std::string s;
+    for (int x : v) {
+      if (!s.empty()) s += '/';
+      s += std::to_string(x);
+    }
+    return s;
+  };
+  const std::string puts = joined(cfg.put_percents), threads = joined(cfg.thread_counts);
+  row("keys",
+      fmt::format("{}{} prefilled, 16-byte keys, 100-byte values (--keys N; Bullet used "
+                  "50 M)",
+                  cfg.smoke ? "SMOKE (tiny sizes, numbers not meaningful): " : "", cfg.keys));
+  row("cells", fmt::format("{} per engine, {:g} s each (--seconds): zipfian (theta {:g}) and "
+                           "uniform keys x {} % puts x {} threads",
+                           ncells, cfg.seconds, cfg.zipf_theta, puts, threads));
+  row("kvstore",
+      "kv::Store defaults: background gleaners, Durability::kSync, 8 logs of 8 MiB" +
+          (cfg.dram_budget_bytes ? fmt::format(", DRAM budget {} MiB", cfg.dram_budget_bytes >> 20)
+                                 : std::string()));
+  row("", "heap created at its expected size (256 B per key + 64 MiB): no growth during the cells");
+  std::ifstream loadavg("/proc/loadavg");
+  std::string load1, load5;
+  if (loadavg >> load1 >> load5) {
+    row("load average", fmt::format("{} (1 min), {} (5 min) before the run", load1, load5));
+  }
+  if (cfg.emulated()) {
+    row("emulation", fmt::format("ON: +{} ns per persist barrier, +{} ns per PM read (phash and "
+                                 "kvstore; volatile, pmemobj and rocksdb are not slowed)",
+                                 cfg.emulate_persist_ns, cfg.emulate_read_ns));
+    fmt::print(
+        "\n!!! EMULATED slower PM: phash and kvstore busy-wait per barrier and read; "
+        "pmemobj cannot be slowed !!!\n");
+  } else {
+    row("emulation", "off (--emulate-persist-ns, --emulate-read-ns)");
+  }
+}
+
+Table targets_table(const std::vector<Target>& targets) {
+  Table t;
+  t.title = "targets (verdicts computed from the numbers above)";
+  t.columns = {{"target", "target"},
+               {"goal", "goal"},
+               {"measured", "measured", Format::kCount},
+               {"verdict", "verdict"}};
+  for (const Target& g : targets) {
+    t.add_row({g.name, g.goal,
+               g.available ? Cell(fmt::format("{:.1f} {}", g.measured, g.unit)) : Cell(),
+               g.verdict()});
+  }
+  return t;
+}
+
+Status plot(const KvRun& run, const KvConfig& cfg, bool json) {
+  if (cfg.plot_path.empty()) return Status();
+  if (!have_gnuplot()) {
+    fmt::print(stderr,
+               "pm bench kv: --plot: gnuplot is not on PATH, so no plot was written to {} "
+               "(install gnuplot-nox, e.g. with tools/install-deps.sh)\n",
+               cfg.plot_path);
+    return Status();
+  }
+  PM_TRY(write_plot(run, cfg, cfg.plot_path));
+  fmt::print(json ? stderr : stdout, "\nplot: wrote {}\n", cfg.plot_path);
+  return Status();
+}
+
+void print_json(const KvRun& run, const KvConfig& cfg, const Environment& env, const DirInfo& dir,
+                const std::vector<Table>& tables, const std::vector<Target>& targets) {
+  nlohmann::json jt = nlohmann::json::array(), jg = nlohmann::json::array();
+  for (const Table& t : tables) jt.push_back(table_json(t));
+  for (const Target& t : targets) jg.push_back(target_json(t));
+  nlohmann::json doc = {{"suite", "kv"},
+                        {"environment", environment_json(env)},
+                        {"directory", dir_json(dir)},
+                        {"config", kv_config_json(cfg)},
+                        {"engines", kv_engines_json(run)},
+                        {"skipped", run.skipped},
+                        {"kvstore", kv_store_json(run.store)},
+                        {"tables", jt},
+                        {"targets", jg}};
+  fmt::print("{}\n", doc.dump(2));
+}
+
+}  // namespace
+
+Status run_kv_bench(const KvConfig& cfg, bool json) {
+  if (cfg.keys < 2 || cfg.keys > UINT32_MAX) {
+    return Status::invalid_argument("--keys must be 2..4294967295");
+  }
+  const Environment env = collect_environment();
+  const Progress progress;
+  const std::vector<CellSpec> cells = cell_matrix(cfg.put_percents, cfg.thread_counts);
+  if (!json) {
+    print_environment("kv", env);
+    print_config(cfg, cells.size());
+  }
+  Result<DirInfo> info = probe_dir(cfg.dir);
+  if (!info.ok()) return info.status();
+  DirCleanup cleanup(*info);
+  if (!json) print_dir(*info, env);
+
+  progress.step(fmt::format("key streams ({} keys, zipfian setup)", cfg.keys));
+  const int max_threads = *std::max_element(cfg.thread_counts.begin(), cfg.thread_counts.end());
+  const KeyStreams streams(cfg.keys, cfg.zipf_theta, cfg.stream_length, max_threads);
+  KvRun run;
+  run.cores = env.cores;
+  PM_TRY(run_all({cfg, *info, streams, cells, progress}, &run));
+
+  const std::vector<Table> tables = kv_tables(run, cfg);
+  const std::vector<Target> targets = kv_targets(run, cfg);
+  if (json) {
+    print_json(run, cfg, env, *info, tables, targets);
+  } else {
+    for (const Table& t : tables) print_table(t);
+    print_table(targets_table(targets));
+  }
+  return plot(run, cfg, json);
+}
+
+}  // namespace pm::bench
