@@ -38,7 +38,7 @@ void encode_record(uint32_t log, uint64_t pos, uint64_t seq, uint32_t session,
     at += sizeof oh;
     std::memcpy(p + at, o.key.data(), o.key.size());
     at += o.key.size();
-    std::memcpy(p + at, o.value.data(), o.value.size());
+    if (!o.value.empty()) std::memcpy(p + at, o.value.data(), o.value.size());  // data() may be null
     at += o.value.size();
   }
   std::memcpy(p, &h, sizeof h);
