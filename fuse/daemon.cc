@@ -59,6 +59,7 @@ class Session {
     fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv_.size()), argv_.data());
     const fuse_lowlevel_ops ops = make_operations();
     se_ = fuse_session_new(&args, &ops, sizeof ops, fs);
+    fuse_opt_free_args(&args);  // fuse_session_new may have copied it onto the heap
   }
   ~Session() {
     if (mounted_) fuse_session_unmount(se_);
