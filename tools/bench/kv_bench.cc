@@ -14,6 +14,7 @@
 #include "bench/kv_engine.h"
 #include "bench/kv_engine_store.h"
 #include "bench/kv_plot.h"
+#include "bench/kv_recovery.h"
 #include "bench/kv_report.h"
 #include "bench/kv_runner.h"
 #include "bench/kv_workload.h"
@@ -276,7 +277,17 @@ Status run_kv_bench(const KvConfig& cfg, bool json) {
   run.cores = env.cores;
   PM_TRY(run_all({cfg, *info, streams, cells, progress}, &run));
 
-  const std::vector<Table> tables = kv_tables(run, cfg);
+  std::vector<Table> tables = kv_tables(run, cfg);
+  // Recovery against data and log size: 100k and 1M keys, 8 and 64 MiB of
+  // logs (smoke: 2000 keys, 1 MiB).
+  const std::vector<uint64_t> sweep_keys =
+      cfg.smoke ? std::vector<uint64_t>{2000} : std::vector<uint64_t>{100000, 1000000};
+  const std::vector<uint64_t> sweep_logs =
+      cfg.smoke ? std::vector<uint64_t>{1ull << 20} : std::vector<uint64_t>{8ull << 20, 64ull << 20};
+  Result<std::vector<RecoveryPoint>> sweep =
+      recovery_sweep(info->dir, sweep_keys, sweep_logs, progress);
+  if (!sweep.ok()) return sweep.status();
+  tables.push_back(recovery_table(*sweep));
   const std::vector<Target> targets = kv_targets(run, cfg);
   if (json) {
     print_json(run, cfg, env, *info, tables, targets);
