@@ -181,6 +181,7 @@ struct LsArgs {
   StoreArgs store;
   std::string prefix;
   bool values = false;
+  bool all = false;
 };
 
 Status run_ls(const LsArgs& a, bool json) {
@@ -188,6 +189,9 @@ Status run_ls(const LsArgs& a, bool json) {
   if (!s.ok()) return s.status();
   std::vector<std::pair<std::string, std::string>> rows;
   PM_TRY((*s)->scan(a.prefix, [&](std::string_view k, std::string_view v) {
+    // Keys that start with NUL are bookkeeping (pm mount's file metadata and
+    // directory markers), not data: shown with --all only.
+    if (!a.all && !k.empty() && k[0] == '\0') return true;
     rows.emplace_back(k, a.values ? v : std::string_view());
     return true;
   }));
@@ -362,6 +366,7 @@ void add_ls_load_stats(CLI::App* kv, const Globals& g, std::vector<Command>* out
   add_store_args(l, &ls->store);
   l->add_option("--prefix", ls->prefix, "only keys that start with this");
   l->add_flag("--values", ls->values, "also print values (key<TAB>value)");
+  l->add_flag("--all", ls->all, "also keys that start with a NUL byte (pm mount's metadata)");
   out->push_back({l, [ls, &g] { return run_ls(*ls, g.json); }});
 
   auto load = std::make_shared<LoadArgs>();
