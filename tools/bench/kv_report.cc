@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "bench/kv_stats_rows.h"
+
 namespace pm::bench {
 
 namespace {
@@ -230,27 +232,9 @@ nlohmann::json histogram_json(const LatencyHistogram& h) {
 }
 
 nlohmann::json stats_json(const kv::StoreStats& s) {
-  return {{"keys", s.keys},
-          {"frontend_items", s.frontend_items},
-          {"frontend_bytes", s.frontend_bytes},
-          {"frontend_buckets", s.frontend_buckets},
-          {"backend_keys", s.backend_keys},
-          {"backend_ghosts", s.backend_ghosts},
-          {"container_used_bytes", s.container_used_bytes},
-          {"container_file_bytes", s.container_file_bytes},
-          {"log_bytes", s.log_bytes},
-          {"log_used_bytes", s.log_used_bytes},
-          {"puts", s.puts},
-          {"gets", s.gets},
-          {"misses", s.misses},
-          {"records_applied", s.records_applied},
-          {"records_collapsed", s.records_collapsed},
-          {"epochs", s.epochs},
-          {"writer_waits", s.writer_waits},
-          {"gleaners_active", s.gleaners_active},
-          {"recovered_records", s.recovered_records},
-          {"recovery_us", s.recovery_us},
-          {"is_pmem", s.is_pmem}};
+  nlohmann::json obj = nlohmann::json::object();
+  for (auto& [name, v] : kv_stat_rows(s)) obj[name] = std::move(v);
+  return obj;
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/kv_stats_rows.h"
 #include "kv/store.h"
 #include "pm/command.h"
 
@@ -300,35 +301,10 @@ Status run_load(LoadArgs a, bool json) {
 
 // ---------------------------------------------------------------- stats
 
-std::vector<std::pair<const char*, Json>> stat_rows(const kv::StoreStats& s) {
-  return {{"keys", s.keys},
-          {"frontend_items", s.frontend_items},
-          {"frontend_bytes", s.frontend_bytes},
-          {"frontend_buckets", s.frontend_buckets},
-          {"backend_keys", s.backend_keys},
-          {"backend_ghosts", s.backend_ghosts},
-          {"container_used_bytes", s.container_used_bytes},
-          {"container_file_bytes", s.container_file_bytes},
-          {"log_bytes", s.log_bytes},
-          {"log_used_bytes", s.log_used_bytes},
-          {"puts", s.puts},
-          {"removes", s.removes},
-          {"gets", s.gets},
-          {"misses", s.misses},
-          {"records_applied", s.records_applied},
-          {"records_collapsed", s.records_collapsed},
-          {"epochs", s.epochs},
-          {"writer_waits", s.writer_waits},
-          {"gleaners_active", s.gleaners_active},
-          {"recovered_records", s.recovered_records},
-          {"recovery_us", s.recovery_us},
-          {"is_pmem", s.is_pmem}};
-}
-
 Status run_stats(const StoreArgs& a, bool json) {
   Result<std::unique_ptr<kv::Store>> s = open_store(a, /*creates=*/false);
   if (!s.ok()) return s.status();
-  const auto rows = stat_rows((*s)->stats());
+  const auto rows = bench::kv_stat_rows((*s)->stats());
   if (json) {
     Json obj = {{"store", a.path}};
     for (const auto& [name, v] : rows) obj[name] = v;
