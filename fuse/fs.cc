@@ -373,18 +373,18 @@ int Fs::do_remove(Ino parent, const char* name, bool dir) {
 
 // Adds to b the moves of every key below directory src to below new_key.
 int Fs::rename_tree(Node* src, const std::string& new_key, Batch* b) {
-  std::vector<std::pair<Node*, std::string>> todo{{src, new_key}};
+  std::vector<std::pair<Node*, std::string>> pending{{src, new_key}};
   std::string value;
-  while (!todo.empty()) {
-    auto [dir, key] = std::move(todo.back());
-    todo.pop_back();
+  while (!pending.empty()) {
+    auto [dir, key] = std::move(pending.back());
+    pending.pop_back();
     b->remove(dir_key(dir->key));
     b->put_dir(key, dir->meta);
     for (const auto& [cookie, ino] : dir->dir->by_cookie) {
       Node* c = table_.get(ino);
       std::string ck = child_key(key, *decode_name(c->name));
       if (c->is_dir()) {
-        todo.emplace_back(c, std::move(ck));
+        pending.emplace_back(c, std::move(ck));
         continue;
       }
       pm::Status s = store_->get(c->key, &value);

@@ -70,15 +70,15 @@ void InodeTable::move(Node* n, Node* new_parent, std::string new_name, std::stri
   n->name = std::move(new_name);
   n->key = std::move(new_key);
   // Rewrite the keys below n, depth first.
-  std::vector<Node*> todo{n};
-  while (!todo.empty()) {
-    Node* dir = todo.back();
-    todo.pop_back();
+  std::vector<Node*> pending{n};
+  while (!pending.empty()) {
+    Node* dir = pending.back();
+    pending.pop_back();
     if (!dir->is_dir()) continue;
     for (const auto& [cookie, ino] : dir->dir->by_cookie) {
       Node* c = get(ino);
       c->key = child_key(dir->key, *decode_name(c->name));
-      todo.push_back(c);
+      pending.push_back(c);
     }
   }
 }

@@ -530,21 +530,14 @@ Status StoreImpl::wait_durable(LogState* L, uint64_t end) {
       sync_cv_.wait(l);
       continue;
     }
-    syncing_ = true;
-    l.unlock();
-    Status s = sync_logs();
-    l.lock();
-    syncing_ = false;
-    sync_cv_.notify_all();
-    PM_TRY(s);
+    PM_TRY(lead_sync(l));
   }
   return Status();
 }
 
-Status StoreImpl::sync() {
-  PM_TRY(background_error());
-  std::unique_lock<std::mutex> l(sync_mu_);
-  sync_cv_.wait(l, [&] { return !syncing_; });
+// One sync of every log by the calling thread while the others wait.
+// REQUIRES: l holds sync_mu_ and no sync runs; l holds it again on return.
+Status StoreImpl::lead_sync(std::unique_lock<std::mutex>& l) {
   syncing_ = true;
   l.unlock();
   Status s = sync_logs();
@@ -552,6 +545,13 @@ Status StoreImpl::sync() {
   syncing_ = false;
   sync_cv_.notify_all();
   return s;
+}
+
+Status StoreImpl::sync() {
+  PM_TRY(background_error());
+  std::unique_lock<std::mutex> l(sync_mu_);
+  sync_cv_.wait(l, [&] { return !syncing_; });
+  return lead_sync(l);
 }
 
 // ---------------------------------------------------------------- gleaning

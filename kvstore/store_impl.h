@@ -78,6 +78,7 @@ class StoreImpl final : public Store {
   LogState* acquire_log(uint64_t n, bool* busy);
   Status help_glean();
   Status wait_durable(LogState* L, uint64_t end);
+  Status lead_sync(std::unique_lock<std::mutex>& l);
   Status sync_logs();
   // Reads a key missing from the frontend from the backend and installs it.
   Status miss(std::string_view key, uint64_t h, std::string* value, bool* found);
