@@ -86,6 +86,8 @@ class Session {
     return pm::Status();
   }
 
+  fuse_session* se() const { return se_; }
+
   // Serves until unmounted or signalled.
   pm::Status loop(unsigned max_threads) {
     fuse_loop_config* cfg = fuse_loop_cfg_create();
@@ -120,6 +122,7 @@ pm::Status mount(const MountOptions& o) {
   PM_TRY(fs.build_index().with_context(fmt::format("index {}", o.store_path)));
   Session session(&fs, o);
   PM_TRY(session.mount(o.mountpoint));
+  fs.set_session(session.se());
   if (o.on_ready) o.on_ready();
   return session.loop(o.max_threads);
 }

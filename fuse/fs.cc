@@ -538,11 +538,24 @@ int Fs::do_flush(Handle* h) {
     h->staged = false;
     h->buf.clear();
     n->size = n->committed_size;
+    lock.unlock();
+    invalidate_attr(h->ino);
     return err;
   }
   n->committed_size = n->size = h->buf.size();
   n->has_record = true;
   return 0;
+}
+
+// The kernel grew its cached size with the writes it sent; after a failed
+// flush the file has its stored size again, which only a getattr tells it.
+void Fs::invalidate_attr(Ino ino) {
+  if (se_ == nullptr) return;
+  const int err = fuse_lowlevel_notify_inval_inode(se_, ino, -1, 0);  // attributes only
+  if (err != 0 && err != -ENOENT) {
+    fuse_log(FUSE_LOG_WARNING, "pmfs: inode %llu: cache invalidation failed: %s\n",
+             static_cast<unsigned long long>(ino), std::strerror(-err));
+  }
 }
 
 int Fs::do_fsync(Handle* h) {

@@ -29,12 +29,14 @@
 
 namespace pmfs {
 
-// Entries and attributes may be cached by the kernel this long. Nothing
-// but this daemon changes the store while it is mounted (the store is
-// locked by its process), and every change it makes answers a kernel
-// request, so the kernel's caches stay right; the timeout only bounds the
-// staleness of sizes staged by other open files.
-inline constexpr double kCacheSeconds = 1.0;
+// Entries and attributes may be cached by the kernel this long (a day, as
+// passthrough_ll's cache=always). Nothing but this daemon changes the store
+// while it is mounted (the store is locked by its process), every change it
+// makes answers a kernel request, and the kernel applies those itself (new
+// and removed names, sizes after writes and O_TRUNC). The one change the
+// kernel does not see, a failed flush that puts the old size back, is
+// invalidated explicitly (Fs::invalidate).
+inline constexpr double kCacheSeconds = 86400.0;
 
 // One open file. Writes go to buf (the whole file, loaded at the first
 // write) and reach the store as one put at flush; reads through a handle
@@ -85,6 +87,8 @@ class Fs {
   int do_statfs(struct statvfs* out);
 
   bool debug() const { return o_.debug; }
+  // The session that kernel cache invalidations go to (none before mount).
+  void set_session(fuse_session* se) { se_ = se; }
 
  private:
   class Batch;
@@ -96,9 +100,11 @@ class Fs {
   int load(Handle* h, const Node& n);
   int commit(Batch& b, int size_errno);
   int rename_tree(Node* src, const std::string& new_key, Batch* b);
+  void invalidate_attr(Ino ino);
 
   std::unique_ptr<kv::Store> store_;
   const MountOptions o_;
+  fuse_session* se_ = nullptr;
   const Meta default_file_, default_dir_;
 
   mutable std::shared_mutex mu_;

@@ -31,7 +31,12 @@ void sfs_init(void* userdata, fuse_conn_info* conn) {
   // replaces the value in one put instead of exposing an empty file.
   if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
-  if (conn->capable & FUSE_CAP_READDIRPLUS_AUTO) conn->want |= FUSE_CAP_READDIRPLUS_AUTO;
+  // Always readdirplus, not the kernel's "auto" mode. Auto switches to plain
+  // readdir after the first batch when no stat came in between, and tools
+  // that stat after reading the whole directory (ls -l, du, find -ls) then
+  // pay one LOOKUP round trip per entry: readdir + stat of 1M entries took
+  // 45 s that way against 5.5 s (plain `ls` pays 1.4 -> 2.5 s).
+  conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
   // Values are written whole at flush: no writeback cache, no splicing.
   conn->want &= ~(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |

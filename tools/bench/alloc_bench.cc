@@ -36,18 +36,6 @@ void print_sizes(const AllocConfig& c) {
              c.churn_factor, c.rounds);
 }
 
-Table targets_table(const std::vector<Target>& targets) {
-  Table t;
-  t.title = "targets (from the project issue; verdicts computed from the numbers above)";
-  t.columns = {
-      {"target", "target"}, {"goal", "goal"}, {"measured", "measured"}, {"verdict", "verdict"}};
-  for (const Target& g : targets) {
-    t.add_row(
-        {g.name, g.goal, g.available ? fmt::format("{:.2f}x", g.measured) : "-", g.verdict()});
-  }
-  return t;
-}
-
 }  // namespace
 
 Status run_alloc_bench(const AllocConfig& cfg, bool json) {

@@ -206,21 +206,6 @@ void print_config(const KvConfig& cfg, size_t ncells) {
   }
 }
 
-Table targets_table(const std::vector<Target>& targets) {
-  Table t;
-  t.title = "targets (verdicts computed from the numbers above)";
-  t.columns = {{"target", "target"},
-               {"goal", "goal"},
-               {"measured", "measured", Format::kCount},
-               {"verdict", "verdict"}};
-  for (const Target& g : targets) {
-    t.add_row({g.name, g.goal,
-               g.available ? Cell(fmt::format("{:.1f} {}", g.measured, g.unit)) : Cell(),
-               g.verdict()});
-  }
-  return t;
-}
-
 Status plot(const KvRun& run, const KvConfig& cfg, bool json) {
   if (cfg.plot_path.empty()) return Status();
   if (!have_gnuplot()) {

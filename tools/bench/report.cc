@@ -151,4 +151,18 @@ nlohmann::json target_json(const Target& t) {
           {"verdict", t.verdict()}};
 }
 
+Table targets_table(const std::vector<Target>& targets) {
+  Table t;
+  t.title = "targets (from the project issue; verdicts computed from the numbers above)";
+  t.columns = {
+      {"target", "target"}, {"goal", "goal"}, {"measured", "measured"}, {"verdict", "verdict"}};
+  for (const Target& g : targets) {
+    const char* sep = g.unit == "x" ? "" : " ";
+    t.add_row({g.name, g.goal,
+               g.available ? Cell(fmt::format("{:.2f}{}{}", g.measured, sep, g.unit)) : Cell(),
+               g.verdict()});
+  }
+  return t;
+}
+
 }  // namespace pm::bench

@@ -69,6 +69,9 @@ struct Target {
 
 nlohmann::json target_json(const Target& t);
 
+// The targets as one table: name, goal, measured value with its unit, verdict.
+Table targets_table(const std::vector<Target>& targets);
+
 // What one suite produced in one directory.
 struct SuiteResult {
   std::vector<Table> tables;

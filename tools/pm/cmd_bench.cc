@@ -1,4 +1,4 @@
-// pm bench container, pm bench alloc, pm bench kv: the benchmark suites (tools/bench/).
+// pm bench container, alloc, kv, fuse: the benchmark suites (tools/bench/).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -7,6 +7,8 @@
 #include "bench/alloc_config.h"
 #include "bench/config.h"
 #include "bench/container_bench.h"
+#include "bench/fuse_bench.h"
+#include "bench/fuse_config.h"
 #include "bench/kv_bench.h"
 #include "bench/kv_config.h"
 #include "pm/command.h"
@@ -84,6 +86,32 @@ void add_kv_command(CLI::App* bench, const Globals& g, std::vector<Command>* out
                   }});
 }
 
+void add_fuse_command(CLI::App* bench, const Globals& g, std::vector<Command>* out) {
+  auto cfg = std::make_shared<bench::FuseConfig>();
+  auto smoke = std::make_shared<bool>(false);
+  CLI::App* fuse = bench->add_subcommand(
+      "fuse", "pm mount vs libfuse's passthrough examples over tmpfs, and tmpfs: files, ls -l");
+  fuse->add_option("--dir", cfg->dir,
+                   "directory for mounts, store and files (created and removed if missing)")
+      ->capture_default_str();
+  CLI::Option* files =
+      fuse->add_option("--files", cfg->files, "files of the small-file phases (default 10000)")
+          ->check(CLI::Range(uint64_t{1}, uint64_t{10'000'000}));
+  CLI::Option* listings =
+      fuse->add_option("--listings", cfg->listings,
+                       "entries of each listed directory (default 10000 1000000)")
+          ->check(CLI::Range(uint64_t{1}, uint64_t{100'000'000}));
+  fuse->add_flag("--smoke", *smoke, "tiny sizes, for a quick check that it works");
+  out->push_back({fuse, [cfg, smoke, files, listings, &g]() -> Status {
+                    bench::FuseConfig c =
+                        *smoke ? bench::FuseConfig::smoke_sized() : bench::FuseConfig();
+                    c.dir = cfg->dir;
+                    if (files->count() > 0) c.files = cfg->files;
+                    if (listings->count() > 0) c.listings = cfg->listings;
+                    return bench::run_fuse_bench(c, g.json);
+                  }});
+}
+
 }  // namespace
 
 void add_bench_commands(CLI::App& root, const Globals& g, std::vector<Command>* out) {
@@ -125,6 +153,7 @@ void add_bench_commands(CLI::App& root, const Globals& g, std::vector<Command>* 
                   }});
   add_alloc_command(bench, g, out);
   add_kv_command(bench, g, out);
+  add_fuse_command(bench, g, out);
 }
 
 }  // namespace pm::cli
