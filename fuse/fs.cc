@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -41,6 +42,21 @@ std::string meta_key(std::string_view key) { return std::string(kMetaPrefix) += 
 std::string dir_key(std::string_view key) { return std::string(kDirPrefix) += key; }
 
 bool writable(int flags) { return (flags & O_ACCMODE) != O_RDONLY; }
+
+bool valid_file_type(mode_t mode) {
+  switch (mode & S_IFMT) {
+    case S_IFREG:
+    case S_IFDIR:
+    case S_IFLNK:
+    case S_IFIFO:
+    case S_IFSOCK:
+    case S_IFCHR:
+    case S_IFBLK:
+      return true;
+    default:
+      return false;
+  }
+}
 
 Meta default_meta(mode_t type_and_perm) {
   const int64_t t = now_ns();
@@ -135,6 +151,10 @@ pm::Status Fs::build_index() {
       hidden++;
       continue;
     }
+    // A record may make a key anything but a directory.
+    if (S_ISDIR(p.meta.mode) || !valid_file_type(p.meta.mode)) {
+      p.meta.mode = S_IFREG | (p.meta.mode & 07777);
+    }
     Node* n = table_.add(dir, names->back(), key, /*dir=*/false, p.meta);
     n->has_record = p.has_record;
     n->size = n->committed_size = p.size;
@@ -167,6 +187,7 @@ void Fs::fill_stat(const Node& n, struct stat* st) const {
     st->st_nlink = n.parent == 0 ? 0 : 1;
     st->st_size = static_cast<off_t>(n.size);
   }
+  st->st_rdev = static_cast<dev_t>(n.meta.rdev);
   st->st_blksize = 4096;
   st->st_blocks = (st->st_size + 511) / 512;
   st->st_mtim = to_timespec(n.meta.mtime_ns);
@@ -310,14 +331,19 @@ Meta Fs::touched(const Node& dir) const {
   return m;
 }
 
-int Fs::do_make(Ino parent, const char* name, mode_t mode, bool dir, const Caller& c,
-                fuse_entry_param* e) {
+int Fs::do_make(Ino parent, const char* name, mode_t mode, dev_t rdev, std::string_view value,
+                const Caller& c, fuse_entry_param* e) {
+  const bool dir = S_ISDIR(mode);
+  if (S_ISLNK(mode) && (value.size() >= PATH_MAX || value.size() > o_.max_value_bytes)) {
+    return ENAMETOOLONG;
+  }
   std::unique_lock lock(mu_);
   Node* p = table_.get(parent);
   std::string component;
   if (int err = check_new_name(p, name, &component)) return err;
   const int64_t now = now_ns();
-  Meta m{static_cast<uint32_t>((dir ? S_IFDIR : S_IFREG) | (mode & 07777)), c.uid, c.gid, now, now};
+  Meta m{static_cast<uint32_t>((mode & S_IFMT) | (mode & 07777)), c.uid, c.gid, now, now};
+  if (S_ISCHR(mode) || S_ISBLK(mode)) m.rdev = rdev;
   if (p->meta.mode & S_ISGID) {  // BSD group semantics, as ext4 gives them
     m.gid = p->meta.gid;
     if (dir) m.mode |= S_ISGID;
@@ -328,7 +354,7 @@ int Fs::do_make(Ino parent, const char* name, mode_t mode, bool dir, const Calle
   if (dir) {
     b.put_dir(key, m);
   } else {
-    b.put(key, "");
+    b.put(key, value);
     b.put(meta_key(key), encode_meta(m));
   }
   b.put_dir(p->key, pm);
@@ -337,8 +363,22 @@ int Fs::do_make(Ino parent, const char* name, mode_t mode, bool dir, const Calle
   p->has_record = true;
   Node* n = table_.add(p, name, key, dir, m);
   n->has_record = true;
+  n->size = n->committed_size = value.size();
   fill_entry(n, e);
   return 0;
+}
+
+int Fs::do_readlink(Ino ino, std::string* target) {
+  std::string key;
+  {
+    std::shared_lock lock(mu_);
+    Node* n = table_.get(ino);
+    if (n == nullptr) return ENOENT;
+    if (!S_ISLNK(n->meta.mode)) return EINVAL;
+    key = n->key;
+  }
+  // A symlink's value never changes (rename moves it whole): no lock needed.
+  return to_errno(store_->get(key, target));
 }
 
 int Fs::do_remove(Ino parent, const char* name, bool dir) {

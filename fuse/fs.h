@@ -71,9 +71,11 @@ class Fs {
   void do_forget(Ino ino, uint64_t nlookup);
   int do_getattr(Ino ino, struct stat* st);
   int do_setattr(Ino ino, const struct stat& attr, int to_set, Handle* h, struct stat* out);
-  // Regular files (dir == false) and directories; mode's type is checked by the caller.
-  int do_make(Ino parent, const char* name, mode_t mode, bool dir, const Caller& c,
-              fuse_entry_param* e);
+  // A node of mode's type: `value` is a symlink's target (else empty), rdev
+  // a device node's number (else 0).
+  int do_make(Ino parent, const char* name, mode_t mode, dev_t rdev, std::string_view value,
+              const Caller& c, fuse_entry_param* e);
+  int do_readlink(Ino ino, std::string* target);
   int do_remove(Ino parent, const char* name, bool dir);
   int do_rename(Ino parent, const char* name, Ino newparent, const char* newname, unsigned flags);
   int do_open(Ino ino, int flags, Handle** out);

@@ -80,19 +80,25 @@ void sfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
   reply_attr_or_err(req, fs_of(req).do_setattr(ino, *attr, to_set, h, &st), st);
 }
 
+// Regular files, FIFOs, sockets and device nodes. The kernel serves FIFOs,
+// sockets and devices itself from the mode and rdev that getattr reports,
+// so for pmfs they are a record and an empty value.
 void sfs_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
-  (void)rdev;
-  if (!S_ISREG(mode)) {  // devices, FIFOs, sockets: values hold bytes only
-    fuse_reply_err(req, EPERM);
+  if (S_ISDIR(mode) || S_ISLNK(mode)) {
+    fuse_reply_err(req, EINVAL);  // mkdir and symlink have their own calls
     return;
   }
   fuse_entry_param e;
-  reply_entry_or_err(req, fs_of(req).do_make(parent, name, mode, false, caller_of(req), &e), e);
+  reply_entry_or_err(req, fs_of(req).do_make(parent, name, mode, rdev, "", caller_of(req), &e),
+                     e);
 }
 
 void sfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
   fuse_entry_param e;
-  reply_entry_or_err(req, fs_of(req).do_make(parent, name, mode, true, caller_of(req), &e), e);
+  reply_entry_or_err(req,
+                     fs_of(req).do_make(parent, name, S_IFDIR | (mode & 07777), 0, "",
+                                        caller_of(req), &e),
+                     e);
 }
 
 void sfs_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -114,8 +120,18 @@ void sfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* 
 }
 
 void sfs_symlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
-  (void)link, (void)parent, (void)name;
-  fuse_reply_err(req, EPERM);
+  fuse_entry_param e;
+  reply_entry_or_err(
+      req, fs_of(req).do_make(parent, name, S_IFLNK | 0777, 0, link, caller_of(req), &e), e);
+}
+
+void sfs_readlink(fuse_req_t req, fuse_ino_t ino) {
+  std::string target;
+  if (int err = fs_of(req).do_readlink(ino, &target)) {
+    fuse_reply_err(req, err);
+  } else {
+    fuse_reply_readlink(req, target.c_str());
+  }
 }
 
 void sfs_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -136,7 +152,7 @@ void sfs_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode
                 fuse_file_info* fi) {
   Fs& fs = fs_of(req);
   fuse_entry_param e;
-  if (int err = fs.do_make(parent, name, mode, false, caller_of(req), &e)) {
+  if (int err = fs.do_make(parent, name, S_IFREG | (mode & 07777), 0, "", caller_of(req), &e)) {
     fuse_reply_err(req, err);
     return;
   }
@@ -258,6 +274,7 @@ fuse_lowlevel_ops make_operations() {
   ops.rename = sfs_rename;
   ops.link = sfs_link;
   ops.symlink = sfs_symlink;
+  ops.readlink = sfs_readlink;
   ops.open = sfs_open;
   ops.create = sfs_create;
   ops.read = sfs_read;

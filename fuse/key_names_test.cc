@@ -55,11 +55,24 @@ TEST(KeyNamesTest, MetaRecordRoundTrips) {
   EXPECT_EQ(d->ctime_ns, m.ctime_ns);
 }
 
+TEST(KeyNamesTest, DeviceRecordsCarryTheDeviceNumber) {
+  Meta m{020644, 0, 0, 1, 2, 0x0000000100000005ull};
+  const std::string r = encode_meta(m);
+  ASSERT_EQ(r.size(), kMetaRecordWithDeviceBytes);
+  auto d = decode_meta(r);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->mode, m.mode);
+  EXPECT_EQ(d->rdev, m.rdev);
+  EXPECT_FALSE(decode_meta(r.substr(0, kMetaRecordBytes)));  // version 2 cut short
+  EXPECT_EQ(encode_meta(Meta{}).size(), kMetaRecordBytes);   // no device: version 1
+}
+
 TEST(KeyNamesTest, UnknownMetaVersionIsRejected) {
   std::string r = encode_meta(Meta{});
-  r[0] = 2;
+  r[0] = 3;
   EXPECT_FALSE(decode_meta(r));
   EXPECT_FALSE(decode_meta("short"));
+  EXPECT_FALSE(decode_meta(""));
 }
 
 }  // namespace

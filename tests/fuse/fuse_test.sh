@@ -119,8 +119,21 @@ errs "non-canonical escape" "Invalid argument" touch "$M/%abc"
 errs "value over --max-value" "File too large" \
   dd if=/dev/zero of="$M/big" bs=64k count=5 status=none
 errs "hard link" "not permitted" ln "$M/f" "$M/hard"
-errs "fifo" "not permitted" mkfifo "$M/fifo"
-errs "symlink" "not permitted" ln -s f "$M/sym"
+
+# ---------------------------------------------------------------- symlinks, FIFOs, devices
+ln -s f "$M/sym" || FAIL "ln -s"
+eq "readlink" "$(readlink "$M/sym")" f
+eq "read through a symlink" "$(cat "$M/sym")" "$(cat "$M/f")"
+eq "symlink type" "$(stat -c %F "$M/sym")" "symbolic link"
+ln -s "/nowhere/$(printf 'x%.0s' $(seq 300))" "$M/dangling" || FAIL "ln -s of a long target"
+errs "symlink target over PATH_MAX" "too long" ln -s "$(printf 'y%.0s' $(seq 4100))" "$M/huge"
+mkfifo "$M/fifo" || FAIL "mkfifo"
+eq "fifo type" "$(stat -c %F "$M/fifo")" "fifo"
+(printf through-fifo >"$M/fifo") &
+eq "a FIFO on the mount passes data" "$(cat "$M/fifo")" through-fifo
+wait $!
+mknod "$M/null" c 1 3 || FAIL "mknod c 1 3"
+eq "device numbers" "$(stat -c '%F %t:%T' "$M/null")" "character special file 1:3"
 
 # ---------------------------------------------------------------- many files
 mkdir "$M/many"
@@ -162,6 +175,8 @@ eq "mtime survives remount" "$(stat -c %Y "$M/f")" 981173106
 [ -d "$M/keep/empty" ] || FAIL "empty directory did not survive remount"
 eq "renamed tree survives remount" "$(cat "$M/t2/u/v")" deep
 cmp -s "$dir/rand" "$M/rand" || FAIL "200 KB file after remount"
+eq "symlink survives remount" "$(readlink "$M/sym")" f
+eq "fifo and device survive remount" "$(stat -c '%F' "$M/fifo"):$(stat -c '%t:%T' "$M/null")" "fifo:1:3"
 
 # ---------------------------------------------------------------- kill -9
 head -c 65536 /dev/urandom >"$dir/durable"

@@ -16,17 +16,10 @@ PJD=${PJDFSTEST:-$(command -v pjdfstest)}
 
 # Expected failures, as extended regular expressions over test names.
 expected=(
-  # pmfs keeps regular files and directories only: FIFOs, sockets, device
-  # nodes and symlinks are EPERM, so every case run over those types fails.
-  '::(fifo|socket|char|block|symlink)$'
-  '^(mkfifo|mknod|mknod::privileged|symlink)::'
-  # Cases that build a symlink, FIFO or socket as their setup.
-  '::eloop_(comp|final_comp)$' 'symlink' 'nofollow' '::(fifo|socket)_'
   # A key has one name: no hard links (link(2) is EPERM).
   '^link::' '^rename::to_multiply_linked'
-  # ... also as the setup of these (link(2) or a symlink before the check).
-  '^unlink::(update_ctime_success|unchanged_ctime_failed)::regular$'
-  '^chmod::change_perm::(regular|dir)$' '^rename::preserve_metadata::regular$'
+  # ... also as the setup of these (they link(2) before what they check).
+  '^unlink::(update_ctime_success|unchanged_ctime_failed)::' '^rename::preserve_metadata::'
   # A file is one store value: larger than --max-value is EFBIG.
   '::extend_file_shrink_sparse$' '^open::interact_2gb$'
   # Executes a binary on the mount; direct_io files cannot be mmapped, so the
