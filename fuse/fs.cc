@@ -13,8 +13,11 @@
 #include <vector>
 
 #include "fuse/errno_map.h"
+#include "fuse/planted_bugs.h"
 
 namespace pmfs {
+
+FusePlantedBugs g_fuse_planted_bugs;
 
 namespace {
 
@@ -481,6 +484,12 @@ int Fs::do_rename(Ino parent, const char* name, Ino newparent, const char* newna
     b.remove(meta_key(src->key));
     b.put(new_key, value);
     b.put(meta_key(new_key), encode_meta(sm));
+    if (g_fuse_planted_bugs.rename_copies_first) {
+      Batch copy(store_.get());
+      copy.put(new_key, value);
+      copy.put(meta_key(new_key), encode_meta(sm));
+      if (int err = commit(copy, EFBIG)) return err;
+    }
   }
   const Meta pm = touched(*p), npm = touched(*np);
   b.put_dir(p->key, pm);

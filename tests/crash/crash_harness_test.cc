@@ -10,8 +10,10 @@
 #include <cstdlib>
 #include <ostream>
 
+#include "crash/fuse_workloads.h"
 #include "crash/kv_workloads.h"
 #include "crash/libpm_workloads.h"
+#include "fuse/planted_bugs.h"
 #include "kvstore/planted_bugs.h"
 #include "libpm/planted_bugs.h"
 
@@ -83,6 +85,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"kvstore_msync", make_kv_workload, UnitMode::kMsyncPages, 150}),
     [](const auto& info) { return std::string(info.param.name); });
 
+INSTANTIATE_TEST_SUITE_P(
+    Fuse, PowerFailureTest,
+    ::testing::Values(Case{"fuse_pmem", make_fuse_workload, UnitMode::kPmemLines, 200},
+                      Case{"fuse_msync", make_fuse_workload, UnitMode::kMsyncPages, 100}),
+    [](const auto& info) { return std::string(info.param.name); });
+
 TEST(ProcessKillTest, ReopenAfterSigkillAtEveryPersistencePoint) {
   HarnessOptions o;
   o.steps = 40;
@@ -101,6 +109,14 @@ TEST(ProcessKillTest, KvstoreReopensAfterSigkillAtEveryPersistencePoint) {
   Counts c = timed("kvstore kills", [&] { return run_kills(make_kv_workload, o, scaled(1500)); });
   EXPECT_EQ(c.failures, 0u);
   EXPECT_GE(c.kills, static_cast<uint64_t>(scaled(1500)));
+}
+
+TEST(ProcessKillTest, FuseTreeSurvivesSigkillAtEveryPersistencePoint) {
+  HarnessOptions o;
+  o.steps = 60;
+  Counts c = timed("fuse kills", [&] { return run_kills(make_fuse_workload, o, scaled(600)); });
+  EXPECT_EQ(c.failures, 0u);
+  EXPECT_GE(c.kills, static_cast<uint64_t>(scaled(600)));
 }
 
 // Self-test: each planted bug must produce failures.
@@ -177,6 +193,19 @@ INSTANTIATE_TEST_SUITE_P(
               UnitMode::kPmemLines}),
     // no_session_check needs two crashes with work in between: a store test.
     [](const auto& info) { return std::string(info.param.name); });
+
+// The mount's planted bug must be caught too.
+TEST(FusePlantedBugTest, RenameInTwoTransactionsIsCaught) {
+  pmfs::g_fuse_planted_bugs.rename_copies_first = true;
+  HarnessOptions o;
+  o.steps = 100;
+  o.seed = 7;
+  o.max_reported_failures = 1;
+  Counts c = timed("self-test fuse_rename_copies_first",
+                   [&] { return run_power_failures(make_fuse_workload, o); });
+  pmfs::g_fuse_planted_bugs = pmfs::FusePlantedBugs();
+  EXPECT_GT(c.failures, 0u) << "the harness missed planted bug rename_copies_first";
+}
 
 }  // namespace
 }  // namespace pm::crash

@@ -1,0 +1,20 @@
+// Planted bugs in the mount's protocols: test-only switches, so that the
+// crash harness proves it catches each (tests/crash, FusePlantedBugTest).
+// Production code never sets them.
+#ifndef PMFS_PLANTED_BUGS_H_
+#define PMFS_PLANTED_BUGS_H_
+
+namespace pmfs {
+
+struct FusePlantedBugs {
+  // rename writes the new name in a transaction of its own before the one
+  // that removes the old: a crash between leaves the file under both names.
+  bool rename_copies_first = false;
+};
+
+// Read by pm_fuse, written only by tests.
+extern FusePlantedBugs g_fuse_planted_bugs;
+
+}  // namespace pmfs
+
+#endif  // PMFS_PLANTED_BUGS_H_

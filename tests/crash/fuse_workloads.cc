@@ -1,0 +1,388 @@
+#include "crash/fuse_workloads.h"
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fuse/fs.h"
+#include "kv/store.h"
+#include "kvstore/store_impl.h"
+
+namespace pm::crash {
+
+namespace {
+
+using pmfs::Ino;
+
+kv::StoreOptions store_options() {
+  kv::StoreOptions o;
+  o.logs = 2;
+  o.log_bytes = 64 << 10;
+  o.max_key_bytes = 256;
+  o.max_value_bytes = 4096;
+  o.initial_heap_bytes = 1 << 20;
+  o.max_heap_bytes = 1ull << 30;
+  o.background = false;  // the workload drives gleaning: deterministic
+  return o;
+}
+
+pmfs::MountOptions mount_options() {
+  pmfs::MountOptions m;
+  m.max_key_bytes = store_options().max_key_bytes;
+  m.max_value_bytes = store_options().max_value_bytes;
+  return m;
+}
+
+// What a fresh mount shows at a path: type, permission bits, contents (a
+// file's bytes, a symlink's target). Times are left out: they are clocks.
+struct Entry {
+  char type;  // 'F', 'D', 'L'
+  uint32_t perm;
+  std::string data;
+};
+using Tree = std::map<std::string, Entry>;  // by path, "" (the root) not in it
+
+uint64_t digest_of(const Tree& t) {
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  for (const auto& [path, e] : t) {
+    const uint64_t n[4] = {path.size(), e.data.size(), static_cast<uint64_t>(e.type), e.perm};
+    XXH3_64bits_update(st, n, sizeof n);
+    XXH3_64bits_update(st, path.data(), path.size());
+    XXH3_64bits_update(st, e.data.data(), e.data.size());
+  }
+  const uint64_t d = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  return d;
+}
+
+std::string parent_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+std::string name_of(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+std::string join(const std::string& dir, const std::string& name) {
+  return dir.empty() ? name : dir + "/" + name;
+}
+bool is_below(const std::string& path, const std::string& dir) {
+  return path.size() > dir.size() && path.starts_with(dir) && path[dir.size()] == '/';
+}
+bool has_children(const Tree& t, const std::string& dir) {
+  auto it = t.upper_bound(dir + "/");
+  return t.contains(dir + "/") || (it != t.end() && is_below(it->first, dir));
+}
+
+Status errno_status(int err, const std::string& what) {
+  if (err == 0) return Status();
+  return Status::io_error(fmt::format("{}: {}", what, std::strerror(err)));
+}
+
+// Runs op on a new thread, so that successive changes land in different logs.
+Status on_new_thread(const std::function<Status()>& op) {
+  Status s;
+  std::thread t([&] { s = op(); });
+  t.join();
+  return s;
+}
+
+// ------------------------------------------------------------------ walking a mount
+
+// The entries of one readdir buffer (struct fuse_dirent, 8-byte aligned).
+struct Dirent {
+  std::string name;
+  uint64_t off;
+};
+std::vector<Dirent> parse_dirents(const std::string& buf) {
+  std::vector<Dirent> out;
+  for (size_t pos = 0; pos + 24 <= buf.size();) {
+    uint64_t off;
+    uint32_t namelen;
+    std::memcpy(&off, buf.data() + pos + 8, 8);
+    std::memcpy(&namelen, buf.data() + pos + 16, 4);
+    out.push_back({buf.substr(pos + 24, namelen), off});
+    pos += (24 + namelen + 7) / 8 * 8;
+  }
+  return out;
+}
+
+// What a fresh mount of the store shows below directory `ino` (at `path`),
+// through the same calls the kernel makes: readdir, lookup, read, readlink.
+Status walk(pmfs::Fs& fs, Ino ino, const std::string& path, Tree* out) {
+  off_t off = 0;
+  for (;;) {
+    std::string buf;
+    PM_TRY(errno_status(fs.do_readdir(nullptr, ino, 4096, off, false, &buf), "readdir " + path));
+    const std::vector<Dirent> ents = parse_dirents(buf);
+    if (ents.empty()) return Status();
+    for (const Dirent& d : ents) {
+      off = static_cast<off_t>(d.off);
+      if (d.name == "." || d.name == "..") continue;
+      const std::string p = join(path, d.name);
+      fuse_entry_param e;
+      PM_TRY(errno_status(fs.do_lookup(ino, d.name.c_str(), &e), "lookup " + p));
+      if (e.ino == 0) return Status::corruption("listed but not found: " + p);
+      Entry entry{'F', static_cast<uint32_t>(e.attr.st_mode & 07777), ""};
+      if (S_ISDIR(e.attr.st_mode)) {
+        entry.type = 'D';
+        PM_TRY(walk(fs, e.ino, p, out));
+      } else if (S_ISLNK(e.attr.st_mode)) {
+        entry.type = 'L';
+        PM_TRY(errno_status(fs.do_readlink(e.ino, &entry.data), "readlink " + p));
+      } else {
+        pmfs::Handle* h = nullptr;
+        PM_TRY(errno_status(fs.do_open(e.ino, O_RDONLY, &h), "open " + p));
+        const int err = fs.do_read(h, 1 << 20, 0, &entry.data);
+        fs.do_release(h);
+        PM_TRY(errno_status(err, "read " + p));
+      }
+      (*out)[p] = std::move(entry);
+    }
+  }
+}
+
+// ------------------------------------------------------------------ the workload
+
+class FuseWorkload final : public Workload {
+ public:
+  FuseWorkload() {
+    fuse_set_log_func([](fuse_log_level, const char*, va_list) {});  // index summaries
+  }
+
+  std::string name() const override { return "fuse"; }
+  Options options() const override { return kv::container_options(store_options()); }
+
+  Status setup(Container& c, std::mt19937_64&) override {
+    fs_.reset();
+    store_ = nullptr;
+    model_.clear();
+    live_ = &c;
+    live_generation_ = c.generation();
+    return kv::format_store(&c, store_options());
+  }
+
+  Status step(Container& c, std::mt19937_64& rng, CommitLog& log) override {
+    if (fs_ == nullptr) PM_TRY(open(c, log));
+    const int kind = static_cast<int>(rng() % 20);
+    if (kind < 6) return write_file(rng, log);
+    if (kind < 7) return make_dir(rng, log);
+    if (kind < 9) return remove(rng, log);
+    if (kind < 12) return rename(rng, log);
+    if (kind < 13) return symlink(rng, log);
+    if (kind < 14) return chmod(rng, log);
+    if (kind < 15) return truncate(rng, log);
+    if (kind < 19) {
+      const uint64_t n = rng() % 6;
+      const bool epoch = rng() % 2 == 0;
+      return log.durable(digest_of(model_), [&] {
+        Result<uint64_t> g = store_->glean(n);
+        if (!g.ok()) return g.status();
+        return epoch ? store_->advance_epoch() : Status();
+      });
+    }
+    return log.durable(digest_of(model_), [&] { return store_->checkpoint(); });
+  }
+
+  uint64_t digest(Container& c) override {
+    if (&c == live_ && c.generation() == live_generation_) return digest_of(model_);
+    Result<std::unique_ptr<kv::Store>> s = kv::open_store_on(&c, store_options());
+    if (!s.ok()) return 0xbad0;
+    pmfs::Fs fs(std::move(*s), mount_options());
+    if (!fs.build_index().ok()) return 0xbad1;
+    Tree t;
+    if (!walk(fs, pmfs::kRootIno, "", &t).ok()) return 0xbad2;
+    return digest_of(t);
+  }
+
+ private:
+  // Opening a store commits a new session: the tree is unchanged.
+  Status open(Container& c, CommitLog& log) {
+    return log.durable(digest_of(model_), [&]() -> Status {
+      Result<std::unique_ptr<kv::Store>> s = kv::open_store_on(&c, store_options());
+      if (!s.ok()) return s.status();
+      store_ = s->get();
+      fs_ = std::make_unique<pmfs::Fs>(std::move(*s), mount_options());
+      return fs_->build_index();
+    });
+  }
+
+  // Runs one Fs call that changes the store, after which the tree is `after`.
+  Status change(CommitLog& log, Tree after, const std::string& what, const std::function<int()>& op) {
+    PM_TRY(log.durable(digest_of(after),
+                       [&] { return on_new_thread([&] { return errno_status(op(), what); }); }));
+    model_ = std::move(after);
+    return Status();
+  }
+
+  // The inode at `path` ("" the root), 0 when missing.
+  Ino ino_of(const std::string& path) {
+    Ino ino = pmfs::kRootIno;
+    size_t start = 0;
+    while (start < path.size()) {
+      const size_t slash = std::min(path.find('/', start), path.size());
+      fuse_entry_param e;
+      if (fs_->do_lookup(ino, path.substr(start, slash - start).c_str(), &e) != 0) return 0;
+      ino = e.ino;
+      if (ino == 0) return 0;
+      start = slash + 1;
+    }
+    return ino;
+  }
+
+  std::string random_dir(std::mt19937_64& rng) const {
+    std::vector<std::string> dirs = {""};
+    for (const auto& [p, e] : model_) {
+      if (e.type == 'D') dirs.push_back(p);
+    }
+    return dirs[rng() % dirs.size()];
+  }
+  // A random entry's path; empty when there are none.
+  std::string random_entry(std::mt19937_64& rng) const {
+    if (model_.empty()) return "";
+    auto it = model_.begin();
+    std::advance(it, static_cast<long>(rng() % model_.size()));
+    return it->first;
+  }
+
+  Status write_file(std::mt19937_64& rng, CommitLog& log) {
+    const std::string path = join(random_dir(rng), fmt::format("f{}", rng() % 4));
+    auto it = model_.find(path);
+    if (it != model_.end() && it->second.type != 'F') return Status();
+    const std::string data(1 + rng() % 300, static_cast<char>('a' + rng() % 26));
+    if (it == model_.end()) {  // create: an empty file, one transaction
+      Tree after = model_;
+      after[path] = Entry{'F', 0644, ""};
+      const Ino parent = ino_of(parent_of(path));
+      fuse_entry_param e;
+      PM_TRY(change(log, after, "create " + path, [&] {
+        return fs_->do_make(parent, name_of(path).c_str(), S_IFREG | 0644, 0, "", {0, 0}, &e);
+      }));
+    }
+    // Open (with O_TRUNC when rewriting), write, close: the data is one
+    // more transaction, at flush.
+    pmfs::Handle* h = nullptr;
+    PM_TRY(errno_status(fs_->do_open(ino_of(path), O_WRONLY | O_TRUNC, &h), "open " + path));
+    const int werr = fs_->do_write(h, data.data(), data.size(), 0);
+    Tree after = model_;
+    after[path].data = data;
+    Status s = werr != 0 ? errno_status(werr, "write " + path)
+                         : change(log, after, "flush " + path, [&] { return fs_->do_flush(h); });
+    fs_->do_release(h);
+    return s;
+  }
+
+  Status make_dir(std::mt19937_64& rng, CommitLog& log) {
+    const std::string dir = random_dir(rng);
+    const std::string path = join(dir, fmt::format("d{}", rng() % 3));
+    if (model_.contains(path) || std::count(dir.begin(), dir.end(), '/') > 1) return Status();
+    Tree after = model_;
+    after[path] = Entry{'D', 0755, ""};
+    const Ino parent = ino_of(dir);
+    fuse_entry_param e;
+    return change(log, after, "mkdir " + path, [&] {
+      return fs_->do_make(parent, name_of(path).c_str(), S_IFDIR | 0755, 0, "", {0, 0}, &e);
+    });
+  }
+
+  Status remove(std::mt19937_64& rng, CommitLog& log) {
+    const std::string path = random_entry(rng);
+    if (path.empty()) return Status();
+    const bool dir = model_.at(path).type == 'D';
+    const Ino parent = ino_of(parent_of(path));
+    if (dir && has_children(model_, path)) {  // refused, nothing changes
+      const int err = fs_->do_remove(parent, name_of(path).c_str(), true);
+      return err == ENOTEMPTY ? Status() : errno_status(err ? err : EINVAL, "rmdir " + path);
+    }
+    Tree after = model_;
+    after.erase(path);
+    return change(log, after, "remove " + path,
+                  [&] { return fs_->do_remove(parent, name_of(path).c_str(), dir); });
+  }
+
+  // A file, symlink or whole directory to a random directory, replacing a
+  // target of the same kind (an empty one, for directories).
+  Status rename(std::mt19937_64& rng, CommitLog& log) {
+    const std::string src = random_entry(rng);
+    if (src.empty()) return Status();
+    const Entry& e = model_.at(src);
+    const std::string dir = random_dir(rng);
+    const std::string dst = join(dir, fmt::format("{}{}", e.type == 'D' ? 'd' : 'f', rng() % 4));
+    if (dst == src || dir == src || is_below(dir, src)) return Status();
+    auto target = model_.find(dst);
+    if (target != model_.end()) {
+      const bool both_dirs = e.type == 'D' && target->second.type == 'D';
+      const bool both_files = e.type != 'D' && target->second.type != 'D';
+      if (!(both_files || (both_dirs && !has_children(model_, dst)))) return Status();
+    }
+    Tree after;
+    for (const auto& [p, x] : model_) {
+      if (p == dst) continue;  // replaced
+      if (p == src) {
+        after[dst] = x;
+      } else if (is_below(p, src)) {
+        after[dst + p.substr(src.size())] = x;
+      } else {
+        after[p] = x;
+      }
+    }
+    const Ino from = ino_of(parent_of(src)), to = ino_of(dir);
+    return change(log, after, fmt::format("rename {} {}", src, dst), [&] {
+      return fs_->do_rename(from, name_of(src).c_str(), to, name_of(dst).c_str(), 0);
+    });
+  }
+
+  Status symlink(std::mt19937_64& rng, CommitLog& log) {
+    const std::string path = join(random_dir(rng), fmt::format("f{}", rng() % 4));
+    if (model_.contains(path)) return Status();
+    const std::string target = fmt::format("../target/{}", std::string(rng() % 100, 'x'));
+    Tree after = model_;
+    after[path] = Entry{'L', 0777, target};
+    const Ino parent = ino_of(parent_of(path));
+    fuse_entry_param e;
+    return change(log, after, "symlink " + path, [&] {
+      return fs_->do_make(parent, name_of(path).c_str(), S_IFLNK | 0777, 0, target, {0, 0}, &e);
+    });
+  }
+
+  Status chmod(std::mt19937_64& rng, CommitLog& log) {
+    const std::string path = random_entry(rng);
+    if (path.empty() || model_.at(path).type == 'L') return Status();
+    const auto perm = static_cast<uint32_t>(rng() % 01000);
+    Tree after = model_;
+    after[path].perm = perm;
+    struct stat attr {}, out;
+    attr.st_mode = perm;
+    const Ino ino = ino_of(path);
+    return change(log, after, "chmod " + path,
+                  [&] { return fs_->do_setattr(ino, attr, FUSE_SET_ATTR_MODE, nullptr, &out); });
+  }
+
+  Status truncate(std::mt19937_64& rng, CommitLog& log) {
+    const std::string path = random_entry(rng);
+    if (path.empty() || model_.at(path).type != 'F') return Status();
+    const uint64_t size = rng() % 400;
+    Tree after = model_;
+    after[path].data.resize(size);
+    struct stat attr {}, out;
+    attr.st_size = static_cast<off_t>(size);
+    const Ino ino = ino_of(path);
+    return change(log, after, "truncate " + path,
+                  [&] { return fs_->do_setattr(ino, attr, FUSE_SET_ATTR_SIZE, nullptr, &out); });
+  }
+
+  Container* live_ = nullptr;
+  uint64_t live_generation_ = 0;
+  kv::Store* store_ = nullptr;  // owned by fs_
+  std::unique_ptr<pmfs::Fs> fs_;
+  Tree model_;
+};
+
+}  // namespace
+
+std::unique_ptr<Workload> make_fuse_workload() { return std::make_unique<FuseWorkload>(); }
+
+}  // namespace pm::crash

@@ -1,0 +1,24 @@
+// A workload that drives the mount's file system operations (pmfs::Fs, the
+// code behind every FUSE request, called directly: no kernel) through the
+// crash harness.
+#ifndef TESTS_CRASH_FUSE_WORKLOADS_H_
+#define TESTS_CRASH_FUSE_WORKLOADS_H_
+
+#include <memory>
+
+#include "crash/crash_harness.h"
+
+namespace pm::crash {
+
+// Creates and rewrites of files (create, then write and close, as two
+// store transactions), mkdir, rmdir, unlink, renames of files and of whole
+// directory trees (replacing targets), symlinks, chmod and truncate, with
+// gleaning, epochs and checkpoints in between; checked against a model of
+// the tree: a recovered store, indexed and walked as a fresh mount would,
+// shows exactly the tree after the last acknowledged operation or after the
+// one in flight (a rename moves a whole tree or nothing).
+std::unique_ptr<Workload> make_fuse_workload();
+
+}  // namespace pm::crash
+
+#endif  // TESTS_CRASH_FUSE_WORKLOADS_H_
