@@ -64,7 +64,7 @@ bool valid_file_type(mode_t mode) {
 Meta default_meta(mode_t type_and_perm) {
   const int64_t t = now_ns();
   return Meta{static_cast<uint32_t>(type_and_perm), static_cast<uint32_t>(getuid()),
-              static_cast<uint32_t>(getgid()), t, t};
+              static_cast<uint32_t>(getgid()), t, t, t, 0};
 }
 
 }  // namespace
@@ -194,7 +194,7 @@ void Fs::fill_stat(const Node& n, struct stat* st) const {
   st->st_blksize = 4096;
   st->st_blocks = (st->st_size + 511) / 512;
   st->st_mtim = to_timespec(n.meta.mtime_ns);
-  st->st_atim = st->st_mtim;
+  st->st_atim = to_timespec(n.meta.atime_ns);
   st->st_ctim = to_timespec(n.meta.ctime_ns);
 }
 
@@ -273,6 +273,8 @@ int Fs::do_setattr(Ino ino, const struct stat& attr, int to_set, Handle* h, stru
   if (to_set & FUSE_SET_ATTR_GID) m.gid = attr.st_gid;
   if (to_set & FUSE_SET_ATTR_MTIME) m.mtime_ns = to_ns(attr.st_mtim);
   if (to_set & FUSE_SET_ATTR_MTIME_NOW) m.mtime_ns = now;
+  if (to_set & FUSE_SET_ATTR_ATIME) m.atime_ns = to_ns(attr.st_atim);
+  if (to_set & FUSE_SET_ATTR_ATIME_NOW) m.atime_ns = now;
   m.ctime_ns = (to_set & FUSE_SET_ATTR_CTIME) ? to_ns(attr.st_ctim) : now;
   Batch b(store_.get());
   std::string value;
@@ -345,7 +347,7 @@ int Fs::do_make(Ino parent, const char* name, mode_t mode, dev_t rdev, std::stri
   std::string component;
   if (int err = check_new_name(p, name, &component)) return err;
   const int64_t now = now_ns();
-  Meta m{static_cast<uint32_t>((mode & S_IFMT) | (mode & 07777)), c.uid, c.gid, now, now};
+  Meta m{static_cast<uint32_t>((mode & S_IFMT) | (mode & 07777)), c.uid, c.gid, now, now, now, 0};
   if (S_ISCHR(mode) || S_ISBLK(mode)) m.rdev = rdev;
   if (p->meta.mode & S_ISGID) {  // BSD group semantics, as ext4 gives them
     m.gid = p->meta.gid;

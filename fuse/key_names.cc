@@ -9,7 +9,7 @@ namespace pmfs {
 namespace {
 
 constexpr uint8_t kMetaVersion = 1;
-constexpr uint8_t kMetaVersionWithDevice = 2;
+constexpr uint8_t kMetaVersion2 = 2;
 
 bool is_plain(std::string_view c) {
   return !c.empty() && c != "." && c != ".." && c[0] != '%' &&
@@ -89,24 +89,27 @@ std::string child_key(std::string_view dir, std::string_view component) {
 }
 
 std::string encode_meta(const Meta& m) {
-  const bool device = m.rdev != 0;
-  std::string r(device ? kMetaRecordWithDeviceBytes : kMetaRecordBytes, '\0');
-  r[0] = static_cast<char>(device ? kMetaVersionWithDevice : kMetaVersion);
+  const bool v2 = m.atime_ns != m.mtime_ns || m.rdev != 0;
+  std::string r(v2 ? kMetaRecordV2Bytes : kMetaRecordBytes, '\0');
+  r[0] = static_cast<char>(v2 ? kMetaVersion2 : kMetaVersion);
   put_le(&r, 4, m.mode);
   put_le(&r, 8, m.uid);
   put_le(&r, 12, m.gid);
   put_le(&r, 16, m.mtime_ns);
   put_le(&r, 24, m.ctime_ns);
-  if (device) put_le(&r, 32, m.rdev);
+  if (v2) {
+    put_le(&r, 32, m.atime_ns);
+    put_le(&r, 40, m.rdev);
+  }
   return r;
 }
 
 std::optional<Meta> decode_meta(std::string_view record) {
   if (record.empty()) return std::nullopt;
   const auto version = static_cast<uint8_t>(record[0]);
-  const size_t need = version == kMetaVersion             ? kMetaRecordBytes
-                      : version == kMetaVersionWithDevice ? kMetaRecordWithDeviceBytes
-                                                          : SIZE_MAX;
+  const size_t need = version == kMetaVersion    ? kMetaRecordBytes
+                      : version == kMetaVersion2 ? kMetaRecordV2Bytes
+                                                 : SIZE_MAX;
   if (record.size() < need) return std::nullopt;
   Meta m;
   m.mode = get_le<uint32_t>(record, 4);
@@ -114,7 +117,11 @@ std::optional<Meta> decode_meta(std::string_view record) {
   m.gid = get_le<uint32_t>(record, 12);
   m.mtime_ns = get_le<int64_t>(record, 16);
   m.ctime_ns = get_le<int64_t>(record, 24);
-  if (version == kMetaVersionWithDevice) m.rdev = get_le<uint64_t>(record, 32);
+  m.atime_ns = m.mtime_ns;
+  if (version == kMetaVersion2) {
+    m.atime_ns = get_le<int64_t>(record, 32);
+    m.rdev = get_le<uint64_t>(record, 40);
+  }
   return m;
 }
 

@@ -50,16 +50,18 @@ struct Meta {
   uint32_t gid = 0;
   int64_t mtime_ns = 0;
   int64_t ctime_ns = 0;
-  uint64_t rdev = 0;  // device nodes: the device number
+  int64_t atime_ns = 0;  // set by creation and utimensat only (reads leave it: noatime)
+  uint64_t rdev = 0;     // device nodes: the device number
 };
 
 // The stored form of Meta (little-endian, docs/fuse.md "Records"):
 //   u8 version (1), u8 flags (0), u16 reserved, u32 mode, u32 uid, u32 gid,
 //   i64 mtime_ns, i64 ctime_ns                              -> 32 bytes
-// Version 2, written only when rdev is not 0, appends u64 rdev (40 bytes),
-// so that records of files and directories read as before.
+// Version 2 appends i64 atime_ns, u64 rdev (48 bytes). It is written only
+// when atime differs from mtime or rdev is set; version 1 means atime ==
+// mtime and no device, so most records stay 32 bytes.
 inline constexpr size_t kMetaRecordBytes = 32;
-inline constexpr size_t kMetaRecordWithDeviceBytes = 40;
+inline constexpr size_t kMetaRecordV2Bytes = 48;
 std::string encode_meta(const Meta& m);
 // nullopt when the record is too short or of an unknown version.
 std::optional<Meta> decode_meta(std::string_view record);

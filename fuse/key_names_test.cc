@@ -43,7 +43,7 @@ TEST(KeyNamesTest, KeysSplitIntoNames) {
 }
 
 TEST(KeyNamesTest, MetaRecordRoundTrips) {
-  Meta m{0100644, 1000, 100, 1234567890123456789, -5};
+  Meta m{0100644, 1000, 100, 1234567890123456789, -5, 1234567890123456789, 0};
   const std::string r = encode_meta(m);
   ASSERT_EQ(r.size(), kMetaRecordBytes);
   auto d = decode_meta(r);
@@ -55,16 +55,20 @@ TEST(KeyNamesTest, MetaRecordRoundTrips) {
   EXPECT_EQ(d->ctime_ns, m.ctime_ns);
 }
 
-TEST(KeyNamesTest, DeviceRecordsCarryTheDeviceNumber) {
-  Meta m{020644, 0, 0, 1, 2, 0x0000000100000005ull};
+TEST(KeyNamesTest, Version2CarriesAtimeAndDeviceNumber) {
+  Meta m{020644, 0, 0, 1, 2, -3, 0x0000000100000005ull};
   const std::string r = encode_meta(m);
-  ASSERT_EQ(r.size(), kMetaRecordWithDeviceBytes);
+  ASSERT_EQ(r.size(), kMetaRecordV2Bytes);
   auto d = decode_meta(r);
   ASSERT_TRUE(d);
   EXPECT_EQ(d->mode, m.mode);
+  EXPECT_EQ(d->atime_ns, -3);
   EXPECT_EQ(d->rdev, m.rdev);
   EXPECT_FALSE(decode_meta(r.substr(0, kMetaRecordBytes)));  // version 2 cut short
-  EXPECT_EQ(encode_meta(Meta{}).size(), kMetaRecordBytes);   // no device: version 1
+  // atime == mtime and no device: version 1, which reads atime as mtime.
+  const std::string v1 = encode_meta(Meta{0100600, 0, 0, 7, 8, 7, 0});
+  ASSERT_EQ(v1.size(), kMetaRecordBytes);
+  EXPECT_EQ(decode_meta(v1)->atime_ns, 7);
 }
 
 TEST(KeyNamesTest, UnknownMetaVersionIsRejected) {

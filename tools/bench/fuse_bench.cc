@@ -1,10 +1,12 @@
 #include "bench/fuse_bench.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -24,6 +26,7 @@ namespace pm::bench {
 namespace {
 
 struct Listing {
+  double mount = 0;  // seconds to a served mount point (pmfs: store open and index)
   double ls_cold = 0, ls_warm = 0, readdir_cold = 0;  // seconds
 };
 
@@ -37,8 +40,32 @@ struct TargetRun {
 struct FuseRun {
   std::vector<TargetRun> targets;
   std::vector<std::string> skipped;
+  // Measurements that failed: the run goes on, the cell stays empty, the
+  // error is printed under the tables (and fails the run if pmfs's).
+  std::vector<std::string> failures;
+  bool pmfs_failed = false;
   bool caches_dropped = true;  // before every cold listing
+  uint64_t open_files_limit = 0;
+
+  void failed(const std::string& target, const Status& s) {
+    failures.push_back(s.to_string());
+    pmfs_failed |= target == "pmfs";
+  }
 };
+
+// passthrough_ll keeps an O_PATH descriptor for every inode the kernel
+// knows, so listing 1M entries needs over 1M descriptors: raise the limit
+// (the daemons inherit it) as far as allowed. The limit in force.
+uint64_t raise_open_files_limit() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return 0;
+  uint64_t nr_open = 0;
+  if (std::ifstream f("/proc/sys/fs/nr_open"); !(f >> nr_open)) nr_open = r.rlim_max;
+  rlimit want{nr_open, nr_open};
+  if (nr_open > r.rlim_max && ::setrlimit(RLIMIT_NOFILE, &want) == 0) return nr_open;
+  want = {r.rlim_max, r.rlim_max};
+  return ::setrlimit(RLIMIT_NOFILE, &want) == 0 ? r.rlim_max : r.rlim_cur;
+}
 
 // Frees the kernel's unused dentries and inodes (root only), so that every
 // cold listing starts from the same state. False when not permitted.
@@ -75,6 +102,7 @@ Status listing(FsTarget& t, const std::string& rel, uint64_t n, FuseRun* run, Li
   const std::string dir = t.root() + "/" + rel;
   run->caches_dropped &= drop_kernel_caches();
   PM_TRY(t.mount());
+  const double mount = t.mount_seconds();
   Result<double> cold = ls_l(dir);
   Result<double> warm = cold.ok() ? ls_l(dir) : cold;
   PM_TRY(t.unmount());
@@ -84,7 +112,7 @@ Status listing(FsTarget& t, const std::string& rel, uint64_t n, FuseRun* run, Li
   Result<double> rd = readdir_stat(dir, n);
   PM_TRY(t.unmount());
   if (!rd.ok()) return rd.status().with_context(t.name());
-  *l = Listing{*cold, *warm, *rd};
+  *l = Listing{mount, *cold, *warm, *rd};
   return Status();
 }
 
@@ -100,7 +128,13 @@ Status listings(std::vector<std::unique_ptr<FsTarget>>& targets, const FuseConfi
     }
     for (size_t i = 0; i < targets.size(); i++) {
       progress.step(fmt::format("{}: ls -l of {} entries", targets[i]->name(), n));
-      PM_TRY(listing(*targets[i], rel, n, run, &run->targets[i].listings[n]));
+      Listing l;
+      Status s = listing(*targets[i], rel, n, run, &l);
+      if (s.ok()) {
+        run->targets[i].listings[n] = l;
+      } else {
+        run->failed(targets[i]->name(), s.with_context(fmt::format("listing of {}", n)));
+      }
     }
     std::error_code ec;
     std::filesystem::remove_all(tmpfs + "/" + rel, ec);
@@ -173,6 +207,7 @@ Table listing_table(const FuseRun& run, const FuseConfig& cfg) {
         return it == r.listings.end() ? 0.0 : it->second.*m;
       };
     };
+    t.add_row(row(run, fmt::format("mount, {} entries", n), false, 0, get(&Listing::mount)));
     t.add_row(row(run, fmt::format("ls -l, {} entries, just mounted", n), false, 0,
                   get(&Listing::ls_cold)));
     t.add_row(row(run, fmt::format("ls -l, {} entries, again", n), false, 0,
@@ -218,6 +253,8 @@ void print_config(const FuseConfig& cfg, const FuseRun& run, const DirInfo& dir)
                                   cfg.files, cfg.file_bytes));
   line("listings", sizes + " entries, written behind the mounts (--listings)");
   line("pmfs", "pm mount -f with its defaults (8 logs of 8 MiB, Durability::kSync)");
+  line("open files", fmt::format("limit {} (passthrough_ll holds a descriptor per inode)",
+                                 run.open_files_limit));
   for (const std::string& s : run.skipped) line("skipped", s);
   if (dir.fs_type != "tmpfs") {
     line("note", fmt::format("{} is {}, not tmpfs: the tmpfs column and the passthroughs' files "
@@ -231,8 +268,10 @@ nlohmann::json run_json(const FuseRun& run) {
   for (const TargetRun& t : run.targets) {
     nlohmann::json ls = nlohmann::json::object();
     for (const auto& [n, l] : t.listings) {
-      ls[std::to_string(n)] = {
-          {"ls_cold_s", l.ls_cold}, {"ls_warm_s", l.ls_warm}, {"readdir_stat_cold_s", l.readdir_cold}};
+      ls[std::to_string(n)] = {{"mount_s", l.mount},
+                               {"ls_cold_s", l.ls_cold},
+                               {"ls_warm_s", l.ls_warm},
+                               {"readdir_stat_cold_s", l.readdir_cold}};
     }
     out.push_back({{"name", t.name},
                    {"create_s", t.create},
@@ -278,6 +317,7 @@ Status run_fuse_bench(const FuseConfig& cfg, bool json) {
   std::filesystem::create_directories(tmpfs, ec);
   if (ec) return Status::io_error(fmt::format("mkdir {}: {}", tmpfs, ec.message()));
   FuseRun run;
+  run.open_files_limit = raise_open_files_limit();
   auto targets = make_targets(cfg, std::filesystem::absolute(tmpfs).string(), &run);
   if (!targets.ok()) return targets.status();
   if (!json) {
@@ -285,17 +325,24 @@ Status run_fuse_bench(const FuseConfig& cfg, bool json) {
     print_config(cfg, run, *info);
     print_dir(*info, env);
   }
-  Status s;
-  for (size_t i = 0; s.ok() && i < targets->size(); i++) {
-    s = small_files(*(*targets)[i], cfg, progress, &run.targets[i]);
+  for (size_t i = 0; i < targets->size(); i++) {
+    TargetRun r;
+    r.name = run.targets[i].name;
+    Status small = small_files(*(*targets)[i], cfg, progress, &r);
+    if (small.ok()) {
+      run.targets[i] = r;
+    } else {
+      run.failed(r.name, small.with_context("small files"));
+    }
   }
-  if (s.ok()) s = listings(*targets, cfg, tmpfs, progress, &run);
+  Status s = listings(*targets, cfg, tmpfs, progress, &run);
   targets->clear();  // unmounts whatever an error left mounted
   for (const char* sub : {"/pmfs", "/passthrough", "/passthrough_ll", "/tmpfs", "/tmpfs-files"}) {
     std::filesystem::remove_all(cfg.dir + sub, ec);
   }
   PM_TRY(s);
-  const std::vector<Table> tables = {small_table(run, cfg), listing_table(run, cfg)};
+  std::vector<Table> tables = {small_table(run, cfg), listing_table(run, cfg)};
+  for (const std::string& f : run.failures) tables.back().notes.push_back("FAILED: " + f);
   const std::vector<Target> goals = fuse_targets(run, cfg);
   if (json) {
     nlohmann::json jt = nlohmann::json::array(), jg = nlohmann::json::array();
@@ -303,13 +350,14 @@ Status run_fuse_bench(const FuseConfig& cfg, bool json) {
     for (const Target& t : goals) jg.push_back(target_json(t));
     nlohmann::json doc = {{"suite", "fuse"},           {"environment", environment_json(env)},
                           {"directory", dir_json(*info)}, {"targets_run", run_json(run)},
-                          {"skipped", run.skipped},     {"tables", jt},
-                          {"targets", jg}};
+                          {"skipped", run.skipped},     {"failures", run.failures},
+                          {"tables", jt},               {"targets", jg}};
     fmt::print("{}\n", doc.dump(2));
-    return Status();
+  } else {
+    for (const Table& t : tables) print_table(t);
+    print_table(targets_table(goals));
   }
-  for (const Table& t : tables) print_table(t);
-  print_table(targets_table(goals));
+  if (run.pmfs_failed) return Status::io_error("a pmfs measurement failed (see the notes above)");
   return Status();
 }
 

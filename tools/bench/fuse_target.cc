@@ -167,13 +167,16 @@ Status FsTarget::mount() {
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  const auto t0 = std::chrono::steady_clock::now();
   const int err = posix_spawn(&pid_, exe_.c_str(), &fa, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
   if (err != 0) {
     pid_ = -1;
     return Status::from_errno(fmt::format("{}: start {}", name_, exe_), err);
   }
-  return wait_mounted();
+  PM_TRY(wait_mounted());
+  mount_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return Status();
 }
 
 // Mounted when the mount point's device differs from its parent's.
@@ -188,7 +191,7 @@ Status FsTarget::wait_mounted() {
           fmt::format("{}: the daemon exited before mounting: {}", name_, log_tail()));
     }
     if (::stat(mnt_.c_str(), &m) == 0 && m.st_dev != parent.st_dev) return Status();
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   (void)unmount();
   return Status::io_error(fmt::format("{}: not mounted after {} s: {}", name_,

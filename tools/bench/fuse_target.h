@@ -46,6 +46,9 @@ class FsTarget {
 
   Status mount();
   Status unmount();
+  // Seconds the last mount() took from starting the daemon to a served
+  // mount point (pmfs: opening the store and indexing it included).
+  double mount_seconds() const { return mount_seconds_; }
 
   // Writes `n` files of `bytes` bytes into directory `rel` under root(),
   // behind the mount: into the store, or straight into the shared tmpfs
@@ -62,6 +65,7 @@ class FsTarget {
   std::string name_, work_, mnt_, backing_, store_, log_;
   std::string exe_;  // daemon executable (FUSE kinds)
   pid_t pid_ = -1;
+  double mount_seconds_ = 0;
 };
 
 const char* fs_kind_name(FsKind k);
