@@ -63,7 +63,7 @@ kv_store* kv_open(const char* path, const kv_options* opts) {
     return nullptr;
   }
   if (opts != nullptr && opts->durability != KV_DURABILITY_SYNC &&
-      opts->durability != KV_DURABILITY_ASYNC) {
+      opts->durability != KV_DURABILITY_ASYNC && opts->durability != KV_DURABILITY_SYNC_ON_PMEM) {
     fail(pm::Status::invalid_argument("unknown durability " +
                                       std::to_string(static_cast<int>(opts->durability))));
     return nullptr;

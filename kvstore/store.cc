@@ -148,6 +148,9 @@ Status StoreImpl::recover() {
   be_ = std::move(*b);
   BackendRoot* r = be_->root();
   pmem_ = c_->info().is_pmem;
+  if (o_.durability == Durability::kSyncOnPmem) {  // from here on, the mode in force
+    o_.durability = pmem_ ? Durability::kSync : Durability::kAsync;
+  }
   limits_.max_key = r->max_key;
   limits_.max_value = r->max_value;
   limits_.max_record = r->log_bytes / 4;
@@ -791,6 +794,7 @@ StoreStats StoreImpl::stats() {
   st.recovered_records = n_.recovered_records;
   st.recovery_us = n_.recovery_us;
   st.is_pmem = pmem_;
+  st.durability = o_.durability;
   return st;
 }
 

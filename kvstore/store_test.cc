@@ -258,6 +258,17 @@ TEST(StoreOpenTest, AsyncDurabilityPersistsOnSyncAndClose) {
   EXPECT_EQ(all(*s).size(), 100u);
 }
 
+TEST(StoreOpenTest, SyncOnPmemIsSyncOnPmemAndAsyncElsewhere) {
+  pm::test::TempDir dir;
+  StoreOptions o = small_store(true);
+  o.durability = Durability::kSyncOnPmem;
+  auto s = must(Store::open(dir.file("p.pm"), o));
+  const StoreStats st = s->stats();
+  EXPECT_EQ(st.durability, st.is_pmem ? Durability::kSync : Durability::kAsync);
+  ASSERT_TRUE(s->put("k", "v").ok());
+  ASSERT_TRUE(s->sync().ok());
+}
+
 // After a crash, a log ends at its first invalid record; but write-back out
 // of order (async mode, or msync pages) can leave a valid record of that
 // session beyond it. Once a later session has appended past the end, such a

@@ -43,8 +43,8 @@ constexpr const char* kPassthroughLl = "";
 
 bool is_fuse(FsKind k) { return k != FsKind::kTmpfs; }
 
-// Runs argv to completion with output to `log` (appended); its exit status.
-Result<int> run_and_wait(std::vector<std::string> args, const std::string& log) {
+// Starts args[0] (looked up in PATH) with stdout and stderr appended to `log`.
+Status spawn_logged(std::vector<std::string> args, const std::string& log, pid_t* pid) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND,
@@ -53,13 +53,19 @@ Result<int> run_and_wait(std::vector<std::string> args, const std::string& log) 
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  pid_t pid;
-  const int err = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  const int err = posix_spawnp(pid, argv[0], &fa, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
-  if (err != 0) return Status::from_errno("spawn " + args[0], err);
+  if (err != 0) return Status::from_errno("start " + args[0], err);
+  return Status();
+}
+
+// Runs args to completion with output to `log`; its exit status.
+Result<int> run_and_wait(std::vector<std::string> args, const std::string& log) {
+  pid_t pid;
+  PM_TRY(spawn_logged(std::move(args), log, &pid));
   int ws = 0;
   while (::waitpid(pid, &ws, 0) < 0) {
-    if (errno != EINTR) return Status::from_errno("wait for " + args[0], errno);
+    if (errno != EINTR) return Status::from_errno("wait", errno);
   }
   return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
 }
@@ -159,20 +165,11 @@ Status FsTarget::mount() {
   } else {
     args = {exe_, "-f", "-o", "source=" + backing_, mnt_};  // as shipped: cache=auto (1 s)
   }
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log_.c_str(),
-                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
   const auto t0 = std::chrono::steady_clock::now();
-  const int err = posix_spawn(&pid_, exe_.c_str(), &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (err != 0) {
+  Status started = spawn_logged(std::move(args), log_, &pid_);
+  if (!started.ok()) {
     pid_ = -1;
-    return Status::from_errno(fmt::format("{}: start {}", name_, exe_), err);
+    return started.with_context(name_);
   }
   PM_TRY(wait_mounted());
   mount_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -34,7 +34,8 @@ inline std::vector<std::pair<const char*, nlohmann::json>> kv_stat_rows(const kv
           {"gleaners_active", s.gleaners_active},
           {"recovered_records", s.recovered_records},
           {"recovery_us", s.recovery_us},
-          {"is_pmem", s.is_pmem}};
+          {"is_pmem", s.is_pmem},
+          {"durability", s.durability == kv::Durability::kSync ? "sync" : "async"}};
 }
 
 }  // namespace pm::bench

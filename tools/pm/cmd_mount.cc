@@ -111,6 +111,9 @@ void add_mount_commands(CLI::App& root, const Globals& g, std::vector<Command>* 
               "let other users in (permissions are still checked)");
   m->add_option("--threads", a->o.max_threads, "most worker threads")->capture_default_str();
   m->add_flag("--no-create", a->no_create, "fail instead of creating a missing store");
+  m->add_flag("--sync", a->o.sync_every_change,
+              "every change is durable before it returns, also off pmem (default: at once on "
+              "pmem, else at fsync or within 10 ms)");
   const char* kCreation = "Creation (used only when the store is created)";
   m->add_option("--logs", a->o.logs, "number of persistent logs")
       ->capture_default_str()

@@ -29,6 +29,15 @@ struct MountOptions {
   uint32_t max_key_bytes = 1024;
   uint32_t max_value_bytes = 1u << 20;
 
+  // When a change (close() of a written file, create, rename, remove...)
+  // is durable. false (kv::Durability::kSyncOnPmem): at once on pmem, where
+  // it costs one cache-flush barrier; on other file systems at fsync or
+  // within kv::StoreOptions::async_sync_ms (10 ms), as on a local file
+  // system (a crash keeps a prefix of each log, every change whole).
+  // true (kSync): before it returns there too, an msync per change (shared
+  // by concurrent ones), taken while the mount's change lock is held.
+  bool sync_every_change = false;
+
   // Let users other than the mounting one in (-o allow_other; needs
   // user_allow_other in /etc/fuse.conf unless root). The kernel checks
   // permissions from the stored mode, uid and gid (default_permissions).

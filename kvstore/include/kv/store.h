@@ -45,6 +45,9 @@ enum class Durability : int {
   // loses at most the puts of the last interval, never the order: what
   // survives is a prefix of each log.
   kAsync = 1,
+  // kSync on pmem (a put costs one cache-flush barrier), kAsync on other
+  // file systems (where kSync costs an msync per group of puts).
+  kSyncOnPmem = 2,
 };
 
 struct StoreOptions {
@@ -110,6 +113,7 @@ struct StoreStats {
   uint64_t recovered_records = 0;
   uint64_t recovery_us = 0;
   bool is_pmem = false;
+  Durability durability = Durability::kSync;  // in force (kSyncOnPmem resolved at open)
 };
 
 class Transaction;
