@@ -104,32 +104,30 @@ Fs::Fs(std::unique_ptr<kv::Store> store, const MountOptions& o)
 pm::Status Fs::build_index() {
   const auto start = std::chrono::steady_clock::now();
   std::unique_lock lock(mu_);
-  // One pass over an unordered scan: records may come before or after their
-  // data. Directories win over files of the same path (a key "a" beside
-  // "a/b"): such files are hidden and counted.
-  struct Pending {
-    Meta meta;
-    bool has_record = false, has_data = false;
-    uint64_t size = 0;
+  // One scan collects data keys, records and markers (records may come
+  // before or after their data). Then, in key order: first every parent
+  // directory, so that directories win over files of the same path (a key
+  // "a" beside "a/b": such files are hidden and counted) whatever the scan
+  // order; then the files, each directory's entries reserved at once.
+  struct DataKey {
+    std::string key;
+    uint64_t size;
   };
-  std::unordered_map<std::string, Pending> files;
+  std::vector<DataKey> data;
+  std::unordered_map<std::string, Meta> records;
   std::vector<std::pair<std::string, Meta>> markers;
-  uint64_t unnamable = 0;
   PM_TRY(store_->scan("", [&](std::string_view k, std::string_view v) {
     if (k.starts_with(kDirPrefix)) {
       markers.emplace_back(k.substr(kDirPrefix.size()), decode_meta(v).value_or(default_dir_));
     } else if (k.starts_with(kMetaPrefix)) {
-      Pending& p = files[std::string(k.substr(kMetaPrefix.size()))];
-      p.meta = decode_meta(v).value_or(default_file_);
-      p.has_record = true;
+      records.emplace(k.substr(kMetaPrefix.size()), decode_meta(v).value_or(default_file_));
     } else if (!k.empty() && k[0] != '\0') {
-      Pending& p = files[std::string(k)];
-      if (!p.has_record) p.meta = default_file_;
-      p.has_data = true;
-      p.size = v.size();
+      data.push_back({std::string(k), v.size()});
     }
     return true;
   }));
+  std::sort(data.begin(), data.end(), [](const DataKey& a, const DataKey& b) { return a.key < b.key; });
+  uint64_t unnamable = 0;
   for (auto& [key, m] : markers) {
     Node* d = key_to_names(key) ? table_.ensure_dir(key, default_dir_) : nullptr;
     if (d == nullptr) {
@@ -139,28 +137,49 @@ pm::Status Fs::build_index() {
     d->meta = m;
     d->has_record = true;
   }
-  uint64_t hidden = 0, nfiles = 0;
-  for (auto& [key, p] : files) {
-    if (!p.has_data) continue;  // a record left by `pm kv del`
-    auto names = key_to_names(key);
-    if (!names) {
+  // The directory of each data key, nullptr when the key has no file name.
+  std::vector<Node*> dirs(data.size());
+  std::unordered_map<Node*, size_t> entries;
+  std::string_view last_parent;
+  Node* last_dir = nullptr;
+  bool last_ok = false;
+  for (size_t i = 0; i < data.size(); i++) {
+    const std::string& key = data[i].key;
+    const size_t slash = key.rfind('/');
+    const std::string_view parent =
+        slash == std::string::npos ? std::string_view() : std::string_view(key).substr(0, slash);
+    if (i == 0 || parent != last_parent) {
+      last_parent = parent;
+      last_ok = parent.empty() || key_to_names(parent).has_value();
+      last_dir = last_ok ? table_.ensure_dir(parent, default_dir_) : nullptr;
+    }
+    const bool ok = last_dir != nullptr &&
+                    encode_name(std::string_view(key).substr(slash + 1)).size() <= kNameMax;
+    if (!ok) {
       unnamable++;
       continue;
     }
-    const size_t slash = key.rfind('/');
-    Node* dir =
-        table_.ensure_dir(slash == std::string::npos ? "" : key.substr(0, slash), default_dir_);
-    if (dir == nullptr || table_.child(*dir, names->back()) != nullptr) {
+    dirs[i] = last_dir;
+    entries[last_dir]++;
+  }
+  for (auto& [dir, n] : entries) dir->dir->by_name.reserve(dir->dir->by_name.size() + n);
+  table_.reserve(table_.nodes() + data.size());
+  uint64_t hidden = 0, nfiles = 0;
+  for (size_t i = 0; i < data.size(); i++) {
+    if (dirs[i] == nullptr) continue;
+    const std::string& key = data[i].key;
+    std::string name = encode_name(std::string_view(key).substr(key.rfind('/') + 1));
+    if (table_.child(*dirs[i], name) != nullptr) {
       hidden++;
       continue;
     }
+    auto r = records.find(key);
+    Meta m = r != records.end() ? r->second : default_file_;
     // A record may make a key anything but a directory.
-    if (S_ISDIR(p.meta.mode) || !valid_file_type(p.meta.mode)) {
-      p.meta.mode = S_IFREG | (p.meta.mode & 07777);
-    }
-    Node* n = table_.add(dir, names->back(), key, /*dir=*/false, p.meta);
-    n->has_record = p.has_record;
-    n->size = n->committed_size = p.size;
+    if (S_ISDIR(m.mode) || !valid_file_type(m.mode)) m.mode = S_IFREG | (m.mode & 07777);
+    Node* n = table_.add(dirs[i], std::move(name), key, /*dir=*/false, m);
+    n->has_record = r != records.end();
+    n->size = n->committed_size = data[i].size;
     nfiles++;
   }
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -75,6 +75,8 @@ class InodeTable {
   Node* ensure_dir(std::string_view key, const Meta& m);
 
   uint64_t nodes() const { return nodes_.size(); }
+  // Room for `n` nodes in all (an index about to be filled).
+  void reserve(uint64_t n) { nodes_.reserve(n); }
 
  private:
   std::unordered_map<Ino, std::unique_ptr<Node>> nodes_;

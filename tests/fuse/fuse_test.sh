@@ -61,6 +61,11 @@ errs "store is not a store" "open" "$PM" mount "$dir/plain" "$M"
 
 "$PM" kv put "$S" from/kv "put by pm kv" >/dev/null
 "$PM" kv put "$S" "odd//name" "escaped" >/dev/null
+# A key that is also a directory of other keys: the directory wins, in any
+# scan order (the file is hidden, its key untouched).
+for k in both both/x both/y/z; do "$PM" kv put "$S" "$k" "v-$k" >/dev/null; done
+for i in $(seq 40); do printf 'p%s\tfile\np%s/c\tchild\n' "$i" "$i"; done >"$dir/pairs.tsv"
+"$PM" kv load "$S" "$dir/pairs.tsv" >/dev/null
 mount_fs --max-value 262144
 mkdir "$dir/mnt2"
 errs "store mounted already" "Busy" "$PM" mount "$S" "$dir/mnt2"
@@ -68,6 +73,9 @@ errs "store mounted already" "Busy" "$PM" mount "$S" "$dir/mnt2"
 # ---------------------------------------------------------------- basics
 eq "key put by pm kv is a file" "$(cat "$M/from/kv")" "put by pm kv"
 eq "empty component is escaped as %" "$(cat "$M/odd/%/name")" "escaped"
+[ -d "$M/both" ] || FAIL "a key beside keys below it: the directory wins"
+eq "keys below the hidden file" "$(cat "$M/both/x")$(cat "$M/both/y/z")" "v-both/xv-both/y/z"
+eq "40 such pairs: directories" "$(for i in $(seq 40); do cat "$M/p$i/c"; echo; done | sort -u)" child
 printf hello >"$M/f"
 eq "create, write, cat" "$(cat "$M/f")" hello
 head -c 200000 /dev/urandom >"$dir/rand"

@@ -262,7 +262,7 @@ void print_config(const FuseConfig& cfg, const FuseRun& run, const DirInfo& dir)
                                   cfg.smoke ? "SMOKE (tiny sizes, numbers not meaningful): " : "",
                                   cfg.files, cfg.file_bytes));
   line("listings", sizes + " entries, written behind the mounts (--listings)");
-  line("pmfs", "pm mount -f with its defaults (8 logs of 8 MiB, Durability::kSync)");
+  line("pmfs", "pm mount -f with its defaults (8 logs of 8 MiB, Durability::kSyncOnPmem)");
   line("open files", fmt::format("limit {} (passthrough_ll holds a descriptor per inode)",
                                  run.open_files_limit));
   for (const std::string& s : run.skipped) line("skipped", s);
