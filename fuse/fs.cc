@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <climits>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <ctime>
 #include <utility>
@@ -62,9 +62,12 @@ bool valid_file_type(mode_t mode) {
 }
 
 Meta default_meta(mode_t type_and_perm) {
-  const int64_t t = now_ns();
-  return Meta{static_cast<uint32_t>(type_and_perm), static_cast<uint32_t>(getuid()),
-              static_cast<uint32_t>(getgid()), t, t, t, 0};
+  Meta m;
+  m.mode = static_cast<uint32_t>(type_and_perm);
+  m.uid = static_cast<uint32_t>(getuid());
+  m.gid = static_cast<uint32_t>(getgid());
+  m.mtime_ns = m.ctime_ns = m.atime_ns = now_ns();
+  return m;
 }
 
 }  // namespace
@@ -142,7 +145,6 @@ pm::Status Fs::build_index() {
   std::unordered_map<Node*, size_t> entries;
   std::string_view last_parent;
   Node* last_dir = nullptr;
-  bool last_ok = false;
   for (size_t i = 0; i < data.size(); i++) {
     const std::string& key = data[i].key;
     const size_t slash = key.rfind('/');
@@ -150,8 +152,8 @@ pm::Status Fs::build_index() {
         slash == std::string::npos ? std::string_view() : std::string_view(key).substr(0, slash);
     if (i == 0 || parent != last_parent) {
       last_parent = parent;
-      last_ok = parent.empty() || key_to_names(parent).has_value();
-      last_dir = last_ok ? table_.ensure_dir(parent, default_dir_) : nullptr;
+      const bool named = parent.empty() || key_to_names(parent).has_value();
+      last_dir = named ? table_.ensure_dir(parent, default_dir_) : nullptr;
     }
     const bool ok = last_dir != nullptr &&
                     encode_name(std::string_view(key).substr(slash + 1)).size() <= kNameMax;
