@@ -129,7 +129,8 @@ pm::Status Fs::build_index() {
     }
     return true;
   }));
-  std::sort(data.begin(), data.end(), [](const DataKey& a, const DataKey& b) { return a.key < b.key; });
+  std::sort(data.begin(), data.end(),
+            [](const DataKey& a, const DataKey& b) { return a.key < b.key; });
   uint64_t unnamable = 0;
   for (auto& [key, m] : markers) {
     Node* d = key_to_names(key) ? table_.ensure_dir(key, default_dir_) : nullptr;

@@ -89,16 +89,14 @@ void sfs_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     return;
   }
   fuse_entry_param e;
-  reply_entry_or_err(req, fs_of(req).do_make(parent, name, mode, rdev, "", caller_of(req), &e),
-                     e);
+  reply_entry_or_err(req, fs_of(req).do_make(parent, name, mode, rdev, "", caller_of(req), &e), e);
 }
 
 void sfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
   fuse_entry_param e;
-  reply_entry_or_err(req,
-                     fs_of(req).do_make(parent, name, S_IFDIR | (mode & 07777), 0, "",
-                                        caller_of(req), &e),
-                     e);
+  reply_entry_or_err(
+      req, fs_of(req).do_make(parent, name, S_IFDIR | (mode & 07777), 0, "", caller_of(req), &e),
+      e);
 }
 
 void sfs_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {

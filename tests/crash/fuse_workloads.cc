@@ -211,7 +211,8 @@ class FuseWorkload final : public Workload {
   }
 
   // Runs one Fs call that changes the store, after which the tree is `after`.
-  Status change(CommitLog& log, Tree after, const std::string& what, const std::function<int()>& op) {
+  Status change(CommitLog& log, Tree after, const std::string& what,
+                const std::function<int()>& op) {
     PM_TRY(log.durable(digest_of(after),
                        [&] { return on_new_thread([&] { return errno_status(op(), what); }); }));
     model_ = std::move(after);
@@ -354,7 +355,8 @@ class FuseWorkload final : public Workload {
     const auto perm = static_cast<uint32_t>(rng() % 01000);
     Tree after = model_;
     after[path].perm = perm;
-    struct stat attr {}, out;
+    struct stat attr {
+    }, out;
     attr.st_mode = perm;
     const Ino ino = ino_of(path);
     return change(log, after, "chmod " + path,
@@ -367,7 +369,8 @@ class FuseWorkload final : public Workload {
     const uint64_t size = rng() % 400;
     Tree after = model_;
     after[path].data.resize(size);
-    struct stat attr {}, out;
+    struct stat attr {
+    }, out;
     attr.st_size = static_cast<off_t>(size);
     const Ino ino = ino_of(path);
     return change(log, after, "truncate " + path,

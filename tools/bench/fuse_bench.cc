@@ -1,8 +1,8 @@
 #include "bench/fuse_bench.h"
 
 #include <fcntl.h>
-#include <sys/resource.h>
 #include <fmt/format.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -219,8 +219,8 @@ Table listing_table(const FuseRun& run, const FuseConfig& cfg) {
     t.add_row(row(run, fmt::format("mount, {} entries", n), false, 0, get(&Listing::mount)));
     t.add_row(row(run, fmt::format("ls -l, {} entries, just mounted", n), false, 0,
                   get(&Listing::ls_cold)));
-    t.add_row(row(run, fmt::format("ls -l, {} entries, again", n), false, 0,
-                  get(&Listing::ls_warm)));
+    t.add_row(
+        row(run, fmt::format("ls -l, {} entries, again", n), false, 0, get(&Listing::ls_warm)));
     t.add_row(row(run, fmt::format("readdir+lstat, {} entries, just mounted", n), false, 0,
                   get(&Listing::readdir_cold)));
   }
@@ -263,8 +263,8 @@ void print_config(const FuseConfig& cfg, const FuseRun& run, const DirInfo& dir)
                                   cfg.files, cfg.file_bytes));
   line("listings", sizes + " entries, written behind the mounts (--listings)");
   line("pmfs", "pm mount -f with its defaults (8 logs of 8 MiB, Durability::kSyncOnPmem)");
-  line("open files", fmt::format("limit {} (passthrough_ll holds a descriptor per inode)",
-                                 run.open_files_limit));
+  line("open files",
+       fmt::format("limit {} (passthrough_ll holds a descriptor per inode)", run.open_files_limit));
   for (const std::string& s : run.skipped) line("skipped", s);
   if (dir.fs_type != "tmpfs") {
     line("note", fmt::format("{} is {}, not tmpfs: the tmpfs column and the passthroughs' files "
@@ -358,10 +358,14 @@ Status run_fuse_bench(const FuseConfig& cfg, bool json) {
     nlohmann::json jt = nlohmann::json::array(), jg = nlohmann::json::array();
     for (const Table& t : tables) jt.push_back(table_json(t));
     for (const Target& t : goals) jg.push_back(target_json(t));
-    nlohmann::json doc = {{"suite", "fuse"},           {"environment", environment_json(env)},
-                          {"directory", dir_json(*info)}, {"targets_run", run_json(run)},
-                          {"skipped", run.skipped},     {"failures", run.failures},
-                          {"tables", jt},               {"targets", jg}};
+    nlohmann::json doc = {{"suite", "fuse"},
+                          {"environment", environment_json(env)},
+                          {"directory", dir_json(*info)},
+                          {"targets_run", run_json(run)},
+                          {"skipped", run.skipped},
+                          {"failures", run.failures},
+                          {"tables", jt},
+                          {"targets", jg}};
     fmt::print("{}\n", doc.dump(2));
   } else {
     for (const Table& t : tables) print_table(t);

@@ -24,9 +24,7 @@ namespace {
 
 double seconds_since(uint64_t t0) { return double(now_ns() - t0) / 1e9; }
 
-std::string path_of(const std::string& dir, uint64_t i) {
-  return dir + "/" + bench_file_name(i);
-}
+std::string path_of(const std::string& dir, uint64_t i) { return dir + "/" + bench_file_name(i); }
 
 Status write_one(const std::string& path, const std::string& data) {
   const int fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);

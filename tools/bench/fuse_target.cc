@@ -114,10 +114,10 @@ Result<std::unique_ptr<FsTarget>> FsTarget::create(FsKind kind, const std::strin
   if (kind == FsKind::kPassthrough) exe = kPassthrough;
   if (kind == FsKind::kPassthroughLl) exe = kPassthroughLl;
   if (is_fuse(kind) && exe.empty()) {
-    return Status::not_found(fmt::format(
-        "{}: not built (CMake found no /usr/share/doc/libfuse3-dev/examples; "
-        "tools/install-deps.sh installs libfuse3-dev)",
-        fs_kind_name(kind)));
+    return Status::not_found(
+        fmt::format("{}: not built (CMake found no /usr/share/doc/libfuse3-dev/examples; "
+                    "tools/install-deps.sh installs libfuse3-dev)",
+                    fs_kind_name(kind)));
   }
   std::error_code ec;
   const std::string abs_work = std::filesystem::absolute(work, ec).string();

@@ -33,8 +33,7 @@ class FsTarget {
   // Errors: kNotFound when a passthrough example was not built (the
   // message says why); file system errors creating `work`.
   static Result<std::unique_ptr<FsTarget>> create(FsKind kind, const std::string& work,
-                                                  const std::string& tmpfs,
-                                                  const FuseConfig& cfg);
+                                                  const std::string& tmpfs, const FuseConfig& cfg);
   ~FsTarget();
   FsTarget(const FsTarget&) = delete;
   FsTarget& operator=(const FsTarget&) = delete;

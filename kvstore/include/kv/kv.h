@@ -23,8 +23,8 @@ typedef struct kv_store kv_store;
 
 /* Same values as kv::Durability. */
 typedef enum kv_durability {
-  KV_DURABILITY_SYNC = 0,  /* a put is durable when it returns */
-  KV_DURABILITY_ASYNC = 1, /* durable after kv_sync or the background sync */
+  KV_DURABILITY_SYNC = 0,         /* a put is durable when it returns */
+  KV_DURABILITY_ASYNC = 1,        /* durable after kv_sync or the background sync */
   KV_DURABILITY_SYNC_ON_PMEM = 2, /* SYNC on pmem, ASYNC on other file systems */
 } kv_durability;
 
