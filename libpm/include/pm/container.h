@@ -97,7 +97,7 @@ struct ContainerInfo {
 // A block of the heap: what "which block contains this address" answers.
 struct BlockInfo {
   void* start = nullptr;
-  size_t size = 0;  // usable bytes (the size class, or the page run)
+  size_t size = 0;  // usable bytes (rounded to granules, the size class, or the page run)
 };
 
 class Container {
