@@ -1,5 +1,7 @@
 #include "libpm/heap.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -14,6 +16,9 @@ constexpr uint64_t kPage = 4096;
 // Smallest segment added by growth. Growth at least doubles the heap, which
 // keeps the number of segments logarithmic in its size.
 constexpr uint64_t kMinGrowPages = (1ull << 20) / kPage;
+// Freed pages are handed back to the OS in batches of this many (one
+// madvise per run instead of one per free).
+constexpr uint64_t kReleaseBatchPages = 64;
 
 uint64_t map_pages_for(uint64_t npages) {
   return (sizeof(SegmentHeader) + 4 * npages + kPage - 1) / kPage;
@@ -90,6 +95,8 @@ Status Heap::reload(uint64_t mapped) {
 
 Status Heap::load_segments(uint64_t mapped) {
   segments_.clear();
+  to_release_.clear();  // pages that may not be free in the reloaded state
+  to_release_pages_ = 0;
   free_by_size_.clear();
   free_by_addr_.clear();
   for (auto& p : partial_) p.clear();
@@ -118,12 +125,19 @@ Status Heap::load_segments(uint64_t mapped) {
   return Status();
 }
 
+// Runs of calls mostly ask about one segment: the last answer is tried first.
 const Heap::Segment* Heap::segment_of(uint64_t page) const {
+  if (last_seg_ < segments_.size()) {
+    const Segment& s = segments_[last_seg_];
+    if (page >= s.first_page && page < s.first_page + s.npages) return &s;
+  }
   auto it = std::upper_bound(segments_.begin(), segments_.end(), page,
                              [](uint64_t p, const Segment& s) { return p < s.first_page; });
   if (it == segments_.begin()) return nullptr;
   --it;
-  return page < it->first_page + it->npages ? &*it : nullptr;
+  if (page >= it->first_page + it->npages) return nullptr;
+  last_seg_ = static_cast<size_t>(it - segments_.begin());
+  return &*it;
 }
 
 uint32_t& Heap::entry(uint64_t page) {
@@ -256,6 +270,28 @@ Result<uint64_t> Heap::alloc_pages(uint64_t npages, PageKind head, uint32_t head
 void Heap::free_pages(uint64_t page, uint64_t npages) {
   for (uint64_t i = 0; i < npages; i++) set_entry(page + i, 0);
   add_free(page, npages);
+  to_release_.push_back({page, npages});
+  to_release_pages_ += npages;
+  if (to_release_pages_ >= kReleaseBatchPages) release_free_pages();
+}
+
+// Drops the working view's private copies of pages freed since the last
+// call, so that free memory costs no DRAM. A dropped page reads the file
+// again (its last committed bytes): no block uses it, and no tracker needs
+// to know, because commit compares pages with the file and finds these
+// equal (abort() drops dirty pages the same way). Pages reused since they
+// were queued are skipped. The file keeps its pages.
+void Heap::release_free_pages() {
+  for (const auto& [page, n] : to_release_) {
+    for (uint64_t i = 0; i < n;) {
+      uint64_t j = i;
+      while (j < n && entry(page + j) == 0) j++;
+      if (j > i) ::madvise(page_addr(page + i), (j - i) * kPage, MADV_DONTNEED);
+      i = j + 1;
+    }
+  }
+  to_release_.clear();
+  to_release_pages_ = 0;
 }
 
 Status Heap::grow(uint64_t min_pages) {

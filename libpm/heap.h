@@ -103,6 +103,7 @@ class Heap {
   Result<uint64_t> take_pages(uint64_t npages);
   Result<uint64_t> alloc_pages(uint64_t npages, PageKind head, uint32_t head_value, PageKind tail);
   void free_pages(uint64_t page, uint64_t npages);
+  void release_free_pages();
   void add_free(uint64_t page, uint64_t npages);
   void remove_free(uint64_t page, uint64_t npages);
   Status grow(uint64_t min_pages);
@@ -151,6 +152,9 @@ class Heap {
   DirtyTracker* tracker_;
   GrowFn grow_fn_;
   std::vector<Segment> segments_;
+  mutable size_t last_seg_ = 0;                            // segment_of()'s last answer
+  std::vector<std::pair<uint64_t, uint64_t>> to_release_;  // freed runs (page, npages)
+  uint64_t to_release_pages_ = 0;
   bool indexed_ = false;
   std::set<std::pair<uint64_t, uint64_t>> free_by_size_;  // (npages, page)
   std::map<uint64_t, uint64_t> free_by_addr_;             // page -> npages

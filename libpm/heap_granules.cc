@@ -251,7 +251,9 @@ uint64_t Heap::take_fit(uint64_t k, bool align16) {
   extents_ += (at > s) + (at + k < s + len) - 1;
   gfree_total_ -= k;
   if (at > s) push_hint(s, at - s);
-  if (at + k < s + len) push_hint(at + k, s + len - at - k);
+  // The rest may hold whole pages (of an extent that grew by merging).
+  if (at + k < s + len) add_free_extent(at + k, s + len - at - k);
+
   return at;
 }
 

@@ -324,6 +324,33 @@ TEST_F(HeapTest, DamagedGranuleBitmapIsCorruptionNotACrash) {
   EXPECT_FALSE(problems().empty());
 }
 
+// Freed pages lose their private copy in the working view: they read the
+// file again (its last committed bytes), and commit and abort are unaffected.
+TEST_F(HeapTest, FreedPagesDropTheirDramCopy) {
+  constexpr size_t kRun = 1 << 20;
+  auto* a = static_cast<std::byte*>(*c_->alloc(kRun));
+  c_->will_write(a, kRun);
+  std::memset(a, 0xab, kRun);
+  ASSERT_TRUE(c_->free(a).ok());
+  EXPECT_EQ(a[0], std::byte{0});  // never committed: the file holds zeros
+  EXPECT_EQ(a[kRun - 1], std::byte{0});
+
+  auto* b = static_cast<std::byte*>(*c_->alloc(kRun));
+  c_->will_write(b, kRun);
+  std::memset(b, 0xcd, kRun);
+  ASSERT_TRUE(c_->commit().ok());
+  ASSERT_TRUE(c_->free(b).ok());
+  EXPECT_EQ(b[kRun / 2], std::byte{0xcd});
+  ASSERT_TRUE(c_->abort().ok());  // b is allocated again, with its bytes
+  ASSERT_TRUE(c_->find_block(b).ok());
+  EXPECT_EQ(b[kRun - 1], std::byte{0xcd});
+  ASSERT_TRUE(c_->free(b).ok());
+  ASSERT_TRUE(c_->commit().ok());
+  reopen();
+  EXPECT_EQ(c_->info().blocks, 0u);
+  EXPECT_TRUE(problems().empty());
+}
+
 // Rewrites a fresh (empty) container file as format version 2 made it: a
 // slab heap whose segment has no granule bitmaps.
 void make_format_one_heap(const std::string& path) {

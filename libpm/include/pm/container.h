@@ -80,9 +80,9 @@ struct ContainerInfo {
   uint64_t heap_bytes = 0;       // heap size (grows on demand)
   uint64_t raw_bytes = 0;        // raw region (Options::raw_bytes)
   uint64_t max_bytes = 0;        // largest heap size this container may reach
-  uint64_t used_bytes = 0;       // bytes in allocated blocks (including size-class rounding)
+  uint64_t used_bytes = 0;       // bytes in allocated blocks (including size rounding)
   uint64_t free_bytes = 0;       // heap_bytes - used_bytes - allocator metadata
-  uint64_t footprint_bytes = 0;  // heap pages not free: blocks, partly used slabs, metadata
+  uint64_t footprint_bytes = 0;  // heap pages not free: blocks, partly used pages, metadata
   uint64_t blocks = 0;           // allocated blocks
   uint64_t dirty_pages = 0;      // pages written since the last commit
   uint64_t base_address = 0;     // where the working view is mapped
