@@ -102,7 +102,7 @@ Status Heap::load_segments(uint64_t mapped) {
   for (auto& p : partial_) p.clear();
   bins_.assign(granular_ ? kMaxSmall / kGranule + 2 : 0, {});
   bin_mask_.assign((bins_.size() + 63) / 64, 0);
-  hints_ = extents_ = gfree_total_ = 0;
+  hints_ = extents_ = gfree_total_ = gran_next_ = 0;
   indexed_ = false;
   const uint64_t magic = granular_ ? kSegmentMagicV2 : kSegmentMagic;
   const uint64_t end = std::min(header()->heap_size, mapped) / kPage;
@@ -125,12 +125,7 @@ Status Heap::load_segments(uint64_t mapped) {
   return Status();
 }
 
-// Runs of calls mostly ask about one segment: the last answer is tried first.
-const Heap::Segment* Heap::segment_of(uint64_t page) const {
-  if (last_seg_ < segments_.size()) {
-    const Segment& s = segments_[last_seg_];
-    if (page >= s.first_page && page < s.first_page + s.npages) return &s;
-  }
+const Heap::Segment* Heap::find_segment(uint64_t page) const {
   auto it = std::upper_bound(segments_.begin(), segments_.end(), page,
                              [](uint64_t p, const Segment& s) { return p < s.first_page; });
   if (it == segments_.begin()) return nullptr;
@@ -255,6 +250,19 @@ Result<uint64_t> Heap::take_pages(uint64_t npages) {
   remove_free(page, have);
   if (have > npages) add_free(page + npages, have - npages);
   return page;
+}
+
+// Takes pages [page, page+npages) if they are free; false if not.
+bool Heap::take_pages_at(uint64_t page, uint64_t npages) {
+  auto it = free_by_addr_.upper_bound(page);
+  if (it == free_by_addr_.begin()) return false;
+  --it;
+  auto [first, have] = *it;
+  if (first + have < page + npages) return false;
+  remove_free(first, have);
+  if (page > first) add_free(first, page - first);
+  if (first + have > page + npages) add_free(page + npages, first + have - page - npages);
+  return true;
 }
 
 Result<uint64_t> Heap::alloc_pages(uint64_t npages, PageKind head, uint32_t head_value,

@@ -96,11 +96,21 @@ class Heap {
 
   Status load_segments(uint64_t mapped);
   Status ensure_index();
-  const Segment* segment_of(uint64_t page) const;
+  // Runs of calls mostly ask about one segment: the last answer is tried
+  // first (inline: the granule code asks several times per call).
+  const Segment* segment_of(uint64_t page) const {
+    if (last_seg_ < segments_.size()) {
+      const Segment& s = segments_[last_seg_];
+      if (page - s.first_page < s.npages) return &s;
+    }
+    return find_segment(page);
+  }
+  const Segment* find_segment(uint64_t page) const;
   uint32_t& entry(uint64_t page);
   void set_entry(uint64_t page, uint32_t e);
 
   Result<uint64_t> take_pages(uint64_t npages);
+  bool take_pages_at(uint64_t page, uint64_t npages);
   Result<uint64_t> alloc_pages(uint64_t npages, PageKind head, uint32_t head_value, PageKind tail);
   void free_pages(uint64_t page, uint64_t npages);
   void release_free_pages();
@@ -122,8 +132,16 @@ class Heap {
 
   // Granule pages (heap_granules.cc). Granule g covers heap bytes
   // [8g, 8g+8); extents are [g, g+len).
-  bool is_gran_page(uint64_t page) const;
-  GranuleBits* bits_of(uint64_t page) const;
+  bool is_gran_page(uint64_t page) const {
+    const Segment* s = segment_of(page);
+    return s != nullptr && s->bits != nullptr &&
+           entry_kind(s->map[page - s->first_page]) == PageKind::kGran;
+  }
+  // REQUIRES: page is in a format-2 segment.
+  GranuleBits* bits_of(uint64_t page) const {
+    const Segment* s = segment_of(page);
+    return s->bits + (page - s->first_page);
+  }
   Result<void*> alloc_gran(uint64_t n);
   uint64_t take_fit(uint64_t k, bool align16);
   Status free_gran(uint64_t off);
@@ -166,6 +184,7 @@ class Heap {
   uint64_t hints_ = 0;              // entries in bins_
   uint64_t extents_ = 0;            // free extents (maximal runs of free granules)
   uint64_t gfree_total_ = 0;        // free granules in granule pages
+  uint64_t gran_next_ = 0;          // page after the last taken for granules
 };
 
 }  // namespace pm

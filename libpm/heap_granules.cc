@@ -8,8 +8,9 @@
 // to the page allocator. 8-byte granules keep rounding small even at 64 B
 // (70 -> 72 B). docs/impl.md "Heap" has the measurements.
 //
-// Placement is best fit over free extents (smallest that holds the object,
-// lowest address among equals), carving from the extent's start.
+// Placement is best fit over free extents (the smallest that holds the
+// object, the most recently freed among equals), carving from the extent's
+// start; pages for new granules come right after the last ones taken.
 #include <algorithm>
 #include <bit>
 
@@ -50,17 +51,6 @@ uint64_t granules_for(uint64_t n) {
 
 }  // namespace
 
-bool Heap::is_gran_page(uint64_t page) const {
-  const Segment* s = segment_of(page);
-  return s != nullptr && s->bits != nullptr &&
-         entry_kind(s->map[page - s->first_page]) == PageKind::kGran;
-}
-
-GranuleBits* Heap::bits_of(uint64_t page) const {
-  const Segment* s = segment_of(page);
-  return s->bits + (page - s->first_page);
-}
-
 // Length of the object starting at granule g: allocated granules without a
 // start bit that follow it, across granule pages.
 Result<uint64_t> Heap::object_granules(uint64_t g) {
@@ -84,14 +74,13 @@ Result<uint64_t> Heap::object_granules(uint64_t g) {
 
 // Sets (or clears) the allocation bits of [g, g+len) and g's start bit.
 void Heap::set_bits(uint64_t g, uint64_t len, bool on) {
-  uint64_t& start = bits_of(g / kGpp)->start[g % kGpp / 64];
-  note(&start, 8);
+  GranuleBits* b = bits_of(g / kGpp);
+  note(b, sizeof *b);  // both bitmaps of the page in one tracker call
+  uint64_t& start = b->start[g % kGpp / 64];
   start = on ? start | 1ull << (g % 64) : start & ~(1ull << (g % 64));
-  while (len > 0) {
-    GranuleBits* b = bits_of(g / kGpp);
+  while (true) {
     uint64_t bit = g % kGpp, n = std::min(len, kGpp - bit);
     uint64_t w0 = bit / 64, w1 = (bit + n - 1) / 64;
-    note(&b->alloc[w0], (w1 - w0 + 1) * 8);
     for (uint64_t w = w0; w <= w1; w++) {
       uint64_t m =
           range_mask(std::max(bit, w * 64) - w * 64, std::min(bit + n, w * 64 + 64) - w * 64);
@@ -99,6 +88,9 @@ void Heap::set_bits(uint64_t g, uint64_t len, bool on) {
     }
     g += n;
     len -= n;
+    if (len == 0) return;
+    b = bits_of(g / kGpp);
+    note(b, sizeof *b);
   }
 }
 
@@ -135,8 +127,8 @@ uint64_t Heap::free_run_end(uint64_t g) const {
     if (g % kGpp == 0 && !is_gran_page(g / kGpp)) return g;
     const GranuleBits* b = bits_of(g / kGpp);
     uint64_t off = g % 64;
+    // Zeros shift in on top, so n <= 64 - off.
     auto n = static_cast<uint64_t>(std::countr_one(~b->alloc[g % kGpp / 64] >> off));
-    if (n > 64 - off) n = 64 - off;
     g += n;
     if (n < 64 - off) return g;
   }
@@ -148,8 +140,8 @@ uint64_t Heap::free_run_start(uint64_t g) const {
   while (g % kGpp != 0 || is_gran_page(g / kGpp - 1)) {
     uint64_t last = g - 1, off = last % 64;
     const GranuleBits* b = bits_of(last / kGpp);
+    // Zeros shift in below, so n <= off + 1.
     auto n = static_cast<uint64_t>(std::countl_one(~b->alloc[last % kGpp / 64] << (63 - off)));
-    if (n > off + 1) n = off + 1;
     g -= n;
     if (n < off + 1) return g;
   }
@@ -198,10 +190,23 @@ Status Heap::compact_hints() {
 }
 
 // New granule pages for an object of `granules` that fits no free extent.
+// The pages right after the last ones taken come first: the free tail of
+// those pages then grows into them instead of staying behind as a remnant
+// (as the top chunk of a malloc heap does).
 Status Heap::take_gran_pages(uint64_t granules) {
-  uint64_t npages = (granules + kGpp - 1) / kGpp;
-  Result<uint64_t> page = take_pages(npages);
+  uint64_t tail = 0;
+  if (gran_next_ > 0 && is_gran_page(gran_next_ - 1)) {
+    tail = gran_next_ * kGpp - free_run_start(gran_next_ * kGpp);
+  }
+  // One granule spare: the tail may start where a 16-aligned object cannot.
+  uint64_t npages = (granules + 1 - std::min(granules, tail) + kGpp - 1) / kGpp;
+  Result<uint64_t> page = gran_next_;
+  if (gran_next_ == 0 || !take_pages_at(gran_next_, npages)) {
+    npages = (granules + kGpp - 1) / kGpp;
+    page = take_pages(npages);
+  }
   if (!page.ok()) return page.status();
+  gran_next_ = *page + npages;
   for (uint64_t p = *page; p < *page + npages; p++) {
     const GranuleBits* b = bits_of(p);
     for (uint64_t w = 0; w < kWords; w++) {
