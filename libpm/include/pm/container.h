@@ -143,8 +143,10 @@ class Container {
   // frees. Pointers to objects allocated since then become invalid.
   virtual Status abort() = 0;
 
-  // Allocates n bytes (16-byte aligned; page-aligned from 32 KiB), growing
-  // the container when needed. Contents are unspecified. kNoSpace when
+  // Allocates n bytes, growing the container when needed: page-aligned
+  // above 32 KiB, else 16-byte aligned, except that a block whose size
+  // rounds to an odd multiple of 8 (n < 256 only) is 8-byte aligned (no type
+  // that needs 16 has such a size). Contents are unspecified. kNoSpace when
   // max_size would be exceeded or the file system is full.
   virtual Result<void*> alloc(size_t n) = 0;
 
@@ -185,7 +187,7 @@ class Container {
 
   virtual ContainerInfo info() const = 0;
 
-  // Verifies the heap metadata (page maps, slab headers and bitmaps,
+  // Verifies the heap metadata (page maps, granule and slab bitmaps,
   // counters) and reports escaping pointers in objects reachable from the
   // roots. Takes the commit gate: no mutation runs meanwhile.
   //
