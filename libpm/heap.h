@@ -1,9 +1,9 @@
 // Heap: the allocator inside a container. All of its state lives in the
 // working view (HeapHeader, segment page maps, granule bitmaps, slab
 // headers), so commit() and abort() cover allocations like any other write.
-// A DRAM index (free page runs and free granule extents by size and address,
-// slabs with free slots) speeds allocation; it is derived from the persistent
-// state and rebuilt lazily after open and abort.
+// A DRAM index (free page runs by size and address, free granule extents in
+// bins by length, slabs with free slots) speeds allocation; it is derived
+// from the persistent state and rebuilt lazily after open and abort.
 //
 // Objects up to kMaxSmall bytes live in granule pages (heap format 2) or
 // size-class slabs (format 1, files made before granule pages); larger
@@ -62,7 +62,9 @@ class Heap {
 
   struct Stats {
     uint64_t heap_bytes, used_bytes, blocks, meta_bytes, segments;
-    uint64_t free_page_bytes;  // whole free pages (0 until the index is built)
+    // Whole free pages (0 until the index is built), plus bitmap pages that
+    // describe no granule page (never written, or all zero again).
+    uint64_t free_page_bytes;
   };
   Stats stats();
 
