@@ -313,6 +313,19 @@ TEST_F(HeapTest, CheckFindsDamagedGranuleBitmaps) {
   }
 }
 
+TEST_F(HeapTest, CheckFindsObjectsLongerThanTheLargestSmallSize) {
+  auto* a = static_cast<std::byte*>(*c_->alloc(kMaxSmall));
+  auto* b = static_cast<std::byte*>(*c_->alloc(kMaxSmall));
+  ASSERT_EQ(b - a, int64_t{kMaxSmall});  // back to back
+  flip(bits_for(b)->start, 0);           // a now runs on through b
+  std::vector<std::string> pr = problems();
+  bool named = false;
+  for (const std::string& p : pr) named |= p.find("longer than") != std::string::npos;
+  EXPECT_TRUE(named) << (pr.empty() ? "no problem found" : pr.front());
+  EXPECT_EQ(c_->free(a).code(), Code::kCorruption);
+  EXPECT_FALSE(c_->find_block(b + 8).ok());
+}
+
 TEST_F(HeapTest, DamagedGranuleBitmapIsCorruptionNotACrash) {
   auto* a = static_cast<std::byte*>(*c_->alloc(200));
   ASSERT_TRUE(c_->commit().ok());
