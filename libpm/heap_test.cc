@@ -364,6 +364,33 @@ TEST_F(HeapTest, FreedPagesDropTheirDramCopy) {
   EXPECT_TRUE(problems().empty());
 }
 
+// Writes to pages dropped after a free (clean or dirty at the time) are
+// still seen by every tracker and committed.
+TEST_F(HeapTest, WritesToReusedDroppedPagesAreCommitted) {
+  constexpr size_t kRun = 1 << 20;
+  auto fill = [&](std::byte* p, int v) {
+    c_->will_write(p, kRun);
+    std::memset(p, v, kRun);
+  };
+  auto* a = static_cast<std::byte*>(*c_->alloc(kRun));
+  fill(a, 0x11);
+  ASSERT_TRUE(c_->commit().ok());
+  ASSERT_TRUE(c_->free(a).ok());  // clean pages dropped
+  auto* b = static_cast<std::byte*>(*c_->alloc(kRun));
+  fill(b, 0x22);
+  ASSERT_TRUE(c_->free(b).ok());  // dirty pages dropped, uncommitted
+  auto* d = static_cast<std::byte*>(*c_->alloc(kRun));
+  EXPECT_EQ(d, a);  // best fit hands the same pages back
+  fill(d, 0x44);
+  ASSERT_TRUE(c_->set_root(d).ok());
+  ASSERT_TRUE(c_->commit().ok());
+  reopen();
+  auto* r = c_->root<std::byte>();
+  ASSERT_EQ(r, d);
+  for (size_t off : {size_t{0}, kRun / 2 + 7, kRun - 1}) EXPECT_EQ(r[off], std::byte{0x44}) << off;
+  EXPECT_TRUE(problems().empty());
+}
+
 // Rewrites a fresh (empty) container file as format version 2 made it: a
 // slab heap whose segment has no granule bitmaps.
 void make_format_one_heap(const std::string& path) {
