@@ -263,7 +263,9 @@ Status ContainerImpl::map_and_attach() {
   const auto* hh = reinterpret_cast<const HeapHeader*>(persist_->view() + heap_off_);
   const uint64_t file_heap = persist_->size() - heap_off_;
   uint64_t heap_size = hh->heap_size;
-  if (hh->magic != kHeapMagic || heap_size % kPage != 0 || heap_size < 2 * kPage) {
+  // Format 3 files hold a granule heap (PMHEAP02), older ones a slab heap.
+  const uint64_t magic = sb_.version >= 3 ? kHeapMagicV2 : kHeapMagic;
+  if (hh->magic != magic || heap_size % kPage != 0 || heap_size < 2 * kPage) {
     return Status::corruption("heap header damaged");
   }
   if (heap_size > file_heap || heap_size > sb_.max_size) {

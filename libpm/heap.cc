@@ -1,5 +1,7 @@
 #include "libpm/heap.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -14,9 +16,18 @@ constexpr uint64_t kPage = 4096;
 // Smallest segment added by growth. Growth at least doubles the heap, which
 // keeps the number of segments logarithmic in its size.
 constexpr uint64_t kMinGrowPages = (1ull << 20) / kPage;
+// Freed pages are handed back to the OS in batches of this many (one
+// madvise per run instead of one per free).
+constexpr uint64_t kReleaseBatchPages = 64;
 
-uint64_t meta_pages_for(uint64_t npages) {
+uint64_t map_pages_for(uint64_t npages) {
   return (sizeof(SegmentHeader) + 4 * npages + kPage - 1) / kPage;
+}
+
+// Header and page map, then (format 2) one GranuleBits per page.
+uint64_t meta_pages_for(uint64_t npages, bool granular) {
+  uint64_t bits = granular ? (npages * sizeof(GranuleBits) + kPage - 1) / kPage : 0;
+  return map_pages_for(npages) + bits;
 }
 
 uint32_t* segment_map(std::byte* seg) {
@@ -27,13 +38,21 @@ SlabHeader* slab_at(std::byte* p) { return reinterpret_cast<SlabHeader*>(p); }
 
 size_t slab_header_bytes(const SizeClass& sc) { return 8 + 8 * ((sc.objects + 63) / 64); }
 
+// The smallest segment with min_free pages besides its metadata.
+uint64_t segment_pages_for(uint64_t min_free, bool granular) {
+  uint64_t n = min_free + 1;
+  while (n - meta_pages_for(n, granular) < min_free)
+    n += min_free - (n - meta_pages_for(n, granular));
+  return n;
+}
+
 // Writes a segment header and marks its metadata pages in its map. The map
-// must read as zero (free) otherwise.
-void write_segment(std::byte* seg, uint64_t npages) {
+// and bitmaps must read as zero (free) otherwise.
+void write_segment(std::byte* seg, uint64_t npages, bool granular) {
   auto* h = reinterpret_cast<SegmentHeader*>(seg);
-  h->magic = kSegmentMagic;
+  h->magic = granular ? kSegmentMagicV2 : kSegmentMagic;
   h->npages = npages;
-  h->meta_pages = meta_pages_for(npages);
+  h->meta_pages = meta_pages_for(npages, granular);
   uint32_t* map = segment_map(seg);
   for (uint64_t i = 0; i < h->meta_pages; i++) map[i] = page_entry(PageKind::kMeta, 0);
 }
@@ -47,16 +66,19 @@ Heap::Heap(std::byte* base, uint64_t max_size, DirtyTracker* tracker, GrowFn gro
 
 void Heap::format(std::byte* image, uint64_t size) {
   auto* h = reinterpret_cast<HeapHeader*>(image);
-  h->magic = kHeapMagic;
+  h->magic = kHeapMagicV2;
   h->heap_size = size;
   h->segments = 1;
-  write_segment(image + kPage, size / kPage - 1);
+  write_segment(image + kPage, size / kPage - 1, true);
 }
 
 Status Heap::attach(uint64_t mapped) {
   std::lock_guard<std::mutex> l(mu_);
   const HeapHeader* h = header();
-  if (h->magic != kHeapMagic) return Status::corruption("heap header damaged (bad magic)");
+  if (h->magic != kHeapMagic && h->magic != kHeapMagicV2) {
+    return Status::corruption("heap header damaged (bad magic)");
+  }
+  granular_ = h->magic == kHeapMagicV2;
   if (h->heap_size % kPage != 0 || h->heap_size < 2 * kPage || h->heap_size > mapped) {
     return Status::corruption("heap size " + std::to_string(h->heap_size) +
                               " does not fit the file (" + std::to_string(mapped) +
@@ -73,19 +95,28 @@ Status Heap::reload(uint64_t mapped) {
 
 Status Heap::load_segments(uint64_t mapped) {
   segments_.clear();
+  to_release_.clear();  // pages that may not be free in the reloaded state
+  to_release_pages_ = 0;
   free_by_size_.clear();
   free_by_addr_.clear();
   for (auto& p : partial_) p.clear();
+  bins_.assign(granular_ ? kMaxSmall / kGranule + 2 : 0, {});
+  bin_mask_.assign((bins_.size() + 63) / 64, 0);
+  hints_ = extents_ = gfree_total_ = gran_next_ = 0;
   indexed_ = false;
+  const uint64_t magic = granular_ ? kSegmentMagicV2 : kSegmentMagic;
   const uint64_t end = std::min(header()->heap_size, mapped) / kPage;
   uint64_t page = 1;
   while (page < end) {
     auto* sh = reinterpret_cast<const SegmentHeader*>(page_addr(page));
-    if (sh->magic != kSegmentMagic || sh->npages < 2 || sh->npages > end - page ||
-        sh->meta_pages != meta_pages_for(sh->npages) || sh->meta_pages >= sh->npages) {
+    if (sh->magic != magic || sh->npages < 2 || sh->npages > end - page ||
+        sh->meta_pages != meta_pages_for(sh->npages, granular_) || sh->meta_pages >= sh->npages) {
       return Status::corruption("heap segment at page " + std::to_string(page) + " is damaged");
     }
-    segments_.push_back({page, sh->npages, sh->meta_pages, segment_map(page_addr(page))});
+    auto* bits = granular_
+                     ? reinterpret_cast<GranuleBits*>(page_addr(page + map_pages_for(sh->npages)))
+                     : nullptr;
+    segments_.push_back({page, sh->npages, sh->meta_pages, segment_map(page_addr(page)), bits});
     page += sh->npages;
   }
   if (page != end || segments_.size() != header()->segments) {
@@ -94,12 +125,14 @@ Status Heap::load_segments(uint64_t mapped) {
   return Status();
 }
 
-const Heap::Segment* Heap::segment_of(uint64_t page) const {
+const Heap::Segment* Heap::find_segment(uint64_t page) const {
   auto it = std::upper_bound(segments_.begin(), segments_.end(), page,
                              [](uint64_t p, const Segment& s) { return p < s.first_page; });
   if (it == segments_.begin()) return nullptr;
   --it;
-  return page < it->first_page + it->npages ? &*it : nullptr;
+  if (page >= it->first_page + it->npages) return nullptr;
+  last_seg_ = static_cast<size_t>(it - segments_.begin());
+  return &*it;
 }
 
 uint32_t& Heap::entry(uint64_t page) {
@@ -146,6 +179,14 @@ Status Heap::ensure_index() {
           tail = PageKind::kSlabTail;
           if (sh->nfree > 0) partial_[static_cast<size_t>(cls)].insert(page);
           break;
+        }
+        case PageKind::kGran: {
+          if (s.bits == nullptr || entry_value(e) != 0) return bad(page, "granule page entry");
+          uint64_t j = i + 1;
+          while (j < s.npages && s.map[j] == e) j++;
+          PM_TRY(index_gran_pages(page, j - i));
+          i = j;
+          continue;
         }
         case PageKind::kFree: {
           if (e != 0) return bad(page, "free entry with a value");
@@ -197,8 +238,8 @@ void Heap::remove_free(uint64_t page, uint64_t npages) {
   free_by_size_.erase({npages, page});
 }
 
-Result<uint64_t> Heap::alloc_pages(uint64_t npages, PageKind head, uint32_t head_value,
-                                   PageKind tail) {
+// Best fit: the smallest free run that holds npages, the lowest of equals.
+Result<uint64_t> Heap::take_pages(uint64_t npages) {
   auto it = free_by_size_.lower_bound({npages, 0});
   if (it == free_by_size_.end()) {
     PM_TRY(grow(npages));
@@ -208,6 +249,27 @@ Result<uint64_t> Heap::alloc_pages(uint64_t npages, PageKind head, uint32_t head
   auto [have, page] = *it;
   remove_free(page, have);
   if (have > npages) add_free(page + npages, have - npages);
+  return page;
+}
+
+// Takes pages [page, page+npages) if they are free; false if not.
+bool Heap::take_pages_at(uint64_t page, uint64_t npages) {
+  auto it = free_by_addr_.upper_bound(page);
+  if (it == free_by_addr_.begin()) return false;
+  --it;
+  auto [first, have] = *it;
+  if (first + have < page + npages) return false;
+  remove_free(first, have);
+  if (page > first) add_free(first, page - first);
+  if (first + have > page + npages) add_free(page + npages, first + have - page - npages);
+  return true;
+}
+
+Result<uint64_t> Heap::alloc_pages(uint64_t npages, PageKind head, uint32_t head_value,
+                                   PageKind tail) {
+  Result<uint64_t> r = take_pages(npages);
+  if (!r.ok()) return r.status();
+  uint64_t page = *r;
   set_entry(page, page_entry(head, head_value));
   for (uint64_t i = 1; i < npages; i++) set_entry(page + i, page_entry(tail, i));
   return page;
@@ -216,27 +278,54 @@ Result<uint64_t> Heap::alloc_pages(uint64_t npages, PageKind head, uint32_t head
 void Heap::free_pages(uint64_t page, uint64_t npages) {
   for (uint64_t i = 0; i < npages; i++) set_entry(page + i, 0);
   add_free(page, npages);
+  to_release_.push_back({page, npages});
+  to_release_pages_ += npages;
+  if (to_release_pages_ >= kReleaseBatchPages) release_free_pages();
+}
+
+// Drops the working view's private copies of pages freed since the last
+// call, so that free memory costs no DRAM. A dropped page reads the file
+// again (its last committed bytes): no block uses it, and no tracker needs
+// to know, because commit compares pages with the file and finds these
+// equal (abort() drops dirty pages the same way). Pages reused since they
+// were queued are skipped. The file keeps its pages.
+void Heap::release_free_pages() {
+  for (const auto& [page, n] : to_release_) {
+    for (uint64_t i = 0; i < n;) {
+      uint64_t j = i;
+      while (j < n && entry(page + j) == 0) j++;
+      if (j > i) ::madvise(page_addr(page + i), (j - i) * kPage, MADV_DONTNEED);
+      i = j + 1;
+    }
+  }
+  to_release_.clear();
+  to_release_pages_ = 0;
 }
 
 Status Heap::grow(uint64_t min_pages) {
   HeapHeader* h = header();
   uint64_t cur = h->heap_size / kPage;
-  uint64_t want = std::max({min_pages + meta_pages_for(min_pages + 1) + 1, cur, kMinGrowPages});
+  const uint64_t least = segment_pages_for(min_pages, granular_);
+  uint64_t want = std::max({least, cur, kMinGrowPages});
   uint64_t limit = max_size_ / kPage;
   if (cur + want > limit) want = limit - cur;
-  if (want < min_pages + meta_pages_for(min_pages + 1) + 1 || want > kPageValueMask) {
+  if (want < least || want > kPageValueMask) {
     return Status::no_space("container heap would exceed its max_size of " +
                             std::to_string(max_size_ >> 20) +
                             " MiB; create it with a larger max_size");
   }
   PM_TRY(grow_fn_(h->heap_size + want * kPage));
   std::byte* seg = page_addr(cur);
-  note(seg, meta_pages_for(want) * kPage);
-  write_segment(seg, want);
+  // Only the header and map are written; the bitmaps of a new segment read
+  // as zero (the grown file is sparse there).
+  note(seg, map_pages_for(want) * kPage);
+  write_segment(seg, want, granular_);
   note(h, sizeof *h);
   h->heap_size += want * kPage;
   h->segments++;
-  Segment s{cur, want, meta_pages_for(want), segment_map(seg)};
+  auto* bits =
+      granular_ ? reinterpret_cast<GranuleBits*>(seg + map_pages_for(want) * kPage) : nullptr;
+  Segment s{cur, want, meta_pages_for(want, granular_), segment_map(seg), bits};
   segments_.push_back(s);
   add_free(cur + s.meta_pages, want - s.meta_pages);
   return Status();
@@ -246,7 +335,7 @@ Result<void*> Heap::alloc(uint64_t n) {
   std::lock_guard<std::mutex> l(mu_);
   PM_TRY(ensure_index());
   if (n == 0) n = 1;
-  if (n <= kMaxSmall) return alloc_small(size_class_for(n));
+  if (n <= kMaxSmall) return granular_ ? alloc_gran(n) : alloc_small(size_class_for(n));
   if (n > max_size_) {
     return Status::no_space("alloc(" + std::to_string(n) + "): larger than the container's " +
                             "max_size; create it with a larger max_size");
@@ -255,11 +344,20 @@ Result<void*> Heap::alloc(uint64_t n) {
   Result<uint64_t> page =
       alloc_pages(npages, PageKind::kRunHead, static_cast<uint32_t>(npages), PageKind::kRunTail);
   if (!page.ok()) return page.status();
+  zero_tail(page_addr(*page), n, npages * kPage);
   HeapHeader* h = header();
   note(h, sizeof *h);
   h->used_bytes += npages * kPage;
   h->blocks++;
   return static_cast<void*>(page_addr(*page));
+}
+
+// Zeroes bytes [n, size) of a new block: the application never writes its
+// rounding tail, and stale pointers there would keep garbage alive through
+// collect().
+void Heap::zero_tail(std::byte* block, uint64_t n, uint64_t size) {
+  note(block + n, size - n);
+  std::memset(block + n, 0, size - n);
 }
 
 Result<void*> Heap::alloc_small(int cls) {
@@ -304,6 +402,10 @@ Result<uint64_t> Heap::block_head(uint64_t off, PageKind* kind) {
   if (seg == nullptr) return Status::not_found("address in the heap header");
   uint32_t e = seg->map[page - seg->first_page];
   *kind = entry_kind(e);
+  if (*kind == PageKind::kGran) {
+    if (seg->bits == nullptr) return Status::corruption("bad page map entry");
+    return page;
+  }
   if (*kind == PageKind::kRunTail || *kind == PageKind::kSlabTail) {
     if (entry_value(e) > page - seg->first_page) return Status::corruption("bad page map entry");
     page -= entry_value(e);
@@ -335,6 +437,7 @@ Status Heap::free_locked(void* p) {
                                     "): not the start of an allocated block");
   };
   if (!head.ok()) return invalid();
+  if (kind == PageKind::kGran) return free_gran(off);
   if (kind == PageKind::kSlabHead) return free_small(*head, static_cast<std::byte*>(p));
   if (off != *head * kPage) return invalid();
   uint64_t npages = entry_value(entry(*head));
@@ -390,6 +493,7 @@ Result<BlockInfo> Heap::find_block_locked(uint64_t off) {
   PageKind kind;
   Result<uint64_t> head = block_head(off, &kind);
   if (!head.ok()) return head.status();
+  if (kind == PageKind::kGran) return find_gran(off);
   std::byte* start = page_addr(*head);
   if (kind == PageKind::kRunHead) {
     return BlockInfo{start, uint64_t{entry_value(entry(*head))} * kPage};
@@ -471,9 +575,13 @@ uint64_t Heap::generation() {
 Heap::Stats Heap::stats() {
   std::lock_guard<std::mutex> l(mu_);
   const HeapHeader* h = header();
+  // Bitmap pages of no granule page were never written (or hold zeros):
+  // they count as free, not as metadata.
+  uint64_t unused_bits = unused_bitmap_pages();
   uint64_t meta = kPage;
   for (const Segment& s : segments_) meta += s.meta_pages * kPage;
-  uint64_t free_pages = 0;
+  meta -= unused_bits * kPage;
+  uint64_t free_pages = unused_bits;
   if (ensure_index().ok()) {
     for (const auto& [page, n] : free_by_addr_) free_pages += n;
   }
@@ -490,7 +598,12 @@ void Heap::visit_blocks_locked(const std::function<void(std::byte*, uint64_t)>& 
     for (uint64_t i = s.meta_pages; i < s.npages;) {
       uint32_t e = s.map[i];
       std::byte* at = page_addr(s.first_page + i);
-      if (entry_kind(e) == PageKind::kRunHead && entry_value(e) > 0) {
+      if (entry_kind(e) == PageKind::kGran && s.bits != nullptr) {
+        uint64_t j = i + 1;
+        while (j < s.npages && s.map[j] == e) j++;
+        visit_gran_pages(s.first_page + i, j - i, fn);
+        i = j;
+      } else if (entry_kind(e) == PageKind::kRunHead && entry_value(e) > 0) {
         fn(at, uint64_t{entry_value(e)} * kPage);
         i += entry_value(e);
       } else if (entry_kind(e) == PageKind::kSlabHead &&

@@ -1,8 +1,13 @@
 // Heap: the allocator inside a container. All of its state lives in the
-// working view (HeapHeader, segment page maps, slab headers), so commit() and
-// abort() cover allocations like any other write. A DRAM index (free page
-// runs by size and address, slabs with free slots) speeds allocation; it is
-// derived from the persistent state and rebuilt lazily after open and abort.
+// working view (HeapHeader, segment page maps, granule bitmaps, slab
+// headers), so commit() and abort() cover allocations like any other write.
+// A DRAM index (free page runs by size and address, free granule extents in
+// bins by length, slabs with free slots) speeds allocation; it is derived
+// from the persistent state and rebuilt lazily after open and abort.
+//
+// Objects up to kMaxSmall bytes live in granule pages (heap format 2) or
+// size-class slabs (format 1, files made before granule pages); larger
+// ones are page runs.
 //
 // Thread safety: every public method locks mu_. The container additionally
 // holds the commit gate (shared) around calls that write.
@@ -35,6 +40,7 @@ class Heap {
 
   // Writes a fresh heap (header + one segment) of `size` bytes at `image`,
   // which is a zeroed buffer that becomes the heap's first bytes in the file.
+  // Always the current heap format (granule pages).
   static void format(std::byte* image, uint64_t size);
 
   // Validates the header and the segment chain against `mapped` bytes.
@@ -56,7 +62,9 @@ class Heap {
 
   struct Stats {
     uint64_t heap_bytes, used_bytes, blocks, meta_bytes, segments;
-    uint64_t free_page_bytes;  // whole free pages (0 until the index is built)
+    // Whole free pages (0 until the index is built), plus bitmap pages that
+    // describe no granule page (never written, or all zero again).
+    uint64_t free_page_bytes;
   };
   Stats stats();
 
@@ -81,6 +89,7 @@ class Heap {
     uint64_t npages;
     uint64_t meta_pages;
     uint32_t* map;
+    GranuleBits* bits;  // one per page; null in format-1 segments
   };
 
   HeapHeader* header() const { return reinterpret_cast<HeapHeader*>(base_); }
@@ -89,12 +98,24 @@ class Heap {
 
   Status load_segments(uint64_t mapped);
   Status ensure_index();
-  const Segment* segment_of(uint64_t page) const;
+  // Runs of calls mostly ask about one segment: the last answer is tried
+  // first (inline: the granule code asks several times per call).
+  const Segment* segment_of(uint64_t page) const {
+    if (last_seg_ < segments_.size()) {
+      const Segment& s = segments_[last_seg_];
+      if (page - s.first_page < s.npages) return &s;
+    }
+    return find_segment(page);
+  }
+  const Segment* find_segment(uint64_t page) const;
   uint32_t& entry(uint64_t page);
   void set_entry(uint64_t page, uint32_t e);
 
+  Result<uint64_t> take_pages(uint64_t npages);
+  bool take_pages_at(uint64_t page, uint64_t npages);
   Result<uint64_t> alloc_pages(uint64_t npages, PageKind head, uint32_t head_value, PageKind tail);
   void free_pages(uint64_t page, uint64_t npages);
+  void release_free_pages();
   void add_free(uint64_t page, uint64_t npages);
   void remove_free(uint64_t page, uint64_t npages);
   Status grow(uint64_t min_pages);
@@ -102,13 +123,48 @@ class Heap {
   Status free_locked(void* p);
   Result<BlockInfo> find_block_locked(uint64_t off);
   void visit_blocks_locked(const std::function<void(std::byte*, uint64_t)>& fn);
-  // Marks blocks reachable from the roots in `marks` (a bit per 16 bytes of
+  // Marks blocks reachable from the roots in `marks` (a bit per 8-byte granule of
   // heap) and calls `visit` once per reachable block.
   void mark(std::vector<uint64_t>* marks, const std::function<void(std::byte*, uint64_t)>& visit);
 
+  void zero_tail(std::byte* block, uint64_t n, uint64_t size);
   Result<void*> alloc_small(int cls);
   Status free_small(uint64_t slab_page, std::byte* p);
   Result<uint64_t> block_head(uint64_t off, PageKind* kind);
+
+  // Granule pages (heap_granules.cc). Granule g covers heap bytes
+  // [8g, 8g+8); extents are [g, g+len).
+  bool is_gran_page(uint64_t page) const {
+    const Segment* s = segment_of(page);
+    return s != nullptr && s->bits != nullptr &&
+           entry_kind(s->map[page - s->first_page]) == PageKind::kGran;
+  }
+  // REQUIRES: page is in a format-2 segment.
+  GranuleBits* bits_of(uint64_t page) const {
+    const Segment* s = segment_of(page);
+    return s->bits + (page - s->first_page);
+  }
+  Result<void*> alloc_gran(uint64_t n);
+  uint64_t take_fit(uint64_t k, bool align16);
+  Status free_gran(uint64_t off);
+  Result<BlockInfo> find_gran(uint64_t off);
+  Status index_gran_pages(uint64_t page, uint64_t npages);
+  void visit_gran_pages(uint64_t page, uint64_t npages,
+                        const std::function<void(std::byte*, uint64_t)>& fn);
+  Result<uint64_t> object_granules(uint64_t g);
+  Status take_gran_pages(uint64_t granules);
+  void set_bits(uint64_t g, uint64_t len, bool on);
+  bool is_free_granule(uint64_t g) const;
+  uint64_t free_run_end(uint64_t g) const;
+  uint64_t free_run_start(uint64_t g) const;
+  void push_hint(uint64_t g, uint64_t len);
+  uint64_t next_bin(uint64_t b) const;
+  void add_free_extent(uint64_t g, uint64_t len);
+  Status compact_hints();
+  uint64_t unused_bitmap_pages() const;
+  void check_gran_page(const Segment& s, uint64_t i, uint64_t* used, uint64_t* blocks,
+                       std::vector<std::string>* problems);
+  void check_idle_bitmaps(const Segment& s, std::vector<std::string>* problems);
 
   std::mutex mu_;
   std::byte* base_;
@@ -116,10 +172,21 @@ class Heap {
   DirtyTracker* tracker_;
   GrowFn grow_fn_;
   std::vector<Segment> segments_;
+  mutable size_t last_seg_ = 0;                            // segment_of()'s last answer
+  std::vector<std::pair<uint64_t, uint64_t>> to_release_;  // freed runs (page, npages)
+  uint64_t to_release_pages_ = 0;
   bool indexed_ = false;
   std::set<std::pair<uint64_t, uint64_t>> free_by_size_;  // (npages, page)
   std::map<uint64_t, uint64_t> free_by_addr_;             // page -> npages
   std::vector<std::set<uint64_t>> partial_;               // per class: slab pages
+  bool granular_ = false;                                 // heap format 2
+  // Free granule extents (heap_granules.cc): bins of hints by length.
+  std::vector<std::vector<uint64_t>> bins_;
+  std::vector<uint64_t> bin_mask_;  // bit b: bins_[b] is not empty
+  uint64_t hints_ = 0;              // entries in bins_
+  uint64_t extents_ = 0;            // free extents (maximal runs of free granules)
+  uint64_t gfree_total_ = 0;        // free granules in granule pages
+  uint64_t gran_next_ = 0;          // page after the last taken for granules
 };
 
 }  // namespace pm

@@ -37,6 +37,51 @@ void check_slab(const std::byte* at, uint64_t page, int cls, uint64_t* used, uin
 
 }  // namespace
 
+// One granule page: start bits only on allocated granules, every run of
+// allocated granules begins with one (a run may continue from the previous
+// page when that is a granule page), objects no longer than kMaxSmall.
+void Heap::check_gran_page(const Segment& s, uint64_t i, uint64_t* used, uint64_t* blocks,
+                           std::vector<std::string>* problems) {
+  const uint64_t page = s.first_page + i;
+  const GranuleBits* b = s.bits + i;
+  std::string where = "granule page " + std::to_string(page);
+  if (entry_value(s.map[i]) != 0) problems->push_back(where + ": page map entry has a value");
+  bool after_gran = i > 0 && entry_kind(s.map[i - 1]) == PageKind::kGran;
+  uint64_t carry = after_gran ? s.bits[i - 1].alloc[kGranulesPerPage / 64 - 1] >> 63 : 0;
+  for (uint64_t w = 0; w < kGranulesPerPage / 64; w++) {
+    uint64_t a = b->alloc[w], st = b->start[w];
+    if ((st & ~a) != 0) problems->push_back(where + ": start bit on a free granule");
+    if ((a & ~(a << 1 | carry) & ~st) != 0) {
+      problems->push_back(where + ": allocated granules without a start bit");
+    }
+    carry = a >> 63;
+    *used += static_cast<uint64_t>(std::popcount(a)) * kGranule;
+    *blocks += static_cast<uint64_t>(std::popcount(st));
+    for (uint64_t bits = st & a; bits != 0; bits &= bits - 1) {
+      uint64_t g = page * kGranulesPerPage + w * 64 + static_cast<uint64_t>(std::countr_zero(bits));
+      Result<uint64_t> len = object_granules(g);
+      if (!len.ok()) problems->push_back(where + ": " + len.status().message());
+    }
+  }
+}
+
+// Pages of a format-2 segment that are not granule pages have zero bitmaps
+// (a page becomes a granule page with none set).
+void Heap::check_idle_bitmaps(const Segment& s, std::vector<std::string>* problems) {
+  if (s.bits == nullptr) return;
+  for (uint64_t i = 0; i < s.npages; i++) {
+    if (entry_kind(s.map[i]) == PageKind::kGran) continue;
+    const GranuleBits& b = s.bits[i];
+    for (uint64_t w = 0; w < kGranulesPerPage / 64; w++) {
+      if ((b.alloc[w] | b.start[w]) != 0) {
+        problems->push_back("page " + std::to_string(s.first_page + i) +
+                            ": granule bits set on a page that is not a granule page");
+        break;
+      }
+    }
+  }
+}
+
 void Heap::check(std::vector<std::string>* problems) {
   std::lock_guard<std::mutex> l(mu_);
   uint64_t used = 0, blocks = 0;
@@ -47,6 +92,7 @@ void Heap::check(std::vector<std::string>* problems) {
         problems->push_back(seg + ": metadata page " + std::to_string(i) + " not marked");
       }
     }
+    check_idle_bitmaps(s, problems);
     uint64_t i = s.meta_pages;
     while (i < s.npages) {
       uint32_t e = s.map[i];
@@ -54,6 +100,11 @@ void Heap::check(std::vector<std::string>* problems) {
       PageKind k = entry_kind(e);
       uint64_t span = 1;
       PageKind tail = PageKind::kFree;
+      if (k == PageKind::kGran && s.bits != nullptr) {
+        check_gran_page(s, i, &used, &blocks, problems);
+        i++;
+        continue;
+      }
       if (k == PageKind::kRunHead) {
         span = entry_value(e);
         tail = PageKind::kRunTail;

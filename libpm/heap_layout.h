@@ -2,11 +2,20 @@
 // address). Specified in docs/container_format.md; changes bump kFormatVersion.
 //
 //   page 0            HeapHeader (roots, counters, generation)
-//   page 1 ...        segment 0: SegmentHeader + page map, then data pages
+//   page 1 ...        segment 0: SegmentHeader + page map [+ granule bitmaps],
+//                     then data pages
 //   ...               segment 1, 2, ...: appended when the heap grows
 //
 // The page map has one 32-bit entry per page of its segment: a kind in the
 // top 4 bits and a value in the low 28.
+//
+// Two heap formats share this file. Version 1 ("PMHEAP01" / "PMSGNT01")
+// keeps small objects in size-class slabs. Version 2 ("PMHEAP02" /
+// "PMSGNT02", container format 3) keeps them in granule pages: 8-byte
+// granules with an allocation bit and a start bit each, held out of line in
+// the segment's metadata so that objects pack tightly, may cross into the
+// next granule page, and free neighbours coalesce. A heap keeps its format
+// for life (growth appends segments of the same version).
 #ifndef LIBPM_HEAP_LAYOUT_H_
 #define LIBPM_HEAP_LAYOUT_H_
 
@@ -15,9 +24,11 @@
 
 namespace pm {
 
-inline constexpr uint64_t kHeapMagic = 0x3130504145484d50ull;     // "PMHEAP01"
-inline constexpr uint64_t kSegmentMagic = 0x3130544e47534d50ull;  // "PMSGNT01"
-inline constexpr uint32_t kSlabMagic = 0x42414c53u;               // "SLAB"
+inline constexpr uint64_t kHeapMagic = 0x3130504145484d50ull;       // "PMHEAP01"
+inline constexpr uint64_t kSegmentMagic = 0x3130544e47534d50ull;    // "PMSGNT01"
+inline constexpr uint64_t kHeapMagicV2 = 0x3230504145484d50ull;     // "PMHEAP02"
+inline constexpr uint64_t kSegmentMagicV2 = 0x3230544e47534d50ull;  // "PMSGNT02"
+inline constexpr uint32_t kSlabMagic = 0x42414c53u;                 // "SLAB"
 inline constexpr int kMaxNamedRoots = 32;
 inline constexpr size_t kMaxRootName = 47;
 
@@ -59,6 +70,7 @@ enum class PageKind : uint32_t {
   kRunTail = 3,   // value: distance back to the head page
   kSlabHead = 4,  // value: size class
   kSlabTail = 5,  // value: distance back to the head page
+  kGran = 6,      // value 0: granule page (version-2 segments only)
 };
 inline constexpr uint32_t kPageValueMask = (1u << 28) - 1;
 inline uint32_t page_entry(PageKind k, uint64_t v) {
@@ -74,6 +86,25 @@ struct SlabHeader {
   uint16_t nfree;
   uint64_t bitmap[1];  // really ceil(objects/64) words
 };
+
+// Granule pages (version 2). Object sizes round up to whole granules;
+// an object of an even number of granules starts 16-byte aligned (a type
+// that needs 16 has a size that is a multiple of 16).
+inline constexpr uint64_t kGranule = 8;
+inline constexpr uint64_t kGranulesPerPage = 4096 / kGranule;
+
+// The bitmaps of one page of a version-2 segment, at bitmap page
+// map_pages + i / 32 of the segment for its page i. alloc: granule holds
+// object bytes; start: granule is an object's first. An object runs from
+// its start bit over allocated granules up to the next start bit or free
+// granule, possibly into the next page when that is a granule page too.
+// Every page of the segment has an entry; it is zero unless the page is
+// kGran.
+struct GranuleBits {
+  uint64_t alloc[kGranulesPerPage / 64];
+  uint64_t start[kGranulesPerPage / 64];
+};
+static_assert(sizeof(GranuleBits) == 128);
 
 }  // namespace pm
 

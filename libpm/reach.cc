@@ -20,13 +20,13 @@ void Heap::mark(std::vector<uint64_t>* marks,
                 const std::function<void(std::byte*, uint64_t)>& visit) {
   const uint64_t heap = header()->heap_size;
   const auto lo = reinterpret_cast<uintptr_t>(base_);
-  marks->assign((heap / 16 + 63) / 64, 0);
+  marks->assign((heap / kGranule + 63) / 64, 0);
   std::vector<BlockInfo> stack;
   auto consider = [&](uint64_t addr) {
     if (addr < lo || addr >= lo + heap) return;
     Result<BlockInfo> b = find_block_locked(addr - lo);
     if (!b.ok()) return;
-    uint64_t g = (reinterpret_cast<uintptr_t>(b->start) - lo) / 16;
+    uint64_t g = (reinterpret_cast<uintptr_t>(b->start) - lo) / kGranule;
     uint64_t& w = (*marks)[g / 64];
     if (w >> (g % 64) & 1) return;
     w |= 1ull << (g % 64);
@@ -71,7 +71,7 @@ Status Heap::collect(bool dry_run, CollectReport* r) {
   std::vector<std::byte*> dead;
   std::map<uint64_t, uint64_t> by_size;
   visit_blocks_locked([&](std::byte* p, uint64_t n) {
-    if (is_marked(marks, static_cast<uint64_t>(p - base_) / 16)) return;
+    if (is_marked(marks, static_cast<uint64_t>(p - base_) / kGranule)) return;
     dead.push_back(p);
     r->freed_blocks++;
     r->freed_bytes += n;

@@ -128,6 +128,25 @@ TEST_F(ReachTest, CollectedBlocksComeBackAfterAbortOrCrashUntilCommit) {
   EXPECT_TRUE(c_->check().problems.empty());
 }
 
+// 8-byte objects sit two to a 16-byte line; each is marked (and scanned) on
+// its own, so the second of a pair still keeps its successor alive.
+TEST_F(ReachTest, AdjacentEightByteObjectsAreMarkedOneByOne) {
+  std::vector<void**> list;
+  for (int i = 0; i < 64; i++) list.push_back(static_cast<void**>(*c_->alloc(8)));
+  for (size_t i = 0; i + 1 < list.size(); i++) {
+    c_->will_write(list[i], 8);
+    *list[i] = list[i + 1];
+  }
+  c_->will_write(list.back(), 8);
+  *list.back() = nullptr;
+  ASSERT_EQ(reinterpret_cast<std::byte*>(list[1]) - reinterpret_cast<std::byte*>(list[0]), 8);
+  ASSERT_TRUE(c_->set_root(list[0]).ok());
+  Result<CollectReport> r = c_->collect();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->freed_blocks, 0u);
+  EXPECT_EQ(r->live_blocks, list.size());
+}
+
 struct Holder {
   void* heap_ptr;
   uint64_t plain;

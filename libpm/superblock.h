@@ -13,8 +13,10 @@ namespace pm {
 
 inline constexpr char kSuperblockMagic[8] = {'P', 'M', 'C', 'O', 'N', 'T', 'N', 'R'};
 // Version 2 added the raw region (heap_offset may exceed 4096); version-1
-// files (no raw region) are read as they are.
-inline constexpr uint32_t kFormatVersion = 2;
+// files (no raw region) are read as they are. Version 3 keeps small objects
+// in granule pages (heap format 2); version-1 and -2 files keep their slab
+// heap and are read and written as they are.
+inline constexpr uint32_t kFormatVersion = 3;
 inline constexpr uint64_t kPageSize = 4096;
 // File offset of the raw region (Options::raw_bytes); the heap follows it,
 // at sb.heap_offset. Without a raw region the heap starts here.

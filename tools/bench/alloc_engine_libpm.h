@@ -1,8 +1,9 @@
 // LibpmAllocEngine: Container::alloc/free in a container of its own. Usage
 // is ContainerInfo::footprint_bytes (heap pages that are not free: blocks,
-// partly used slabs, metadata); the second view is heap_bytes (what the
-// container has grown to), and dram the private copies the working view
-// holds (every page written since the last commit: free page runs count too).
+// partly used granule pages, metadata in use); the second view is
+// heap_bytes (what the container has grown to), and dram the private copies
+// the working view holds (pages written since the last commit, less the
+// pages freed since: the heap drops those).
 #ifndef TOOLS_BENCH_ALLOC_ENGINE_LIBPM_H_
 #define TOOLS_BENCH_ALLOC_ENGINE_LIBPM_H_
 

@@ -125,9 +125,10 @@ Table fragmentation_table(const std::vector<PatternRun>& runs, const AllocConfig
       "object is written once per 4 KiB page; 'first size left' = share of live objects still of "
       "the fill size",
       "libpm footprint = ContainerInfo::footprint_bytes (heap pages not free: blocks, partly used "
-      "slabs, metadata; free page runs between them do not count); libpm heap = heap_bytes (the "
-      "container grows by at least doubling); libpm DRAM = private copies in the working view "
-      "(smaps Anonymous: every page written, free or not, as no commit runs during the pattern)",
+      "granule pages, metadata in use; free page runs between them do not count); libpm heap = "
+      "heap_bytes (the container grows by at least doubling); libpm DRAM = private copies in the "
+      "working view (smaps Anonymous: pages written during the pattern, less the free pages the "
+      "heap dropped; no commit runs during the pattern)",
       "glibc RSS = growth of RssAnon of a forked child running only the pattern, WITHOUT "
       "malloc_trim; glibc trimmed = the same after malloc_trim(0)",
       "boost used = get_size() - get_free_memory() of managed_mapped_file (free holes between "

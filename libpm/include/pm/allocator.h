@@ -78,7 +78,8 @@ class allocator {
   allocator(const allocator&) noexcept = default;
   allocator& operator=(const allocator&) noexcept = default;
 
-  // Memory for n objects, 16-byte aligned. Throws std::bad_alloc when the
+  // Memory for n objects, aligned for T (alloc() aligns sizes that are
+  // multiples of 16 to 16 bytes). Throws std::bad_alloc when the
   // container is full (max_size reached, file system full) or not open, and
   // std::bad_array_new_length when n * sizeof(T) overflows.
   pointer allocate(size_type n) {

@@ -80,9 +80,9 @@ struct ContainerInfo {
   uint64_t heap_bytes = 0;       // heap size (grows on demand)
   uint64_t raw_bytes = 0;        // raw region (Options::raw_bytes)
   uint64_t max_bytes = 0;        // largest heap size this container may reach
-  uint64_t used_bytes = 0;       // bytes in allocated blocks (including size-class rounding)
+  uint64_t used_bytes = 0;       // bytes in allocated blocks (including size rounding)
   uint64_t free_bytes = 0;       // heap_bytes - used_bytes - allocator metadata
-  uint64_t footprint_bytes = 0;  // heap pages not free: blocks, partly used slabs, metadata
+  uint64_t footprint_bytes = 0;  // heap pages not free: blocks, partly used pages, metadata
   uint64_t blocks = 0;           // allocated blocks
   uint64_t dirty_pages = 0;      // pages written since the last commit
   uint64_t base_address = 0;     // where the working view is mapped
@@ -97,7 +97,7 @@ struct ContainerInfo {
 // A block of the heap: what "which block contains this address" answers.
 struct BlockInfo {
   void* start = nullptr;
-  size_t size = 0;  // usable bytes (the size class, or the page run)
+  size_t size = 0;  // usable bytes (rounded to granules, the size class, or the page run)
 };
 
 class Container {
@@ -143,8 +143,10 @@ class Container {
   // frees. Pointers to objects allocated since then become invalid.
   virtual Status abort() = 0;
 
-  // Allocates n bytes (16-byte aligned; page-aligned from 32 KiB), growing
-  // the container when needed. Contents are unspecified. kNoSpace when
+  // Allocates n bytes, growing the container when needed: page-aligned
+  // above 32 KiB, else 16-byte aligned, except that a block whose size
+  // rounds to an odd multiple of 8 (n < 256 only) is 8-byte aligned (no type
+  // that needs 16 has such a size). Contents are unspecified. kNoSpace when
   // max_size would be exceeded or the file system is full.
   virtual Result<void*> alloc(size_t n) = 0;
 
@@ -185,7 +187,7 @@ class Container {
 
   virtual ContainerInfo info() const = 0;
 
-  // Verifies the heap metadata (page maps, slab headers and bitmaps,
+  // Verifies the heap metadata (page maps, granule and slab bitmaps,
   // counters) and reports escaping pointers in objects reachable from the
   // roots. Takes the commit gate: no mutation runs meanwhile.
   //

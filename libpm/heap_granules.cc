@@ -1,0 +1,396 @@
+// Granule pages: the small-object allocator of heap format 2.
+//
+// Why not size-class slabs: objects cannot move (applications hold raw
+// pointers), so when a program changes the sizes it allocates, the survivors
+// of the old size pin whatever holds them. A slab pinned by one survivor
+// serves only its class; in granule pages the free space around survivors
+// coalesces and serves any size, and a page with no object in it goes back
+// to the page allocator. 8-byte granules keep rounding small even at 64 B
+// (70 -> 72 B). docs/impl.md "Heap" has the measurements.
+//
+// Placement is best fit over free extents (the smallest that holds the
+// object, the most recently freed among equals), carving from the extent's
+// start; pages for new granules come right after the last ones taken.
+#include <algorithm>
+#include <bit>
+
+#include "libpm/heap.h"
+#include "libpm/size_classes.h"
+
+namespace pm {
+
+namespace {
+
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t kGpp = kGranulesPerPage;
+constexpr uint64_t kWords = kGpp / 64;
+constexpr uint64_t kMaxObjectGranules = kMaxSmall / kGranule;
+// Empty granule pages stay while the free granules would otherwise drop
+// below this, so that alloc/free pairs do not hand a page back and forth.
+constexpr uint64_t kKeepFreeGranules = 16 * kGpp;
+constexpr uint64_t kNone = ~0ull;
+
+bool test(const uint64_t* words, uint64_t bit) { return words[bit / 64] >> (bit % 64) & 1; }
+
+// Bits [lo, hi) of a word, 0 <= lo < hi <= 64.
+uint64_t range_mask(uint64_t lo, uint64_t hi) {
+  uint64_t below_hi = hi == 64 ? ~0ull : (1ull << hi) - 1;
+  return below_hi & ~((1ull << lo) - 1);
+}
+
+// Sizes round up to granules, and above 128 bytes to 16 steps per doubling
+// (at most 6.25%): sizes that differ by a few percent then share holes, as
+// 1000 and 1024 do.
+uint64_t granules_for(uint64_t n) {
+  if (n > 128) {
+    uint64_t step = 1ull << (std::bit_width(n) - 5);
+    n = (n + step - 1) / step * step;
+  }
+  return (n + kGranule - 1) / kGranule;
+}
+
+}  // namespace
+
+// Length of the object starting at granule g: allocated granules without a
+// start bit that follow it, across granule pages.
+Result<uint64_t> Heap::object_granules(uint64_t g) {
+  uint64_t len = 1, cur = g + 1;
+  const GranuleBits* b = bits_of(g / kGpp);
+  while (len <= kMaxObjectGranules) {
+    if (cur % kGpp == 0) {
+      if (!is_gran_page(cur / kGpp)) return len;  // a page that is not ours ends it
+      b = bits_of(cur / kGpp);
+    }
+    uint64_t bit = cur % kGpp, w = bit / 64, off = bit % 64;
+    uint64_t cont = (b->alloc[w] & ~b->start[w]) >> off;  // zeros shift in on top
+    auto n = static_cast<uint64_t>(std::countr_one(cont));
+    len += n;
+    cur += n;
+    if (n < 64 - off) return len;
+  }
+  return Status::corruption("granule object at heap offset " + std::to_string(g * kGranule) +
+                            " is longer than " + std::to_string(kMaxSmall) + " bytes");
+}
+
+// Sets (or clears) the allocation bits of [g, g+len) and g's start bit.
+void Heap::set_bits(uint64_t g, uint64_t len, bool on) {
+  GranuleBits* b = bits_of(g / kGpp);
+  note(b, sizeof *b);  // both bitmaps of the page in one tracker call
+  uint64_t& start = b->start[g % kGpp / 64];
+  start = on ? start | 1ull << (g % 64) : start & ~(1ull << (g % 64));
+  while (true) {
+    uint64_t bit = g % kGpp, n = std::min(len, kGpp - bit);
+    uint64_t w0 = bit / 64, w1 = (bit + n - 1) / 64;
+    for (uint64_t w = w0; w <= w1; w++) {
+      uint64_t m =
+          range_mask(std::max(bit, w * 64) - w * 64, std::min(bit + n, w * 64 + 64) - w * 64);
+      b->alloc[w] = on ? b->alloc[w] | m : b->alloc[w] & ~m;
+    }
+    g += n;
+    len -= n;
+    if (len == 0) return;
+    b = bits_of(g / kGpp);
+    note(b, sizeof *b);
+  }
+}
+
+// The free extent index is a set of hints: bins_[min(len, kMaxObjectGranules
+// + 1)] holds starts of free extents of that length, pushed whenever an
+// extent appears or changes. The bitmaps are the truth; a hint whose extent
+// has since been merged, split or used is recognised and dropped when popped
+// (no tree to keep in step on every call). compact_hints() rebuilds the bins
+// when stale hints outnumber the extents.
+void Heap::push_hint(uint64_t g, uint64_t len) {
+  uint64_t b = std::min(len, kMaxObjectGranules + 1);
+  bins_[b].push_back(g);
+  bin_mask_[b / 64] |= 1ull << (b % 64);
+  hints_++;
+}
+
+// The first non-empty bin >= b, or kNone.
+uint64_t Heap::next_bin(uint64_t b) const {
+  for (uint64_t w = b / 64; w < bin_mask_.size(); w++) {
+    uint64_t m = bin_mask_[w] & (w == b / 64 ? ~0ull << (b % 64) : ~0ull);
+    if (m != 0) return w * 64 + static_cast<uint64_t>(std::countr_zero(m));
+  }
+  return kNone;
+}
+
+bool Heap::is_free_granule(uint64_t g) const {
+  return is_gran_page(g / kGpp) && !test(bits_of(g / kGpp)->alloc, g % kGpp);
+}
+
+// The first granule at or after g that is not free (allocated, or past the
+// granule pages).
+uint64_t Heap::free_run_end(uint64_t g) const {
+  while (true) {
+    if (g % kGpp == 0 && !is_gran_page(g / kGpp)) return g;
+    const GranuleBits* b = bits_of(g / kGpp);
+    uint64_t off = g % 64;
+    // Zeros shift in on top, so n <= 64 - off.
+    auto n = static_cast<uint64_t>(std::countr_one(~b->alloc[g % kGpp / 64] >> off));
+    g += n;
+    if (n < 64 - off) return g;
+  }
+}
+
+// The first granule of the free run that ends at g (g itself if g - 1 is
+// not free).
+uint64_t Heap::free_run_start(uint64_t g) const {
+  while (g % kGpp != 0 || is_gran_page(g / kGpp - 1)) {
+    uint64_t last = g - 1, off = last % 64;
+    const GranuleBits* b = bits_of(last / kGpp);
+    // Zeros shift in below, so n <= off + 1.
+    auto n = static_cast<uint64_t>(std::countl_one(~b->alloc[last % kGpp / 64] << (63 - off)));
+    g -= n;
+    if (n < off + 1) return g;
+  }
+  return g;
+}
+
+// Records the free extent [g, g+len) (its neighbours are not free), after
+// handing whole empty pages in it back to the page allocator: the last ones
+// first, keeping kKeepFreeGranules so that alloc/free pairs do not move a
+// page back and forth.
+void Heap::add_free_extent(uint64_t g, uint64_t len) {
+  uint64_t p0 = (g + kGpp - 1) / kGpp, p1 = (g + len) / kGpp;
+  uint64_t spare = gfree_total_ > kKeepFreeGranules ? (gfree_total_ - kKeepFreeGranules) / kGpp : 0;
+  if (p0 < p1) p0 = p1 - std::min(p1 - p0, spare);
+  if (p0 >= p1) {
+    push_hint(g, len);
+    return;
+  }
+  extents_--;
+  gfree_total_ -= (p1 - p0) * kGpp;
+  free_pages(p0, p1 - p0);
+  if (p0 * kGpp > g) {
+    push_hint(g, p0 * kGpp - g);
+    extents_++;
+  }
+  if (g + len > p1 * kGpp) {
+    push_hint(p1 * kGpp, g + len - p1 * kGpp);
+    extents_++;
+  }
+}
+
+// Rebuilds the bins from the bitmaps once stale hints dominate.
+Status Heap::compact_hints() {
+  for (auto& bin : bins_) bin.clear();
+  std::fill(bin_mask_.begin(), bin_mask_.end(), 0);
+  hints_ = extents_ = gfree_total_ = 0;
+  for (const Segment& s : segments_) {
+    for (uint64_t i = s.meta_pages; s.bits != nullptr && i < s.npages;) {
+      uint64_t j = i;
+      while (j < s.npages && entry_kind(s.map[j]) == PageKind::kGran) j++;
+      if (j > i) PM_TRY(index_gran_pages(s.first_page + i, j - i));
+      i = j + 1;
+    }
+  }
+  return Status();
+}
+
+// New granule pages for an object of `granules` that fits no free extent.
+// The pages right after the last ones taken come first: the free tail of
+// those pages then grows into them instead of staying behind as a remnant
+// (as the top chunk of a malloc heap does).
+Status Heap::take_gran_pages(uint64_t granules) {
+  uint64_t tail = 0;
+  if (gran_next_ > 0 && is_gran_page(gran_next_ - 1)) {
+    tail = gran_next_ * kGpp - free_run_start(gran_next_ * kGpp);
+  }
+  // One granule spare: the tail may start where a 16-aligned object cannot.
+  uint64_t npages = (granules + 1 - std::min(granules, tail) + kGpp - 1) / kGpp;
+  Result<uint64_t> page = gran_next_;
+  if (gran_next_ == 0 || !take_pages_at(gran_next_, npages)) {
+    npages = (granules + kGpp - 1) / kGpp;
+    page = take_pages(npages);
+  }
+  if (!page.ok()) return page.status();
+  gran_next_ = *page + npages;
+  for (uint64_t p = *page; p < *page + npages; p++) {
+    const GranuleBits* b = bits_of(p);
+    for (uint64_t w = 0; w < kWords; w++) {
+      if (b->alloc[w] != 0 || b->start[w] != 0) {
+        return Status::corruption("granule bitmap of free page " + std::to_string(p) +
+                                  " is not empty; run 'pm check'");
+      }
+    }
+    set_entry(p, page_entry(PageKind::kGran, 0));
+  }
+  const uint64_t g = *page * kGpp, end = g + npages * kGpp;
+  uint64_t s = free_run_start(g), e = free_run_end(g);
+  extents_ += 1 - (s < g) - (e > end);
+  gfree_total_ += npages * kGpp;
+  push_hint(s, e - s);
+  return Status();
+}
+
+// Takes k granules (16-byte aligned if align16) from the smallest free
+// extent that holds them and returns the first, or kNone. An extent of
+// exactly k that starts misaligned is passed over.
+uint64_t Heap::take_fit(uint64_t k, bool align16) {
+  std::vector<uint64_t> misaligned;
+  uint64_t at = kNone, s = 0, len = 0;
+  for (uint64_t b = next_bin(k); b != kNone && at == kNone; b = next_bin(b + 1)) {
+    std::vector<uint64_t>& bin = bins_[b];
+    while (!bin.empty() && at == kNone && misaligned.size() < 8) {
+      s = bin.back();
+      bin.pop_back();
+      hints_--;
+      if (!is_free_granule(s) || (s % kGpp != 0 ? !test(bits_of(s / kGpp)->alloc, s % kGpp - 1)
+                                                : is_free_granule(s - 1))) {
+        continue;  // stale: s is no longer an extent's start
+      }
+      len = free_run_end(s) - s;
+      uint64_t a = s + (align16 ? s % 2 : 0);
+      if (a + k <= s + len) {
+        at = a;
+      } else if (len >= k) {
+        misaligned.push_back(s);
+      }
+    }
+    if (bin.empty()) bin_mask_[b / 64] &= ~(1ull << (b % 64));
+  }
+  for (uint64_t m : misaligned) push_hint(m, free_run_end(m) - m);
+  if (at == kNone) return kNone;
+  extents_ += (at > s) + (at + k < s + len) - 1;
+  gfree_total_ -= k;
+  if (at > s) push_hint(s, at - s);
+  // The rest may hold whole pages (of an extent that grew by merging).
+  if (at + k < s + len) add_free_extent(at + k, s + len - at - k);
+
+  return at;
+}
+
+Result<void*> Heap::alloc_gran(uint64_t n) {
+  const uint64_t k = granules_for(n);
+  const bool align16 = k % 2 == 0;
+  uint64_t at = take_fit(k, align16);
+  if (at == kNone) {
+    PM_TRY(take_gran_pages(k));
+    // A fresh page starts 16-aligned, or extends a free extent to >= k + 1.
+    at = take_fit(k, align16);
+    if (at == kNone) return Status::corruption("granule index lost a fresh page");
+  }
+  set_bits(at, k, true);
+  zero_tail(base_ + at * kGranule, n, k * kGranule);
+  HeapHeader* h = header();
+  note(h, sizeof *h);
+  h->used_bytes += k * kGranule;
+  h->blocks++;
+  return static_cast<void*>(base_ + at * kGranule);
+}
+
+Status Heap::free_gran(uint64_t off) {
+  const uint64_t g = off / kGranule;
+  const GranuleBits* b = bits_of(g / kGpp);
+  if (off % kGranule != 0 || !test(b->start, g % kGpp)) {
+    return Status::invalid_argument("free: not the start of an allocated block (double free?)");
+  }
+  Result<uint64_t> len = object_granules(g);
+  if (!len.ok()) return len.status();
+  set_bits(g, *len, false);
+  HeapHeader* h = header();
+  note(h, sizeof *h);
+  h->used_bytes -= *len * kGranule;
+  h->blocks--;
+  uint64_t fs = free_run_start(g), fe = free_run_end(g + *len);
+  extents_ += 1 - (fs < g) - (fe > g + *len);
+  gfree_total_ += *len;
+  add_free_extent(fs, fe - fs);
+  if (hints_ > 2 * extents_ + 4096) return compact_hints();
+  return Status();
+}
+
+// The object holding heap offset `off` (interior pointers included): back
+// over allocated granules to the nearest start bit.
+Result<BlockInfo> Heap::find_gran(uint64_t off) {
+  const uint64_t g = off / kGranule;
+  for (uint64_t cur = g; g - cur < kMaxObjectGranules; cur--) {
+    if (cur != g && cur % kGpp == kGpp - 1 && !is_gran_page(cur / kGpp)) break;
+    const GranuleBits* b = bits_of(cur / kGpp);
+    if (!test(b->alloc, cur % kGpp)) {
+      if (cur == g) return Status::not_found("address in a free granule");
+      break;
+    }
+    if (test(b->start, cur % kGpp)) {
+      Result<uint64_t> len = object_granules(cur);
+      if (!len.ok()) return len.status();
+      return BlockInfo{base_ + cur * kGranule, *len * kGranule};
+    }
+  }
+  return Status::corruption("allocated granule at heap offset " + std::to_string(off) +
+                            " belongs to no object");
+}
+
+// Validates the bitmaps of npages consecutive granule pages and indexes
+// their free extents. Every run of allocated granules must begin with a
+// start bit, and start bits only mark allocated granules.
+Status Heap::index_gran_pages(uint64_t page, uint64_t npages) {
+  uint64_t carry = 0, run = kNone;
+  auto close = [&](uint64_t end) {
+    if (run != kNone) {
+      push_hint(run, end - run);
+      extents_++;
+      gfree_total_ += end - run;
+    }
+    run = kNone;
+  };
+  for (uint64_t p = page; p < page + npages; p++) {
+    const GranuleBits* b = bits_of(p);
+    for (uint64_t w = 0; w < kWords; w++) {
+      uint64_t a = b->alloc[w], heads = a & ~(a << 1 | carry);
+      if ((b->start[w] & ~a) != 0 || (heads & ~b->start[w]) != 0) {
+        return Status::corruption("granule bitmap damaged at page " + std::to_string(p) +
+                                  "; run 'pm check'");
+      }
+      carry = a >> 63;
+      uint64_t base = p * kGpp + w * 64;
+      if (a == ~0ull) {
+        close(base);
+        continue;
+      }
+      for (uint64_t i = 0; i < 64; i++) {
+        if (a == 0 && run != kNone) break;  // the whole rest stays free
+        bool used = a >> i & 1;
+        if (used) close(base + i);
+        if (!used && run == kNone) run = base + i;
+      }
+    }
+  }
+  close((page + npages) * kGpp);
+  return Status();
+}
+
+void Heap::visit_gran_pages(uint64_t page, uint64_t npages,
+                            const std::function<void(std::byte*, uint64_t)>& fn) {
+  for (uint64_t p = page; p < page + npages; p++) {
+    const GranuleBits* b = bits_of(p);
+    for (uint64_t w = 0; w < kWords; w++) {
+      for (uint64_t s = b->start[w]; s != 0; s &= s - 1) {
+        uint64_t g = p * kGpp + w * 64 + static_cast<uint64_t>(std::countr_zero(s));
+        Result<uint64_t> len = object_granules(g);
+        if (len.ok()) fn(base_ + g * kGranule, *len * kGranule);
+      }
+    }
+  }
+}
+
+// Bitmap pages whose 32 pages include no granule page: never written since
+// the segment was made, or all zero again.
+uint64_t Heap::unused_bitmap_pages() const {
+  constexpr uint64_t kPerBitmapPage = kPage / sizeof(GranuleBits);
+  uint64_t unused = 0;
+  for (const Segment& s : segments_) {
+    if (s.bits == nullptr) continue;
+    for (uint64_t i = 0; i < s.npages; i += kPerBitmapPage) {
+      uint64_t end = std::min(s.npages, i + kPerBitmapPage);
+      bool any = false;
+      for (uint64_t j = i; j < end && !any; j++) any = entry_kind(s.map[j]) == PageKind::kGran;
+      unused += !any;
+    }
+  }
+  return unused;
+}
+
+}  // namespace pm
