@@ -1,11 +1,15 @@
 #include "bench/child_process.h"
 
+#include <fcntl.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+
+extern char** environ;
 
 namespace pm::bench {
 
@@ -93,6 +97,33 @@ Result<std::string> run_in_child_bytes(const std::function<Result<std::string>()
   auto code = static_cast<Code>(static_cast<uint8_t>(answer[0]));
   if (code != Code::kOk) return decode_error(code, answer.substr(1));
   return answer.substr(1);
+}
+
+Status spawn_command(std::vector<std::string> args, const std::string& out, bool stderr_too,
+                     pid_t* pid) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                   0644);
+  if (stderr_too) posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const int err = posix_spawnp(pid, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (err != 0) return Status::from_errno("start " + args[0], err);
+  return Status();
+}
+
+Result<int> run_command(std::vector<std::string> args, const std::string& out, bool stderr_too) {
+  const std::string what = args[0];
+  pid_t pid;
+  PM_TRY(spawn_command(std::move(args), out, stderr_too, &pid));
+  int ws = 0;
+  while (::waitpid(pid, &ws, 0) < 0) {
+    if (errno != EINTR) return Status::from_errno("wait for " + what, errno);
+  }
+  return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
 }
 
 }  // namespace pm::bench

@@ -4,10 +4,13 @@
 #ifndef TOOLS_BENCH_CHILD_PROCESS_H_
 #define TOOLS_BENCH_CHILD_PROCESS_H_
 
+#include <sys/types.h>
+
 #include <cstring>
 #include <functional>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "pm/status.h"
 
@@ -34,6 +37,13 @@ Result<T> run_in_child(const std::function<Result<T>()>& fn) {
   std::memcpy(&out, bytes->data(), sizeof(T));
   return out;
 }
+
+// Starts args[0] (looked up in PATH) with stdout appended to the file
+// `out`, and stderr too when stderr_too (else stderr stays this process's).
+Status spawn_command(std::vector<std::string> args, const std::string& out, bool stderr_too,
+                     pid_t* pid);
+// spawn_command, then waits: the exit status, 128 + signal when killed.
+Result<int> run_command(std::vector<std::string> args, const std::string& out, bool stderr_too);
 
 }  // namespace pm::bench
 

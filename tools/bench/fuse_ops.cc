@@ -3,9 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,9 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/child_process.h"
 #include "bench/workload.h"
-
-extern char** environ;
 
 namespace pm::bench {
 
@@ -113,24 +110,11 @@ Result<double> unlink_files(const std::string& dir, uint64_t n) {
 }
 
 Result<double> ls_l(const std::string& dir) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-  std::string a0 = "ls", a1 = "-l", a2 = dir;
-  char* argv[] = {a0.data(), a1.data(), a2.data(), nullptr};
   const uint64_t t0 = now_ns();
-  pid_t pid;
-  const int err = posix_spawnp(&pid, "ls", &fa, nullptr, argv, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (err != 0) return Status::from_errno("spawn ls", err);
-  int ws = 0;
-  while (::waitpid(pid, &ws, 0) < 0) {
-    if (errno != EINTR) return Status::from_errno("wait for ls", errno);
-  }
+  Result<int> rc = run_command({"ls", "-l", dir}, "/dev/null", /*stderr_too=*/false);
   const double s = seconds_since(t0);
-  if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
-    return Status::io_error(fmt::format("ls -l {} failed (status {:#x})", dir, ws));
-  }
+  if (!rc.ok()) return rc.status();
+  if (*rc != 0) return Status::io_error(fmt::format("ls -l {} failed (exit {})", dir, *rc));
   return s;
 }
 

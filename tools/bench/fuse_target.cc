@@ -1,9 +1,7 @@
 #include "bench/fuse_target.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,11 +14,10 @@
 #include <thread>
 #include <vector>
 
+#include "bench/child_process.h"
 #include "bench/fuse_ops.h"
 #include "kv/store.h"
 #include "pmfs/mount.h"
-
-extern char** environ;
 
 namespace pm::bench {
 
@@ -42,33 +39,6 @@ constexpr const char* kPassthroughLl = "";
 #endif
 
 bool is_fuse(FsKind k) { return k != FsKind::kTmpfs; }
-
-// Starts args[0] (looked up in PATH) with stdout and stderr appended to `log`.
-Status spawn_logged(std::vector<std::string> args, const std::string& log, pid_t* pid) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND,
-                                   0644);
-  posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const int err = posix_spawnp(pid, argv[0], &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (err != 0) return Status::from_errno("start " + args[0], err);
-  return Status();
-}
-
-// Runs args to completion with output to `log`; its exit status.
-Result<int> run_and_wait(std::vector<std::string> args, const std::string& log) {
-  pid_t pid;
-  PM_TRY(spawn_logged(std::move(args), log, &pid));
-  int ws = 0;
-  while (::waitpid(pid, &ws, 0) < 0) {
-    if (errno != EINTR) return Status::from_errno("wait", errno);
-  }
-  return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-}
 
 // True once `pid` has exited (reaped), waiting up to `limit`.
 bool reap_within(pid_t pid, std::chrono::steady_clock::duration limit) {
@@ -166,7 +136,7 @@ Status FsTarget::mount() {
     args = {exe_, "-f", "-o", "source=" + backing_, mnt_};  // as shipped: cache=auto (1 s)
   }
   const auto t0 = std::chrono::steady_clock::now();
-  Status started = spawn_logged(std::move(args), log_, &pid_);
+  Status started = spawn_command(std::move(args), log_, /*stderr_too=*/true, &pid_);
   if (!started.ok()) {
     pid_ = -1;
     return started.with_context(name_);
@@ -199,12 +169,12 @@ Status FsTarget::unmount() {
   if (pid_ <= 0) return Status();
   const pid_t pid = pid_;
   pid_ = -1;
-  Result<int> rc = run_and_wait({"fusermount3", "-u", mnt_}, log_);
+  Result<int> rc = run_command({"fusermount3", "-u", mnt_}, log_, true);
   if (rc.ok() && *rc == 0 && reap_within(pid, kExitWait)) return Status();
   // Stuck: end the daemon and detach the mount, then say so.
   ::kill(pid, SIGKILL);
   reap_within(pid, kExitWait);
-  (void)run_and_wait({"fusermount3", "-uz", mnt_}, log_);
+  (void)run_command({"fusermount3", "-uz", mnt_}, log_, true);
   return Status::io_error(fmt::format("{}: clean unmount failed: {}", name_, log_tail()));
 }
 
