@@ -82,7 +82,10 @@ INSTANTIATE_TEST_SUITE_P(
 INSTANTIATE_TEST_SUITE_P(
     Kvstore, PowerFailureTest,
     ::testing::Values(Case{"kvstore_pmem", make_kv_workload, UnitMode::kPmemLines, 300},
-                      Case{"kvstore_msync", make_kv_workload, UnitMode::kMsyncPages, 150}),
+                      Case{"kvstore_msync", make_kv_workload, UnitMode::kMsyncPages, 150},
+                      Case{"kvstore_async_pmem", make_kv_async_workload, UnitMode::kPmemLines, 100},
+                      Case{"kvstore_async_msync", make_kv_async_workload, UnitMode::kMsyncPages,
+                           60}),
     [](const auto& info) { return std::string(info.param.name); });
 
 INSTANTIATE_TEST_SUITE_P(

@@ -6,9 +6,9 @@
 #include <cstring>
 #include <map>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "crash/kv_workloads.h"
 #include "fuse/fs.h"
 #include "kv/store.h"
 #include "kvstore/store_impl.h"
@@ -20,14 +20,8 @@ namespace {
 using pmfs::Ino;
 
 kv::StoreOptions store_options() {
-  kv::StoreOptions o;
-  o.logs = 2;
-  o.log_bytes = 64 << 10;
-  o.max_key_bytes = 256;
-  o.max_value_bytes = 4096;
-  o.initial_heap_bytes = 1 << 20;
-  o.max_heap_bytes = 1ull << 30;
-  o.background = false;  // the workload drives gleaning: deterministic
+  kv::StoreOptions o = crash_store_options();
+  o.max_key_bytes = 256;  // paths
   return o;
 }
 
@@ -80,14 +74,6 @@ bool has_children(const Tree& t, const std::string& dir) {
 Status errno_status(int err, const std::string& what) {
   if (err == 0) return Status();
   return Status::io_error(fmt::format("{}: {}", what, std::strerror(err)));
-}
-
-// Runs op on a new thread, so that successive changes land in different logs.
-Status on_new_thread(const std::function<Status()>& op) {
-  Status s;
-  std::thread t([&] { s = op(); });
-  t.join();
-  return s;
 }
 
 // ------------------------------------------------------------------ walking a mount

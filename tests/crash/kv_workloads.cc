@@ -11,9 +11,7 @@
 
 namespace pm::crash {
 
-namespace {
-
-kv::StoreOptions store_options() {
+kv::StoreOptions crash_store_options() {
   kv::StoreOptions o;
   o.logs = 2;
   o.log_bytes = 64 << 10;
@@ -25,15 +23,14 @@ kv::StoreOptions store_options() {
   return o;
 }
 
-// Runs op on a new thread. Each thread starts on the next log, so that
-// successive updates of a key land in different logs (cross-references), as
-// with concurrent writers, yet the run stays deterministic.
 Status on_new_thread(const std::function<Status()>& op) {
   Status s;
   std::thread t([&] { s = op(); });
   t.join();
   return s;
 }
+
+namespace {
 
 uint64_t digest_of(const std::map<std::string, std::string>& m) {
   XXH3_state_t* st = XXH3_createState();
@@ -51,8 +48,11 @@ uint64_t digest_of(const std::map<std::string, std::string>& m) {
 
 class KvWorkload final : public Workload {
  public:
-  std::string name() const override { return "kvstore"; }
-  Options options() const override { return kv::container_options(store_options()); }
+  explicit KvWorkload(bool async) : async_(async), options_(crash_store_options()) {
+    if (async) options_.durability = kv::Durability::kAsync;
+  }
+  std::string name() const override { return async_ ? "kvstore_async" : "kvstore"; }
+  Options options() const override { return kv::container_options(options_); }
 
   // The harness reuses a workload for several runs (a dry run, then each
   // killed child): start from nothing. The old store's container is closed
@@ -62,13 +62,13 @@ class KvWorkload final : public Workload {
     model_.clear();
     live_ = &c;
     live_generation_ = c.generation();
-    return kv::format_store(&c, store_options());
+    return kv::format_store(&c, options_);
   }
 
   Status step(Container& c, std::mt19937_64& rng, CommitLog& log) override {
     if (store_ == nullptr) {  // opening commits (a new session): state unchanged
       PM_TRY(log.durable(digest_of(model_), [&] {
-        Result<std::unique_ptr<kv::Store>> s = kv::open_store_on(&c, store_options());
+        Result<std::unique_ptr<kv::Store>> s = kv::open_store_on(&c, options_);
         if (!s.ok()) return s.status();
         store_ = std::move(*s);
         return Status();
@@ -80,15 +80,16 @@ class KvWorkload final : public Workload {
       std::string value(rng() % 2000, static_cast<char>('a' + rng() % 26));
       auto after = model_;
       after[key] = value;
-      PM_TRY(log.durable(digest_of(after),
-                         [&] { return on_new_thread([&] { return store_->put(key, value); }); }));
+      PM_TRY(log.durable(digest_of(after), [&] {
+        return synced(on_new_thread([&] { return store_->put(key, value); }));
+      }));
       model_ = std::move(after);
     } else if (kind < 13) {
       auto after = model_;
       const bool present = after.erase(key) > 0;
       PM_TRY(log.durable(digest_of(after), [&] {
         Status s = on_new_thread([&] { return store_->remove(key); });
-        return s.is_not_found() && !present ? Status() : s;
+        return synced(s.is_not_found() && !present ? Status() : s);
       }));
       model_ = std::move(after);
     } else if (kind < 15) {  // a transaction: all or nothing
@@ -106,7 +107,7 @@ class KvWorkload final : public Workload {
         }
       }
       PM_TRY(log.durable(digest_of(after),
-                         [&] { return on_new_thread([&] { return t->commit(); }); }));
+                         [&] { return synced(on_new_thread([&] { return t->commit(); })); }));
       model_ = std::move(after);
     } else if (kind < 19) {  // some gleaning, sometimes an epoch
       const uint64_t n = rng() % 6;
@@ -127,7 +128,7 @@ class KvWorkload final : public Workload {
   uint64_t digest(Container& c) override {
     // (A later container may reuse the address: the generation tells.)
     if (&c == live_ && c.generation() == live_generation_) return digest_of(model_);
-    Result<std::unique_ptr<kv::Store>> s = kv::open_store_on(&c, store_options());
+    Result<std::unique_ptr<kv::Store>> s = kv::open_store_on(&c, options_);
     if (!s.ok()) return 0xbad0;
     std::map<std::string, std::string> m;
     Status st = (*s)->scan("", [&](std::string_view k, std::string_view v) {
@@ -139,6 +140,11 @@ class KvWorkload final : public Workload {
   }
 
  private:
+  // An update is durable when it returns (kSync), or once sync() returned.
+  Status synced(Status s) { return s.ok() && async_ ? store_->sync() : s; }
+
+  const bool async_;
+  kv::StoreOptions options_;
   Container* live_ = nullptr;
   uint64_t live_generation_ = 0;
   std::unique_ptr<kv::Store> store_;
@@ -147,6 +153,7 @@ class KvWorkload final : public Workload {
 
 }  // namespace
 
-std::unique_ptr<Workload> make_kv_workload() { return std::make_unique<KvWorkload>(); }
+std::unique_ptr<Workload> make_kv_workload() { return std::make_unique<KvWorkload>(false); }
+std::unique_ptr<Workload> make_kv_async_workload() { return std::make_unique<KvWorkload>(true); }
 
 }  // namespace pm::crash

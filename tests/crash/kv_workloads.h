@@ -2,9 +2,11 @@
 #ifndef TESTS_CRASH_KV_WORKLOADS_H_
 #define TESTS_CRASH_KV_WORKLOADS_H_
 
+#include <functional>
 #include <memory>
 
 #include "crash/crash_harness.h"
+#include "kv/store.h"
 
 namespace pm::crash {
 
@@ -12,6 +14,18 @@ namespace pm::crash {
 // transactions, partial gleaning, epochs and checkpoints on 40 keys, checked
 // against a model: every acknowledged update survives, nothing else appears.
 std::unique_ptr<Workload> make_kv_workload();
+// The same with Durability::kAsync, each update followed by sync(): what
+// the background sync and fsync through pm mount rely on.
+std::unique_ptr<Workload> make_kv_async_workload();
+
+// The small store the crash workloads run on: two 64 KiB logs, gleaning
+// driven by the workload (deterministic), kSync.
+kv::StoreOptions crash_store_options();
+
+// Runs op on a new thread. Each thread starts on the next log, so that
+// successive updates of a key land in different logs (cross-references), as
+// with concurrent writers, yet the run stays deterministic.
+Status on_new_thread(const std::function<Status()>& op);
 
 }  // namespace pm::crash
 
