@@ -53,19 +53,37 @@ Result<std::unique_ptr<Backend>> Backend::attach(pm::Container* c) {
   auto* r = c->root<BackendRoot>();
   if (r == nullptr) return Status::invalid_argument("the container holds no key-value store");
   Result<pm::BlockInfo> b = c->find_block(r);
-  if (!b.ok() || b->size < sizeof(BackendRoot) || r->magic != kBackendMagic) {
+  if (!b.ok() || b->size < kBackendRootV1Bytes || r->magic != kBackendMagic) {
     return Status::invalid_argument("the container's root is not a key-value store");
   }
-  if (r->version != kBackendVersion) {
+  if (r->version != kBackendVersion && r->version != 1) {
     return Status::not_supported("store format version " + std::to_string(r->version) +
-                                 "; this build reads version " + std::to_string(kBackendVersion));
+                                 "; this build reads versions 1 and " +
+                                 std::to_string(kBackendVersion));
+  }
+  if (r->version == kBackendVersion && b->size < sizeof(BackendRoot)) {
+    return Status::corruption("store root block too small for its version");
   }
   if (r->nlogs == 0 || r->nlogs > kMaxLogs || r->log_bytes == 0 ||
-      r->log_bytes * r->nlogs > c->raw_size() || r->level > 14 ||
+      r->log_bytes * r->nlogs > c->raw().size() || r->level > 14 ||
       r->split >= (kSegBuckets << r->level) || r->segs[0] == nullptr) {
     return Status::corruption("store root fields out of range");
   }
   return std::unique_ptr<Backend>(new Backend(c, r));
+}
+
+Status Backend::upgrade() {
+  Result<void*> mem = c_->alloc(sizeof(BackendRoot));
+  if (!mem.ok()) return mem.status();
+  auto* r = static_cast<BackendRoot*>(*mem);
+  c_->will_write(r, sizeof *r);
+  std::memset(static_cast<void*>(r), 0, sizeof *r);
+  std::memcpy(static_cast<void*>(r), root_, kBackendRootV1Bytes);
+  r->version = kBackendVersion;
+  PM_TRY(c_->set_root(r));
+  PM_TRY(c_->free(root_));
+  root_ = r;
+  return Status();
 }
 
 Status Backend::check_ptr(const void* p) const {
@@ -287,26 +305,44 @@ void Backend::store_counters() {
 
 Status Backend::scan(std::string_view prefix,
                      const std::function<bool(std::string_view, std::string_view)>& fn) {
+  // Splits move entries only into buckets appended past the end, and the
+  // bucket an entry had when the scan began (its origin) follows from its
+  // hash. So the scan goes origin by origin: for origin o it reads, under
+  // one shared lock (no split meanwhile), every bucket that can hold such
+  // entries now (those congruent to o modulo the starting size) and reports
+  // the entries whose origin is o. Each key present throughout is reported
+  // once, at its origin's turn.
+  uint64_t n0, split0;
+  {
+    std::shared_lock<std::shared_mutex> s(struct_mu_);
+    n0 = kSegBuckets << root_->level;
+    split0 = root_->split;
+  }
+  auto origin = [&](uint64_t h) {
+    uint64_t b = h & (n0 - 1);
+    if (b < split0) b = h & (2 * n0 - 1);
+    return b;
+  };
   std::vector<std::pair<std::string, std::string>> batch;
-  for (uint64_t b = 0;; b++) {
+  for (uint64_t o = 0; o < n0 + split0; o++) {
     batch.clear();
     {
       std::shared_lock<std::shared_mutex> s(struct_mu_);
-      if (b >= buckets()) return Status();
-      std::lock_guard<std::mutex> l(stripe(b));
-      for (BackendEntry* e = *slot(b); e != nullptr; e = e->next) {
-        PM_TRY(check_ptr(e));
-        if (is_ghost(e) || !key_of(e).starts_with(prefix)) continue;
-        batch.emplace_back(std::string(key_of(e)), std::string(e->data + key_len(e), e->vlen));
+      for (uint64_t b = o % n0; b < buckets(); b += n0) {
+        std::lock_guard<std::mutex> l(stripe(b));
+        for (BackendEntry* e = *slot(b); e != nullptr; e = e->next) {
+          PM_TRY(check_ptr(e));
+          if (is_ghost(e) || !key_of(e).starts_with(prefix)) continue;
+          if (origin(hash_key(key_of(e))) != o) continue;
+          batch.emplace_back(std::string(key_of(e)), std::string(e->data + key_len(e), e->vlen));
+        }
       }
     }
-    // A split while we are out of the lock moves keys into the new last
-    // bucket, which is ahead of b: nothing present for the whole scan is
-    // missed, though a key of an already visited bucket may come twice.
     for (auto& [k, v] : batch) {
       if (!fn(k, v)) return Status();
     }
   }
+  return Status();
 }
 
 }  // namespace kv

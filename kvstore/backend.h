@@ -11,6 +11,7 @@
 #define KVSTORE_BACKEND_H_
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -28,7 +29,8 @@ using pm::Result;
 using pm::Status;
 
 inline constexpr uint64_t kBackendMagic = 0x31444e454b434142;  // "BACKEND1"
-inline constexpr uint32_t kBackendVersion = 1;
+// 2: session_start (recovery.h). Version 1 roots are upgraded at open.
+inline constexpr uint32_t kBackendVersion = 2;
 inline constexpr uint32_t kMaxLogs = 256;
 inline constexpr uint64_t kSegBuckets = 4096;  // buckets per segment (32 KiB)
 inline constexpr uint64_t kMaxSegs = 16384;    // up to 64 Mi buckets
@@ -57,7 +59,11 @@ struct BackendRoot {
   uint64_t level, split;       // linear hashing: kSegBuckets << level buckets, plus split
   uint64_t heads[kMaxLogs];    // committed head of each log
   BackendEntry** segs[kMaxSegs];
+  // Version 2. Where session `session` began writing each log: the end of
+  // the valid records its recovery found there (recovery.h).
+  uint64_t session_start[kMaxLogs];
 };
+inline constexpr size_t kBackendRootV1Bytes = offsetof(BackendRoot, session_start);
 
 struct Geometry {
   uint32_t nlogs = 0;
@@ -73,6 +79,10 @@ class Backend {
   static Result<std::unique_ptr<Backend>> attach(pm::Container* c);
 
   BackendRoot* root() const { return root_; }
+  // A version 1 root: no session boundaries (recovery upgrades it).
+  bool legacy() const { return root_->version == 1; }
+  // Moves a version 1 root into a version 2 one (durable at the next commit).
+  Status upgrade();
   // Announces a root field write (hints tracker).
   template <typename T>
   void set(T* field, T v) {
@@ -103,6 +113,8 @@ class Backend {
 
   // Visits live entries with the prefix, in batches copied out of the
   // table, so fn may call into the store. Stops when fn returns false.
+  // Each key present for the whole scan is visited exactly once, whatever
+  // splits run meanwhile; keys changed meanwhile may or may not be.
   Status scan(std::string_view prefix,
               const std::function<bool(std::string_view, std::string_view)>& fn);
 

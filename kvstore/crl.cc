@@ -33,7 +33,6 @@ void encode_record(uint32_t log, uint64_t pos, uint64_t seq, uint32_t session,
     oh.op = static_cast<uint8_t>(o.op);
     oh.klen = static_cast<uint32_t>(o.key.size());
     oh.vlen = static_cast<uint32_t>(o.value.size());
-    oh.prev = o.prev;
     std::memcpy(p + at, &oh, sizeof oh);
     at += sizeof oh;
     std::memcpy(p + at, o.key.data(), o.key.size());
@@ -49,16 +48,17 @@ void encode_record(uint32_t log, uint64_t pos, uint64_t seq, uint32_t session,
 Status Log::write(uint64_t pos, const std::byte* src, size_t n) {
   const uint64_t off = pos % cap_;
   const size_t first = static_cast<size_t>(std::min<uint64_t>(n, cap_ - off));
-  PM_TRY(c_->raw_write(raw_off_ + off, src, first));
-  if (first < n) PM_TRY(c_->raw_write(raw_off_, src + first, n - first));
+  PM_TRY(raw_->write(raw_off_ + off, src, first));
+  if (first < n) PM_TRY(raw_->write(raw_off_, src + first, n - first));
   return Status();
 }
 
-Status Log::persist(uint64_t pos, size_t n) {
+Status Log::persist(uint64_t pos, uint64_t n) {
+  if (n >= cap_) return raw_->persist(raw_off_, cap_);
   const uint64_t off = pos % cap_;
-  const size_t first = static_cast<size_t>(std::min<uint64_t>(n, cap_ - off));
-  PM_TRY(c_->raw_persist(raw_off_ + off, first));
-  if (first < n) PM_TRY(c_->raw_persist(raw_off_, n - first));
+  const uint64_t first = std::min(n, cap_ - off);
+  PM_TRY(raw_->persist(raw_off_ + off, first));
+  if (first < n) PM_TRY(raw_->persist(raw_off_, n - first));
   return Status();
 }
 
@@ -66,15 +66,15 @@ Status Log::read_bytes(uint64_t pos, void* dst, size_t n) const {
   const uint64_t off = pos % cap_;
   const size_t first = static_cast<size_t>(std::min<uint64_t>(n, cap_ - off));
   auto* d = static_cast<std::byte*>(dst);
-  PM_TRY(c_->raw_read(raw_off_ + off, d, first));
-  if (first < n) PM_TRY(c_->raw_read(raw_off_, d + first, n - first));
+  PM_TRY(raw_->read(raw_off_ + off, d, first));
+  if (first < n) PM_TRY(raw_->read(raw_off_, d + first, n - first));
   return Status();
 }
 
 bool Log::peek_seq(uint64_t pos, uint64_t* seq) const {
   RecordHeader h;
   if (!read_bytes(pos, &h, sizeof h).ok()) return false;
-  if (h.magic != kRecordMagic || h.pos != pos) return false;
+  if ((h.magic != kRecordMagic && h.magic != kRecordMagicV1) || h.pos != pos) return false;
   *seq = h.seq;
   return true;
 }
@@ -82,11 +82,12 @@ bool Log::peek_seq(uint64_t pos, uint64_t* seq) const {
 bool Log::read(uint64_t pos, const Limits& limits, Record* out) const {
   RecordHeader& h = out->header;
   if (!read_bytes(pos, &h, sizeof h).ok()) return false;
-  if (h.magic != kRecordMagic || h.pos != pos || h.len % 8 != 0 || h.nops == 0 ||
-      h.len < sizeof h + sizeof(OpHeader) || h.len > limits.max_record || h.len > cap_ ||
-      h.session == 0) {
+  if ((h.magic != kRecordMagic && h.magic != kRecordMagicV1) || h.pos != pos || h.len % 8 != 0 ||
+      h.nops == 0 || h.len < sizeof h + sizeof(OpHeader) || h.len > limits.max_record ||
+      h.len > cap_ || h.session == 0) {
     return false;
   }
+  const size_t op_header = h.magic == kRecordMagic ? sizeof(OpHeader) : kOpHeaderV1;
   out->bytes.resize(h.len);
   if (!read_bytes(pos, out->bytes.data(), h.len).ok()) return false;
   std::memset(out->bytes.data() + offsetof(RecordHeader, checksum), 0, 8);
@@ -97,9 +98,9 @@ bool Log::read(uint64_t pos, const Limits& limits, Record* out) const {
   size_t at = sizeof h;
   for (uint32_t i = 0; i < h.nops; i++) {
     OpHeader oh;
-    if (h.len - at < sizeof oh) return false;
+    if (h.len - at < op_header) return false;
     std::memcpy(&oh, p + at, sizeof oh);
-    at += sizeof oh;
+    at += op_header;
     if ((oh.op != 1 && oh.op != 2) || oh.klen == 0 || oh.klen > limits.max_key ||
         oh.vlen > limits.max_value || uint64_t{oh.klen} + oh.vlen > h.len - at) {
       return false;
@@ -108,7 +109,6 @@ bool Log::read(uint64_t pos, const Limits& limits, Record* out) const {
     o.op = static_cast<OpCode>(oh.op);
     o.key = std::string_view(reinterpret_cast<const char*>(p + at), oh.klen);
     o.value = std::string_view(reinterpret_cast<const char*>(p + at + oh.klen), oh.vlen);
-    o.prev = oh.prev;
     at += oh.klen + oh.vlen;
     out->ops.push_back(o);
   }

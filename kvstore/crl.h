@@ -5,7 +5,8 @@
 // left from an earlier lap of the ring never validates at the current one)
 // and an XXH3 checksum over all of it. So a put needs one persist barrier:
 // after a crash a log holds valid records from its committed head up to the
-// first invalid one, which ends it.
+// first invalid one, which ends it (recovery.h says which of those it
+// accepts).
 #ifndef KVSTORE_CRL_H_
 #define KVSTORE_CRL_H_
 
@@ -14,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "pm/container.h"
+#include "pm/raw_region.h"
 #include "pm/status.h"
 
 namespace kv {
@@ -23,7 +24,10 @@ using pm::Status;
 
 enum class OpCode : uint8_t { kPut = 1, kRemove = 2 };
 
-inline constexpr uint32_t kRecordMagic = 0x314c5243;  // "CRL1"
+inline constexpr uint32_t kRecordMagic = 0x324c5243;  // "CRL2"
+// Format 1 (stores written before 2026-11) carried an 8-byte `prev` link in
+// every operation header, never read; recovery still reads such records.
+inline constexpr uint32_t kRecordMagicV1 = 0x314c5243;  // "CRL1"
 
 struct RecordHeader {
   uint32_t magic;
@@ -42,9 +46,9 @@ struct OpHeader {
   uint32_t klen;
   uint32_t vlen;
   uint32_t pad2;
-  uint64_t prev;  // LogRef of the key's previous record (0: none in the logs)
 };
-static_assert(sizeof(OpHeader) == 24);
+static_assert(sizeof(OpHeader) == 16);
+inline constexpr size_t kOpHeaderV1 = 24;  // OpHeader, then prev (format 1)
 
 // Where a record is: log number and absolute position, never 0.
 using LogRef = uint64_t;
@@ -55,7 +59,6 @@ inline uint64_t ref_pos(LogRef r) { return r & ((1ull << 48) - 1); }
 struct Op {
   OpCode op;
   std::string_view key, value;
-  LogRef prev = 0;
 };
 
 inline uint64_t record_size(const std::vector<Op>& ops) {
@@ -81,18 +84,20 @@ struct Limits {
 };
 
 // One circular log: [raw_off, raw_off + capacity) of the raw region.
+// Thread safety: as the raw region (disjoint ranges concurrently).
 class Log {
  public:
-  Log(pm::Container* c, uint32_t index, uint64_t raw_off, uint64_t capacity)
-      : c_(c), index_(index), raw_off_(raw_off), cap_(capacity) {}
+  Log(pm::RawRegion* raw, uint32_t index, uint64_t raw_off, uint64_t capacity)
+      : raw_(raw), index_(index), raw_off_(raw_off), cap_(capacity) {}
 
   uint32_t index() const { return index_; }
   uint64_t capacity() const { return cap_; }
 
   // Copies a record to absolute position pos (wrapping at the end of the ring).
+  // REQUIRES: n <= capacity().
   Status write(uint64_t pos, const std::byte* src, size_t n);
-  // Makes [pos, pos+n) durable.
-  Status persist(uint64_t pos, size_t n);
+  // Makes [pos, pos+n) durable (the whole ring when n exceeds it).
+  Status persist(uint64_t pos, uint64_t n);
   // Reads and validates the record at pos: false when there is none (end
   // of the log, a torn record, or one from an earlier lap).
   bool read(uint64_t pos, const Limits& limits, Record* out) const;
@@ -102,7 +107,7 @@ class Log {
  private:
   Status read_bytes(uint64_t pos, void* dst, size_t n) const;
 
-  pm::Container* c_;
+  pm::RawRegion* raw_;
   uint32_t index_;
   uint64_t raw_off_;
   uint64_t cap_;

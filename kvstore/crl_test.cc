@@ -25,10 +25,9 @@ class CrlTest : public ::testing::Test {
 };
 
 TEST_F(CrlTest, RecordRoundTripsAcrossTheRingsEnd) {
-  Log log(c_.get(), 3, 4096, 4096);
+  Log log(&c_->raw(), 3, 4096, 4096);
   const std::string value(300, 'v');
-  std::vector<Op> ops{{OpCode::kPut, "key-one", value, make_ref(1, 77)},
-                      {OpCode::kRemove, "key-two", "", 0}};
+  std::vector<Op> ops{{OpCode::kPut, "key-one", value}, {OpCode::kRemove, "key-two", ""}};
   std::vector<std::byte> buf;
   const uint64_t pos = 3 * 4096 + 4000;  // third lap, 96 bytes before the end
   encode_record(3, pos, 42, 7, ops, &buf);
@@ -42,7 +41,6 @@ TEST_F(CrlTest, RecordRoundTripsAcrossTheRingsEnd) {
   ASSERT_EQ(r.ops.size(), 2u);
   EXPECT_EQ(r.ops[0].key, "key-one");
   EXPECT_EQ(r.ops[0].value, value);
-  EXPECT_EQ(r.ops[0].prev, make_ref(1, 77));
   EXPECT_EQ(r.ops[1].op, OpCode::kRemove);
   uint64_t seq = 0;
   EXPECT_TRUE(log.peek_seq(pos, &seq));
@@ -53,9 +51,9 @@ TEST_F(CrlTest, RecordRoundTripsAcrossTheRingsEnd) {
 }
 
 TEST_F(CrlTest, AnyFlippedByteOrWrongLogInvalidatesTheRecord) {
-  Log log(c_.get(), 0, 0, 4096);
-  Log other(c_.get(), 1, 0, 4096);  // same bytes, another log number
-  std::vector<Op> ops{{OpCode::kPut, "k", "value", 0}};
+  Log log(&c_->raw(), 0, 0, 4096);
+  Log other(&c_->raw(), 1, 0, 4096);  // same bytes, another log number
+  std::vector<Op> ops{{OpCode::kPut, "k", "value"}};
   std::vector<std::byte> buf;
   encode_record(0, 64, 1, 1, ops, &buf);
   Record r;
@@ -71,9 +69,9 @@ TEST_F(CrlTest, AnyFlippedByteOrWrongLogInvalidatesTheRecord) {
 }
 
 TEST_F(CrlTest, LimitsRefuseOversizedRecordsEvenWithAGoodChecksum) {
-  Log log(c_.get(), 0, 0, 4096);
+  Log log(&c_->raw(), 0, 0, 4096);
   const std::string key(65, 'k');
-  std::vector<Op> ops{{OpCode::kPut, key, "v", 0}};
+  std::vector<Op> ops{{OpCode::kPut, key, "v"}};
   std::vector<std::byte> buf;
   encode_record(0, 0, 1, 1, ops, &buf);
   ASSERT_TRUE(log.write(0, buf.data(), buf.size()).ok());

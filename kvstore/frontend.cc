@@ -179,12 +179,18 @@ bool Frontend::grow() {
 }
 
 void Frontend::for_each(const std::function<void(const Item&)>& fn) const {
+  (void)for_each_from(0, UINT64_MAX, fn);
+}
+
+uint64_t Frontend::for_each_from(uint64_t first, uint64_t n,
+                                 const std::function<void(const Item&)>& fn) const {
   // No growth meanwhile, so no bucket is moved under us.
   std::lock_guard<std::mutex> l(grow_mu_);
   Reclaimer::Guard g;
   const Table* t = current();
   std::vector<const Item*> batch;
-  for (uint64_t i = 0; i <= t->mask; i++) {
+  const uint64_t end = n > t->mask + 1 - std::min(first, t->mask + 1) ? t->mask + 1 : first + n;
+  for (uint64_t i = first; i < end; i++) {
     const Bucket& b = t->buckets[i];
     for (;;) {
       uint64_t v = b.version.load(std::memory_order_acquire);
@@ -201,6 +207,7 @@ void Frontend::for_each(const std::function<void(const Item&)>& fn) const {
     }
     for (const Item* x : batch) fn(*x);
   }
+  return end > t->mask ? 0 : end;
 }
 
 uint64_t Frontend::evict(uint64_t want, const std::function<bool(const Item&)>& clean) {

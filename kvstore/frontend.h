@@ -112,6 +112,12 @@ class Frontend {
   // the table does not grow meanwhile. fn runs under a guard and must not
   // keep the reference.
   void for_each(const std::function<void(const Item&)>& fn) const;
+  // The same for up to `n` buckets from bucket `first`; returns the bucket
+  // to continue from, 0 when done. Growth between calls moves bucket i's
+  // items to i and i + old size, both at or after i: a walk from 0 misses
+  // no item present throughout, but may visit one twice.
+  uint64_t for_each_from(uint64_t first, uint64_t n,
+                         const std::function<void(const Item&)>& fn) const;
   // Evicts up to `want` bytes of items for which clean(item) holds, moving a
   // clock hand over the buckets. Returns the bytes freed.
   uint64_t evict(uint64_t want, const std::function<bool(const Item&)>& clean);

@@ -12,6 +12,17 @@ struct KvPlantedBugs {
   bool remove_without_ghost = false;   // the backend forgets a removal at once
   bool replay_ignores_backend = false; // recovery replays records older than the backend
   bool no_session_check = false;       // recovery accepts stale records of an older session
+  // Defects found by review (issue 11), kept as switches so that the harness
+  // proves it sees them:
+  // an epoch moves heads past collapsed records without syncing the logs,
+  // so the records that superseded them may not be durable;
+  bool epoch_skips_log_sync = false;
+  // recovery keeps no session boundaries: the first record at a head is
+  // accepted whatever its session (stale records after a clean reopen);
+  bool session_rule_without_boundary = false;
+  // recovery accepts records without persisting them (after a kill they may
+  // be only in the page cache).
+  bool recovery_trusts_page_cache = false;
 };
 
 // Read by kvstore, written only by tests.

@@ -118,6 +118,11 @@ Reclaimer::Guard::~Guard() {
 void Reclaimer::retire(void* p, Deleter fn) {
   ThreadState& t = t_state;
   Domain& d = domain();
+  // The unlinking store that made p unreachable must be visible before we
+  // read the epoch: without the fence the load may pass the store (x86
+  // reorders a store with a later load), we would stamp p with an epoch
+  // older than a reader that still found it, and free it under that reader.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   t.limbo.push_back({p, fn, d.global.load()});
   if (t.limbo.size() < kBatch) return;
   d.try_advance();

@@ -21,6 +21,7 @@
 #include "libpm/heap.h"
 #include "libpm/journal.h"
 #include "libpm/planted_bugs.h"
+#include "libpm/raw_region.h"
 #include "libpm/superblock.h"
 #include "libpm/tracker.h"
 #include "libpm/view_lock.h"
@@ -96,15 +97,13 @@ class ContainerImpl final : public Container {
   void* base() const override { return reservation_.base(); }
   uint64_t generation() const override { return generation_; }
   ContainerInfo info() const override;
+  ContainerInfo usage() const override;
   CheckReport check(bool foreign_writer) override;
   Result<CollectReport> collect(bool dry_run) override;
   void begin_mutation() override { gate_.enter(); }
   bool created_file() const { return created_file_; }
   void end_mutation() override { gate_.leave(); }
-  uint64_t raw_size() const override { return heap_off_ - kHeapOffset; }
-  Status raw_write(uint64_t off, const void* src, size_t n) override;
-  Status raw_persist(uint64_t off, size_t n) override;
-  Status raw_read(uint64_t off, void* dst, size_t n) const override;
+  RawRegion& raw() override { return *raw_; }
 
  private:
   void log(LogLevel level, const std::string& msg) const {
@@ -112,6 +111,12 @@ class ContainerImpl final : public Container {
   }
   Status recover();
   Status map_and_attach();
+  // OK, or the write-back failure that broke the container (see commit()).
+  Status usable() const {
+    if (!broken_.load(std::memory_order_acquire)) return Status();
+    std::lock_guard<std::mutex> l(persist_mu_);
+    return failed_;
+  }
   Status grow_to(uint64_t new_heap_size);
   Status commit_locked();
   // Rewrites the pending header of the last (fully applied) commit as applied.
@@ -145,10 +150,14 @@ class ContainerImpl final : public Container {
   ViewLock view_mu_;
   uint64_t heap_off_ = kHeapOffset;  // file offset of the heap (after the raw region)
   std::atomic<uint64_t> mapped_{0};  // heap bytes mapped in the working view
-  uint64_t seq_ = 0;                 // last commit's journal sequence number
+  // Written under persist_mu_; atomic so that usage() reads them without it.
+  std::atomic<uint64_t> seq_{0};  // last commit's journal sequence number
   bool journal_pending_ = false;     // header says pending (not yet marked applied)
-  JournalState journal_state_ = JournalState::kEmpty;
-  Status failed_;  // set when write-back failed after a commit point
+  std::atomic<JournalState> journal_state_{JournalState::kEmpty};
+  bool is_pmem_ = false;
+  Status failed_;                    // write-back failed after a commit point (persist_mu_)
+  std::atomic<bool> broken_{false};  // failed_ is set
+  std::unique_ptr<RawRegionImpl> raw_;
   uint64_t generation_ = 0;
   bool created_file_ = false;               // init_new created the file (remove it on failure)
   std::vector<PageRun> committed_private_;  // committed pages still private (DRAM)
@@ -180,6 +189,9 @@ Status ContainerImpl::init_new(const PersistOpener& opener) {
   if (::ftruncate(lock_.fd(), static_cast<off_t>(heap_off_ + heap_size)) != 0) {
     return Status::from_errno("size " + path_, errno);
   }
+  // Every byte the mappings will write must have its blocks now: a store
+  // into a hole of a shared mapping on a full disk raises SIGBUS.
+  PM_TRY(allocate_file_space(lock_.fd(), 0, heap_off_ + heap_size, path_));
   Result<AddressReservation> res =
       options_.base_address ? AddressReservation::at(options_.base_address, options_.max_size)
                             : AddressReservation::anywhere(options_.max_size);
@@ -274,6 +286,8 @@ Status ContainerImpl::map_and_attach() {
   }
   PM_TRY(reservation_.map_private(0, heap_size, lock_.fd(), heap_off_));
   mapped_ = heap_size;
+  is_pmem_ = persist_->is_pmem();
+  raw_ = std::make_unique<RawRegionImpl>(&persist_, &view_mu_, kHeapOffset, heap_off_ - kHeapOffset);
   std::string why;
   Result<std::unique_ptr<DirtyTracker>> t = make_tracker(options_.tracker, sb_.max_size, &why);
   if (!t.ok()) return t.status();
@@ -295,6 +309,9 @@ Status ContainerImpl::map_and_attach() {
 // off so the new heap pages read as zero.
 Status ContainerImpl::grow_to(uint64_t new_heap_size) {
   std::lock_guard<std::mutex> l(persist_mu_);
+  // After a failed write-back the journal holds a commit not yet home:
+  // marking it applied (below) would lose it.
+  if (!failed_.ok() && !g_planted_bugs.mutate_after_failed_writeback) return failed_;
   const uint64_t heap_end = reinterpret_cast<const HeapHeader*>(reservation_.base())->heap_size;
   if (journal_pending_) PM_TRY(mark_applied());
   {
@@ -309,35 +326,6 @@ Status ContainerImpl::grow_to(uint64_t new_heap_size) {
     mapped_ = new_heap_size;
   }
   log(LogLevel::kInfo, "grew heap to " + std::to_string(new_heap_size >> 20) + " MiB");
-  return Status();
-}
-
-Status ContainerImpl::raw_write(uint64_t off, const void* src, size_t n) {
-  if (off > raw_size() || n > raw_size() - off) {
-    return Status::invalid_argument("raw range outside the " + std::to_string(raw_size()) +
-                                    "-byte raw region");
-  }
-  ViewLock::Shared v(view_mu_);
-  persist_->write(kHeapOffset + off, src, n);
-  return Status();
-}
-
-Status ContainerImpl::raw_persist(uint64_t off, size_t n) {
-  if (off > raw_size() || n > raw_size() - off) {
-    return Status::invalid_argument("raw range outside the " + std::to_string(raw_size()) +
-                                    "-byte raw region");
-  }
-  ViewLock::Shared v(view_mu_);
-  return persist_->persist_range(kHeapOffset + off, n);
-}
-
-Status ContainerImpl::raw_read(uint64_t off, void* dst, size_t n) const {
-  if (off > raw_size() || n > raw_size() - off) {
-    return Status::invalid_argument("raw range outside the " + std::to_string(raw_size()) +
-                                    "-byte raw region");
-  }
-  ViewLock::Shared v(view_mu_);
-  std::memcpy(dst, persist_->view() + kHeapOffset + off, n);
   return Status();
 }
 
@@ -362,7 +350,7 @@ Status ContainerImpl::commit() {
     }
   }
   std::lock_guard<std::mutex> l(persist_mu_);
-  if (!failed_.ok()) return failed_;
+  if (!failed_.ok() && !g_planted_bugs.mutate_after_failed_writeback) return failed_;
   return commit_locked();
 }
 
@@ -391,7 +379,7 @@ Status ContainerImpl::commit_locked() {
       std::lock_guard<ViewLock> v(view_mu_);
       s = grow_for_journal(*persist_, heap_off_ + mapped, runs);
     }
-    if (s.ok()) s = write_journal(*persist_, seq_ + 1, heap_off_ + mapped, work, runs);
+    if (s.ok()) s = write_journal(*persist_, seq_.load() + 1, heap_off_ + mapped, work, runs);
     if (!s.ok()) {
       (void)tracker_->redirty(pages);
       return s.with_context("commit (nothing applied; retry)");
@@ -404,6 +392,7 @@ Status ContainerImpl::commit_locked() {
       failed_ = s.with_context(
           "commit is durable in the journal but writing it back failed; reopen the "
           "container to finish it");
+      broken_.store(true, std::memory_order_release);
       return failed_;
     }
   }
@@ -442,6 +431,8 @@ Status ContainerImpl::abort() {
   // The closed gate excludes growth (which runs inside alloc); abort never
   // touches the file, so it takes no persist_mu_ (lock order: heap, persist).
   ClosedGate closed(gate_);
+  // The home view may hold part of a commit: nothing to roll back to.
+  PM_TRY(usable());
   std::vector<PageRun>& pages = dirty_scratch_;
   pages.clear();
   PM_TRY(tracker_->take_dirty(&pages));
@@ -456,6 +447,7 @@ Status ContainerImpl::abort() {
 }
 
 Result<void*> ContainerImpl::alloc(size_t n) {
+  if (!g_planted_bugs.mutate_after_failed_writeback) PM_TRY(usable());
   MutationGuard g(*this);
   return heap_->alloc(n);
 }
@@ -463,6 +455,7 @@ Result<void*> ContainerImpl::alloc(size_t n) {
 Status ContainerImpl::free(void* p) {
   if (p == nullptr) return Status();
   if (!contains(p)) return Status::invalid_argument("free: pointer is not in this container");
+  PM_TRY(usable());
   MutationGuard g(*this);
   return heap_->free(p);
 }
@@ -473,6 +466,7 @@ Result<BlockInfo> ContainerImpl::find_block(const void* p) const {
 }
 
 Status ContainerImpl::set_root(void* p, std::string_view name) {
+  PM_TRY(usable());
   MutationGuard g(*this);
   return heap_->set_root(p, name);
 }
@@ -482,6 +476,7 @@ Status ContainerImpl::reserve(uint64_t heap_bytes) {
     return Status::no_space("reserve: " + std::to_string(heap_bytes) + " bytes exceeds max_size " +
                             std::to_string(sb_.max_size));
   }
+  PM_TRY(usable());
   MutationGuard g(*this);
   return heap_->reserve(align_up(heap_bytes, kPage));
 }
@@ -540,12 +535,12 @@ uint64_t ContainerImpl::count_changed(const std::vector<PageRun>& pages) const {
   return n;
 }
 
-ContainerInfo ContainerImpl::info() const {
+ContainerInfo ContainerImpl::usage() const {
   ContainerInfo i;
   i.path = path_;
   Heap::Stats hs = heap_->stats();
   i.heap_bytes = hs.heap_bytes;
-  i.raw_bytes = raw_size();
+  i.raw_bytes = raw_->size();
   i.max_bytes = sb_.max_size;
   i.used_bytes = hs.used_bytes;
   i.free_bytes = hs.heap_bytes - hs.used_bytes - hs.meta_bytes;
@@ -555,23 +550,26 @@ ContainerInfo ContainerImpl::info() const {
   i.generation = generation_;
   i.tracker = tracker_name(tracker_->kind());
   i.layout = sb_.layout;
+  // No persist_mu_: a commit may hold it for an msync.
+  struct stat st;
+  if (::fstat(lock_.fd(), &st) == 0) i.file_bytes = static_cast<uint64_t>(st.st_size);
+  i.is_pmem = is_pmem_;
+  i.journal = journal_state_.load();
+  i.commits = seq_.load();
+  return i;
+}
+
+ContainerInfo ContainerImpl::info() const {
   // Counting dirty pages needs the tracker quiet (growth may extend it);
   // from inside a MutationGuard the count is skipped rather than deadlock.
   // Trackers over-report (uffd: pages only read since open; hints: announced
   // but unchanged), so a page counts only if it differs from the home view.
-  std::unique_lock<std::mutex> l(persist_mu_, std::defer_lock);
-  if (!gate_.held_by_this_thread()) {
-    ClosedGate closed(gate_);
-    l.lock();
-    std::vector<PageRun> dirty;
-    if (tracker_->peek_dirty(&dirty).ok()) i.dirty_pages = count_changed(dirty);
-  } else {
-    l.lock();
-  }
-  i.file_bytes = persist_->size();
-  i.is_pmem = persist_->is_pmem();
-  i.journal = journal_state_;
-  i.commits = seq_;
+  ContainerInfo i = usage();
+  if (gate_.held_by_this_thread()) return i;
+  ClosedGate closed(gate_);
+  std::lock_guard<std::mutex> l(persist_mu_);
+  std::vector<PageRun> dirty;
+  if (tracker_->peek_dirty(&dirty).ok()) i.dirty_pages = count_changed(dirty);
   return i;
 }
 
@@ -597,6 +595,7 @@ Result<CollectReport> ContainerImpl::collect(bool dry_run) {
     return Status::busy("collect() called while this thread holds a MutationGuard");
   }
   ClosedGate closed(gate_);
+  if (!dry_run) PM_TRY(usable());
   CollectReport r;
   PM_TRY(heap_->collect(dry_run, &r));
   log(LogLevel::kInfo, (dry_run ? "collect (dry run): " : "collect: ") +

@@ -79,32 +79,32 @@ TEST_F(ContainerTest, RawRegionIsWrittenDirectlyAndIgnoredByCommitAndAbort) {
   std::vector<char> a(300, 'a'), got(300);
   {
     auto c = must(Container::create(path_, o));
-    ASSERT_EQ(c->raw_size(), 12288u);
+    ASSERT_EQ(c->raw().size(), 12288u);
     Node* head = push(*c, nullptr, 5);
     ASSERT_TRUE(c->set_root(head).ok());
     ASSERT_TRUE(c->commit().ok());
-    ASSERT_TRUE(c->raw_write(12288 - 300, a.data(), a.size()).ok());
-    ASSERT_TRUE(c->raw_persist(12288 - 300, 300).ok());
+    ASSERT_TRUE(c->raw().write(12288 - 300, a.data(), a.size()).ok());
+    ASSERT_TRUE(c->raw().persist(12288 - 300, 300).ok());
     ASSERT_TRUE(c->abort().ok());  // not journaled: abort leaves it
-    ASSERT_TRUE(c->raw_read(12288 - 300, got.data(), got.size()).ok());
+    ASSERT_TRUE(c->raw().read(12288 - 300, got.data(), got.size()).ok());
     EXPECT_EQ(got, a);
     // Out of range: a clear error, nothing written.
-    Status s = c->raw_write(12288 - 10, a.data(), 11);
+    Status s = c->raw().write(12288 - 10, a.data(), 11);
     EXPECT_EQ(s.code(), Code::kInvalidArgument);
     EXPECT_NE(s.message().find("raw region"), std::string::npos) << s.to_string();
-    EXPECT_FALSE(c->raw_read(1ull << 62, got.data(), 1).ok());
+    EXPECT_FALSE(c->raw().read(1ull << 62, got.data(), 1).ok());
     // Growth remaps the home view; the raw region stays readable.
     ASSERT_TRUE(c->reserve(64 << 20).ok());
     ASSERT_TRUE(c->alloc(32 << 20).ok());
     ASSERT_TRUE(c->commit().ok());
-    ASSERT_TRUE(c->raw_read(12288 - 300, got.data(), got.size()).ok());
+    ASSERT_TRUE(c->raw().read(12288 - 300, got.data(), got.size()).ok());
     EXPECT_EQ(got, a);
   }
   auto c = must(Container::open(path_));
   ASSERT_TRUE(c != nullptr);
   EXPECT_EQ(c->info().raw_bytes, 12288u);
   EXPECT_EQ(values(c->root<Node>()), std::vector<uint64_t>{5});
-  ASSERT_TRUE(c->raw_read(12288 - 300, got.data(), got.size()).ok());
+  ASSERT_TRUE(c->raw().read(12288 - 300, got.data(), got.size()).ok());
   EXPECT_EQ(got, a);
   EXPECT_TRUE(c->check().problems.empty());
 }
@@ -123,8 +123,8 @@ TEST_F(ContainerTest, RawWritesRunWhileCommitsGrowTheFile) {
     for (uint64_t i = 0; !done.load(); i++) {
       std::fill(v.begin(), v.end(), static_cast<char>(i));
       const uint64_t off = (i % 16) * 4096;
-      if (!c->raw_write(off, v.data(), v.size()).ok() || !c->raw_persist(off, v.size()).ok() ||
-          !c->raw_read(off, got.data(), got.size()).ok() || got != v) {
+      if (!c->raw().write(off, v.data(), v.size()).ok() || !c->raw().persist(off, v.size()).ok() ||
+          !c->raw().read(off, got.data(), got.size()).ok() || got != v) {
         bad++;
       }
     }

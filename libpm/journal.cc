@@ -163,6 +163,16 @@ Status apply_runs(Persist& p, const std::byte* work, const std::vector<Run>& run
 }
 
 Status replay_journal(Persist& p, const JournalHeader& h, uint64_t heap_offset) {
+  // After a process kill the journal may exist only in the page cache (or
+  // CPU caches): the kill fell between writing it and the commit point's
+  // drain. Replaying it writes home; a power failure could then keep some of
+  // those lines and lose the journal, leaving neither commit. So the journal
+  // becomes durable first: the commit it holds completes.
+  if (!g_planted_bugs.replay_unsynced_journal) {
+    p.flush(kJournalHeaderOffset, sizeof h);
+    p.flush(h.body_offset, h.body_len);
+    PM_TRY(p.drain());
+  }
   const std::byte* body = p.view() + h.body_offset;
   for (uint64_t at = 0; at < h.body_len;) {
     JournalEntry e;

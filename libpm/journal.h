@@ -83,8 +83,9 @@ Status write_journal(Persist& p, uint64_t seq, uint64_t body_offset, const std::
 Status apply_runs(Persist& p, const std::byte* work, const std::vector<Run>& runs,
                   uint64_t heap_offset = kHeapOffset);
 
-// Applies the body named by a pending header (read_journal said kPending)
-// to the home view, drains, and marks the header applied.
+// Makes the journal durable (it may be only in the page cache after a
+// kill), applies the body named by a pending header (read_journal said
+// kPending) to the home view, drains, and marks the header applied.
 Status replay_journal(Persist& p, const JournalHeader& h, uint64_t heap_offset = kHeapOffset);
 
 // Rewrites the header with state kApplied (so open skips the replay) and drains.

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <vector>
 
+#include "libpm/planted_bugs.h"
+
 namespace pm {
 
 namespace {
@@ -93,6 +95,12 @@ class PmemFile final : public Persist {
       s = Status::from_errno("resize " + path_ + " to " + std::to_string(new_size) + " bytes",
                              errno);
     }
+    if (s.ok() && new_size > std::min(keep, len_)) {
+      const uint64_t from = std::min(keep, len_);
+      s = allocate_file_space(fd, from, new_size - from, path_);
+      // Leave no unreserved tail behind (best effort: the size is not in use).
+      if (!s.ok()) (void)!::ftruncate(fd, static_cast<off_t>(len_));
+    }
     // The new size must be durable before anything in the new range is.
     if (s.ok() && ::fsync(fd) != 0) s = Status::from_errno("fsync " + path_, errno);
     ::close(fd);
@@ -142,6 +150,15 @@ class PmemFile final : public Persist {
 };
 
 }  // namespace
+
+Status allocate_file_space(int fd, uint64_t off, uint64_t len, const std::string& path) {
+  if (len == 0 || g_planted_bugs.sparse_file) return Status();
+  const int err = ::posix_fallocate(fd, static_cast<off_t>(off), static_cast<off_t>(len));
+  if (err == 0) return Status();
+  const std::string what = "reserve " + std::to_string(len) + " bytes of file space for " + path;
+  if (err == ENOSPC) return Status::no_space(what + ": no space left on device");
+  return Status::from_errno(what, err);
+}
 
 Result<std::unique_ptr<Persist>> open_pmem_file(const std::string& path) {
   auto f = std::make_unique<PmemFile>(path);

@@ -65,6 +65,11 @@ class Persist {
   virtual void kill_point(std::string_view /*name*/) {}
 };
 
+// Allocates blocks for [off, off + len) of the file (posix_fallocate), so
+// that stores through a shared mapping never meet a hole: on a full disk
+// they would raise SIGBUS. kNoSpace when the file system is full.
+Status allocate_file_space(int fd, uint64_t off, uint64_t len, const std::string& path);
+
 // Opens the home view of an existing file through libpmem (pmem_map_file).
 Result<std::unique_ptr<Persist>> open_pmem_file(const std::string& path);
 

@@ -14,6 +14,14 @@ struct PlantedBugs {
   bool skip_body_checksum = false;    // recovery trusts the body without its checksum
   bool replay_torn_journal = false;   // recovery applies a journal it found torn
   bool skip_writeback_drain = false;  // commit returns before write-back is durable
+  // After a failed write-back, alloc, growth and commit go on (growth then
+  // marks the unapplied journal applied).
+  bool mutate_after_failed_writeback = false;
+  // File space is extended sparse (ftruncate only), never allocated.
+  bool sparse_file = false;
+  // Recovery replays a journal found in the page cache without making it
+  // durable first (after a kill; a power failure then tears the state).
+  bool replay_unsynced_journal = false;
 };
 
 // Read by libpm, written only by tests.

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <array>
+#include <cerrno>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -36,6 +37,13 @@ void chain_to_previous(int sig, siginfo_t* info, void* ctx) {
 }
 
 void on_signal(int sig, siginfo_t* info, void* ctx) {
+  // The interrupted code may be between a failing call and its read of
+  // errno; the sink's mprotect must not change it under that code.
+  const int saved_errno = errno;
+  struct RestoreErrno {
+    int e;
+    ~RestoreErrno() { errno = e; }
+  } restore{saved_errno};
   auto addr = reinterpret_cast<uintptr_t>(info->si_addr);
   for (Slot& s : g_slots) {
     if (addr >= s.begin.load(std::memory_order_acquire) &&

@@ -141,6 +141,25 @@ class FuseWorkload final : public Workload {
 
   std::string name() const override { return "fuse"; }
   Options options() const override { return kv::container_options(store_options()); }
+  // The tree model follows acknowledged operations only.
+  bool continues_after_failure() const override { return false; }
+
+  Status close(CommitLog&) override {
+    fs_.reset();
+    store_ = nullptr;
+    return Status();
+  }
+
+  // A new session: mount the recovered store and take its tree as the model.
+  Status resume(Container& c, CommitLog& log) override {
+    fs_.reset();
+    store_ = nullptr;
+    live_ = &c;
+    live_generation_ = c.generation();
+    PM_TRY(open(c, log));
+    model_.clear();
+    return walk(*fs_, pmfs::kRootIno, "", &model_);
+  }
 
   Status setup(Container& c, std::mt19937_64&) override {
     fs_.reset();

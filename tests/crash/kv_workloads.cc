@@ -1,11 +1,11 @@
 #include "crash/kv_workloads.h"
 
-#include <xxhash.h>
-
-#include <map>
+#include <cstring>
 #include <string>
 #include <thread>
 
+#include "crash/kv_model.h"
+#include "crash/scheduler.h"
 #include "kv/store.h"
 #include "kvstore/store_impl.h"
 
@@ -32,128 +32,314 @@ Status on_new_thread(const std::function<Status()>& op) {
 
 namespace {
 
-uint64_t digest_of(const std::map<std::string, std::string>& m) {
-  XXH3_state_t* st = XXH3_createState();
-  XXH3_64bits_reset(st);
-  for (const auto& [k, v] : m) {
-    uint64_t n[2] = {k.size(), v.size()};
-    XXH3_64bits_update(st, n, sizeof n);
-    XXH3_64bits_update(st, k.data(), k.size());
-    XXH3_64bits_update(st, v.data(), v.size());
-  }
-  uint64_t d = XXH3_64bits_digest(st);
-  XXH3_freeState(st);
-  return d;
-}
+// Keys: 40 one at a time; 12 for the concurrent rounds, so that updates in
+// flight often share a key with one just acknowledged (write collapsing).
+constexpr int kKeys = 40;
+constexpr int kConcurrentKeys = 12;
+
+enum class Shape {
+  kSequential,  // one update (or maintenance step) at a time
+  kConcurrent,  // rounds of actors under the scheduler
+  kUniform,     // puts of one record size, synced now and then (kAsync)
+};
 
 class KvWorkload final : public Workload {
  public:
-  explicit KvWorkload(bool async) : async_(async), options_(crash_store_options()) {
+  KvWorkload(bool async, Shape shape)
+      : async_(async),
+        concurrent_(shape == Shape::kConcurrent),
+        uniform_(shape == Shape::kUniform),
+        options_(crash_store_options()) {
     if (async) options_.durability = kv::Durability::kAsync;
   }
-  std::string name() const override { return async_ ? "kvstore_async" : "kvstore"; }
+
+  std::string name() const override {
+    return std::string("kvstore") + (concurrent_ ? "_concurrent" : "") +
+           (uniform_ ? "_uniform" : "") + (async_ ? "_async" : "");
+  }
   Options options() const override { return kv::container_options(options_); }
+  uint64_t schedules() const override { return schedules_; }
 
   // The harness reuses a workload for several runs (a dry run, then each
-  // killed child): start from nothing. The old store's container is closed
-  // already; its destructor does not touch it.
+  // killed child): start from nothing.
   Status setup(Container& c, std::mt19937_64&) override {
     store_.reset();
-    model_.clear();
-    live_ = &c;
-    live_generation_ = c.generation();
+    model_.reset({});
+    attach(c);
     return kv::format_store(&c, options_);
   }
 
-  Status step(Container& c, std::mt19937_64& rng, CommitLog& log) override {
-    if (store_ == nullptr) {  // opening commits (a new session): state unchanged
-      PM_TRY(log.durable(digest_of(model_), [&] {
-        Result<std::unique_ptr<kv::Store>> s = kv::open_store_on(&c, options_);
-        if (!s.ok()) return s.status();
-        store_ = std::move(*s);
-        return Status();
-      }));
-    }
-    const int kind = static_cast<int>(rng() % 20);
-    std::string key = "key" + std::to_string(rng() % 40);
-    if (kind < 10) {
-      std::string value(rng() % 2000, static_cast<char>('a' + rng() % 26));
-      auto after = model_;
-      after[key] = value;
-      PM_TRY(log.durable(digest_of(after), [&] {
-        return synced(on_new_thread([&] { return store_->put(key, value); }));
-      }));
-      model_ = std::move(after);
-    } else if (kind < 13) {
-      auto after = model_;
-      const bool present = after.erase(key) > 0;
-      PM_TRY(log.durable(digest_of(after), [&] {
-        Status s = on_new_thread([&] { return store_->remove(key); });
-        return synced(s.is_not_found() && !present ? Status() : s);
-      }));
-      model_ = std::move(after);
-    } else if (kind < 15) {  // a transaction: all or nothing
-      auto after = model_;
-      auto t = store_->begin();
-      for (int i = 0, n = 2 + static_cast<int>(rng() % 3); i < n; i++) {
-        std::string k = "key" + std::to_string(rng() % 40);
-        if (rng() % 3 == 0) {
-          PM_TRY(t->remove(k));
-          after.erase(k);
-        } else {
-          std::string v(rng() % 500, static_cast<char>('A' + rng() % 26));
-          PM_TRY(t->put(k, v));
-          after[k] = v;
-        }
-      }
-      PM_TRY(log.durable(digest_of(after),
-                         [&] { return synced(on_new_thread([&] { return t->commit(); })); }));
-      model_ = std::move(after);
-    } else if (kind < 19) {  // some gleaning, sometimes an epoch
-      const uint64_t n = rng() % 6;
-      const bool epoch = rng() % 2 == 0;
-      PM_TRY(log.durable(digest_of(model_), [&] {
-        Result<uint64_t> g = store_->glean(n);
-        if (!g.ok()) return g.status();
-        return epoch ? store_->advance_epoch() : Status();
-      }));
-    } else {
-      PM_TRY(log.durable(digest_of(model_), [&] { return store_->checkpoint(); }));
-    }
+  Status resume(Container& c, CommitLog& log) override {
+    store_.reset();
+    attach(c);
+    log_ = &log;
+    PM_TRY(open_store(c));
+    Result<KvMap> m = read_all(*store_);
+    if (!m.ok()) return m.status();
+    model_.reset(std::move(*m));
     return Status();
+  }
+
+  Status close(CommitLog&) override {
+    store_.reset();  // a clean close: the destructor syncs (kAsync)
+    return Status();
+  }
+
+  Status step(Container& c, std::mt19937_64& rng, CommitLog& log) override {
+    log_ = &log;
+    if (store_ == nullptr) PM_TRY(open_store(c));  // a new session: state unchanged
+    if (rng() % 25 == 0) {  // a clean close and reopen
+      store_.reset();
+      return open_store(c);
+    }
+    std::vector<std::function<void()>> actors;
+    if (concurrent_) {
+      plan_round(rng, &actors);
+    } else {
+      actors.push_back(sequential_actor(rng));
+    }
+    error_ = Status();
+    actor_op_.assign(actors.size(), 0);
+    Scheduler sched(rng(), [this](int actor, const char* name, sync_point::Kind kind) {
+      observe(actor, name, kind);
+    });
+    sched.run(actors);
+    schedules_ += concurrent_;
+    return error_;
   }
 
   // The live container: the model. A recovered one: open a store on it
   // (log replay) and read everything.
   uint64_t digest(Container& c) override {
     // (A later container may reuse the address: the generation tells.)
-    if (&c == live_ && c.generation() == live_generation_) return digest_of(model_);
+    if (&c == live_ && c.generation() == live_generation_) return digest_of(model_.visible());
     Result<std::unique_ptr<kv::Store>> s = kv::open_store_on(&c, options_);
     if (!s.ok()) return 0xbad0;
-    std::map<std::string, std::string> m;
-    Status st = (*s)->scan("", [&](std::string_view k, std::string_view v) {
-      m.emplace(k, v);
-      return true;
-    });
-    if (!st.ok()) return 0xbad1;
-    return digest_of(m);
+    Result<KvMap> m = read_all(**s);
+    return m.ok() ? digest_of(*m) : 0xbad1;
+  }
+
+  Status write_probe(Container& c) override {
+    Result<std::unique_ptr<kv::Store>> s = kv::open_store_on(&c, options_);
+    if (!s.ok()) return s.status();
+    PM_TRY((*s)->put("probe", "written after recovery"));
+    PM_TRY((*s)->sync());
+    return (*s)->checkpoint();
   }
 
  private:
-  // An update is durable when it returns (kSync), or once sync() returned.
-  Status synced(Status s) { return s.ok() && async_ ? store_->sync() : s; }
+  void attach(Container& c) {
+    live_ = &c;
+    live_generation_ = c.generation();
+  }
 
-  const bool async_;
+  Status open_store(Container& c) {
+    Result<std::unique_ptr<kv::Store>> s = kv::open_store_on(&c, options_);
+    if (!s.ok()) return s.status();
+    store_ = std::move(*s);
+    return Status();
+  }
+
+  static Result<KvMap> read_all(kv::Store& s) {
+    KvMap m;
+    Status st = s.scan("", [&](std::string_view k, std::string_view v) {
+      m.emplace(k, v);
+      return true;
+    });
+    if (!st.ok()) return st;
+    return m;
+  }
+
+  void publish() {
+    if (log_ != nullptr) log_->expect(model_.allowed(kMaxAllowed));
+  }
+
+  void observe(int actor, const char* name, sync_point::Kind kind) {
+    if (kind != sync_point::Kind::kMark || std::strcmp(name, "kv.update.logging") != 0) return;
+    if (actor < 0 || actor_op_[actor] == 0) return;
+    model_.logged(actor_op_[actor]);
+    publish();
+  }
+
+  void note(const Status& s) {
+    if (!s.ok() && error_.ok()) error_ = s;
+  }
+
+  std::string key(std::mt19937_64& rng) {
+    return "key" + std::to_string(rng() % (concurrent_ ? kConcurrentKeys : kKeys));
+  }
+
+  // Values of a few sizes (so that records of later sessions line up with
+  // stale ones of earlier sessions) or any size, each unique.
+  std::string value(std::mt19937_64& rng, size_t max) {
+    static constexpr size_t kSizes[] = {16, 200, 600, 1200};
+    size_t n = rng() % 2 ? kSizes[rng() % 4] : 8 + rng() % max;
+    std::string v = std::to_string(++values_) + ":";
+    v.resize(std::max(n, v.size()), static_cast<char>('a' + rng() % 26));
+    return v;
+  }
+
+  // An update by the running actor: registered with the model, run,
+  // reported back (the model learns its log position from the mark).
+  void run_update(std::vector<KvModel::Change> changes, const std::function<Status()>& op,
+                  bool single_remove) {
+    const uint64_t id = model_.begin(std::move(changes));
+    actor_op_[Scheduler::current()] = id;
+    Status s = op();
+    if (single_remove && s.is_not_found()) s = Status();  // nothing logged
+    model_.returned(id, s, async_);
+    actor_op_[Scheduler::current()] = 0;
+    publish();
+    note(s);
+  }
+
+  std::function<void()> put_actor(std::string k, std::string v) {
+    return [this, k, v] {
+      run_update({{k, v}}, [&] { return store_->put(k, v); }, false);
+    };
+  }
+
+  std::function<void()> remove_actor(std::string k) {
+    return [this, k] {
+      run_update({{k, std::nullopt}}, [&] { return store_->remove(k); }, true);
+    };
+  }
+
+  std::function<void()> txn_actor(std::mt19937_64& rng) {
+    std::vector<KvModel::Change> changes;
+    for (int i = 0, n = 2 + static_cast<int>(rng() % 3); i < n; i++) {
+      if (rng() % 3 == 0) {
+        changes.push_back({key(rng), std::nullopt});
+      } else {
+        changes.push_back({key(rng), value(rng, 500)});
+      }
+    }
+    return [this, changes] {
+      auto t = store_->begin();
+      for (const KvModel::Change& c : changes) {
+        Status s = c.value ? t->put(c.key, *c.value) : t->remove(c.key);
+        if (!s.ok()) return note(s);
+      }
+      run_update(changes, [&] { return t->commit(); }, false);
+    };
+  }
+
+  std::function<void()> sync_actor() {
+    return [this] {
+      const uint64_t ticket = model_.sync_begins();
+      Status s = store_->sync();
+      if (s.ok()) model_.synced(ticket);
+      publish();
+      note(s);
+    };
+  }
+
+  std::function<void()> glean_actor(uint64_t n, bool epoch) {
+    return [this, n, epoch] {
+      Result<uint64_t> g = store_->glean(n);
+      note(g.status());
+      if (g.ok() && epoch) note(store_->advance_epoch());
+    };
+  }
+
+  std::function<void()> checkpoint_actor() {
+    return [this] { note(store_->checkpoint()); };
+  }
+
+  std::function<void()> update_actor(std::mt19937_64& rng) {
+    const int kind = static_cast<int>(rng() % 15);
+    if (kind < 10) return put_actor(key(rng), value(rng, 2000));
+    if (kind < 13) return remove_actor(key(rng));
+    return txn_actor(rng);
+  }
+
+  // One step of the sequential workloads: an update (then a sync when
+  // kAsync), some gleaning, or a checkpoint.
+  std::function<void()> sequential_actor(std::mt19937_64& rng) {
+    const int kind = static_cast<int>(rng() % 20);
+    if (kind < 15 && uniform_) {
+      // Every record the same size: records of a later session line up
+      // with stale ones an earlier session left beyond a torn record. Syncs
+      // now and then, so that a power failure finds several unsynced.
+      std::string v = std::to_string(++values_) + ":";
+      v.resize(600, 'u');
+      std::function<void()> up = put_actor(key(rng), v);
+      if (rng() % 3 != 0 && model_.uncertain() < 5) return up;
+      return [this, up, sync = sync_actor()] {
+        up();
+        if (error_.ok()) sync();
+      };
+    }
+    if (kind < 15) {
+      std::function<void()> up = update_actor(rng);
+      if (!async_) return up;
+      return [this, up, sync = sync_actor()] {
+        up();
+        if (error_.ok()) sync();
+      };
+    }
+    if (kind < 19) return glean_actor(rng() % 6, rng() % 2 == 0);
+    return checkpoint_actor();
+  }
+
+  // One round of the concurrent workloads: one to three updates and up to
+  // two background actors. Under kAsync a sync comes often enough that at
+  // most a few updates are uncertain (the model enumerates their subsets).
+  void plan_round(std::mt19937_64& rng, std::vector<std::function<void()>>* actors) {
+    if (async_ && model_.uncertain() >= 5) {
+      actors->push_back(sync_actor());
+      return;
+    }
+    const int updates = 1 + static_cast<int>(rng() % 3);
+    for (int i = 0; i < updates; i++) actors->push_back(update_actor(rng));
+    const int background = static_cast<int>(rng() % 3);
+    for (int i = 0; i < background; i++) {
+      switch (rng() % 5) {
+        case 0:
+        case 1:
+          actors->push_back(glean_actor(1 + rng() % 6, rng() % 2 == 0));
+          break;
+        case 2:
+          actors->push_back(glean_actor(0, true));  // an epoch alone
+          break;
+        case 3:
+          actors->push_back(sync_actor());
+          break;
+        default:
+          actors->push_back(checkpoint_actor());
+      }
+    }
+  }
+
+  const bool async_, concurrent_, uniform_;
   kv::StoreOptions options_;
   Container* live_ = nullptr;
   uint64_t live_generation_ = 0;
   std::unique_ptr<kv::Store> store_;
-  std::map<std::string, std::string> model_;
+  KvModel model_;
+  CommitLog* log_ = nullptr;
+  std::vector<uint64_t> actor_op_;  // the update each actor runs (0: none)
+  Status error_;
+  uint64_t values_ = 0;
+  uint64_t schedules_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<Workload> make_kv_workload() { return std::make_unique<KvWorkload>(false); }
-std::unique_ptr<Workload> make_kv_async_workload() { return std::make_unique<KvWorkload>(true); }
+std::unique_ptr<Workload> make_kv_workload() {
+  return std::make_unique<KvWorkload>(false, Shape::kSequential);
+}
+std::unique_ptr<Workload> make_kv_async_workload() {
+  return std::make_unique<KvWorkload>(true, Shape::kSequential);
+}
+std::unique_ptr<Workload> make_kv_concurrent_workload() {
+  return std::make_unique<KvWorkload>(false, Shape::kConcurrent);
+}
+std::unique_ptr<Workload> make_kv_concurrent_async_workload() {
+  return std::make_unique<KvWorkload>(true, Shape::kConcurrent);
+}
+std::unique_ptr<Workload> make_kv_uniform_async_workload() {
+  return std::make_unique<KvWorkload>(true, Shape::kUniform);
+}
 
 }  // namespace pm::crash

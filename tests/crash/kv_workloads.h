@@ -11,12 +11,26 @@
 namespace pm::crash {
 
 // Puts (values up to 2 KB, so the two 64 KiB logs wrap), removes,
-// transactions, partial gleaning, epochs and checkpoints on 40 keys, checked
-// against a model: every acknowledged update survives, nothing else appears.
+// transactions, partial gleaning, epochs, checkpoints and clean reopens on
+// 40 keys, one at a time, checked against a model (kv_model.h): every
+// acknowledged update survives, nothing else appears.
 std::unique_ptr<Workload> make_kv_workload();
 // The same with Durability::kAsync, each update followed by sync(): what
 // the background sync and fsync through pm mount rely on.
 std::unique_ptr<Workload> make_kv_async_workload();
+// Rounds of two to four actors run by the scheduler (scheduler.h): updates
+// in flight while gleans, epochs, checkpoints, group syncs and log wrap run
+// on other threads; a crash at every persistence point of every schedule.
+std::unique_ptr<Workload> make_kv_concurrent_workload();
+// The same with Durability::kAsync: an update is acknowledged by a sync()
+// that began after it returned.
+std::unique_ptr<Workload> make_kv_concurrent_async_workload();
+
+// kAsync puts of one record size, synced now and then, with gleaning,
+// epochs and clean reopens: across sessions, records of a later session
+// line up exactly with stale ones an earlier session left beyond a torn
+// record (what the session rule of recovery.h is for).
+std::unique_ptr<Workload> make_kv_uniform_async_workload();
 
 // The small store the crash workloads run on: two 64 KiB logs, gleaning
 // driven by the workload (deterministic), kSync.

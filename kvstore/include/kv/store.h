@@ -15,7 +15,14 @@
 // background sync (kAsync).
 //
 // Thread safety: every method may be called from any number of threads.
-// Gets never take a lock (per-bucket version check and retry).
+// A get of a key in DRAM takes no lock: it reads the bucket's version,
+// copies, and retries if the version moved; while a writer holds the bucket
+// (on pmem, across its persist barrier) the get spins. A get that misses
+// locks the bucket to read the backend.
+//
+// Errors: a failed persist (an I/O error) or epoch commit stops the store:
+// every later update and sync returns that error (reads go on); reopening
+// recovers every acknowledged update.
 #ifndef KV_STORE_H_
 #define KV_STORE_H_
 
@@ -42,8 +49,10 @@ enum class Durability : int {
   kSync = 0,
   // Puts return after writing the record to the mapping; a background
   // thread syncs every async_sync_ms and sync() syncs on request. A crash
-  // loses at most the puts of the last interval, never the order: what
-  // survives is a prefix of each log.
+  // loses at most the updates since the last sync. Within one log what
+  // survives is a prefix; across logs it need not be (an update may survive
+  // while an earlier one, in another log, is lost): updates that must
+  // survive together belong in one Transaction.
   kAsync = 1,
   // kSync on pmem (a put costs one cache-flush barrier), kAsync on other
   // file systems (where kSync costs an msync per group of puts).
@@ -95,7 +104,10 @@ struct StoreOptions {
 };
 
 struct StoreStats {
-  uint64_t keys = 0;             // live keys (frontend and backend merged)
+  // Live keys: the backend's count plus what records not yet applied to it
+  // change (costs a read of those records, not of the data). Exact when no
+  // update runs meanwhile.
+  uint64_t keys = 0;
   uint64_t frontend_items = 0;   // items in DRAM, tombstones included
   uint64_t frontend_bytes = 0;   // DRAM held by items
   uint64_t frontend_buckets = 0;
@@ -140,8 +152,9 @@ class Store {
   virtual Status remove(std::string_view key) = 0;
 
   // Calls fn for every key with the prefix (in no particular order) until it
-  // returns false. Sees every key present for the whole call once; keys
-  // changed meanwhile may or may not appear.
+  // returns false. Reports every key present for the whole call exactly
+  // once; keys changed meanwhile may or may not appear (once). fn may call
+  // into the store: no lock is held while it runs.
   virtual Status scan(std::string_view prefix,
                       const std::function<bool(std::string_view key, std::string_view value)>& fn) = 0;
 

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "pm/options.h"
+#include "pm/raw_region.h"
 #include "pm/status.h"
 
 namespace pm {
@@ -134,9 +135,14 @@ class Container {
   Container& operator=(const Container&) = delete;
 
   // Makes all changes since the last commit durable and atomic. On error
-  // (kIOError, kNoSpace) nothing of this commit is applied and the changes
-  // stay in the working view, so commit() may be retried. kBusy if the calling
-  // thread holds a MutationGuard (that would deadlock).
+  // (kIOError, kNoSpace) before the commit point nothing of this commit is
+  // applied and the changes stay in the working view, so commit() may be
+  // retried. If writing the changes home fails after the commit point, the
+  // commit is durable in the journal but the container is broken: this and
+  // every later call that would change it (commit, abort, alloc, free,
+  // set_root, reserve, collect) fails with that error until the container is
+  // reopened, which finishes the commit. kBusy if the calling thread holds a
+  // MutationGuard (that would deadlock).
   virtual Status commit() = 0;
 
   // Drops every change since the last commit, including allocations and
@@ -186,6 +192,10 @@ class Container {
   virtual uint64_t generation() const = 0;
 
   virtual ContainerInfo info() const = 0;
+  // info() without dirty_pages (which waits for the commit gate and reads
+  // the tracker): O(1), never waits for a commit. For frequent callers
+  // (a mount's statfs).
+  virtual ContainerInfo usage() const = 0;
 
   // Verifies the heap metadata (page maps, granule and slab bitmaps,
   // counters) and reports escaping pointers in objects reachable from the
@@ -209,21 +219,10 @@ class Container {
   // heap. kBusy if the calling thread holds a MutationGuard.
   virtual Result<CollectReport> collect(bool dry_run = false) = 0;
 
-  // The raw region: file bytes outside the heap (Options::raw_bytes, fixed at
-  // create) that the container neither tracks nor journals. The application
-  // writes them with raw_write(), makes them durable with raw_persist(), and
-  // must itself recognise after a crash what survived (checksums, positions):
-  // commit() and abort() do not touch them. For logs that cannot afford a
-  // commit per record (the kvstore's cross-referencing logs).
-  //
-  // Thread safety: calls on disjoint ranges may run concurrently with each
-  // other, with commit() and with growth; none takes the commit gate.
-  // kInvalidArgument when the range is outside the region.
-  virtual uint64_t raw_size() const = 0;
-  virtual Status raw_write(uint64_t off, const void* src, size_t n) = 0;
-  // Durable on return: cache-line flush and fence on pmem, msync elsewhere.
-  virtual Status raw_persist(uint64_t off, size_t n) = 0;
-  virtual Status raw_read(uint64_t off, void* dst, size_t n) const = 0;
+  // The raw region: file bytes outside the heap (Options::raw_bytes, fixed
+  // at create; size 0 when there is none), written and persisted outside
+  // commit() for logs. See pm/raw_region.h.
+  virtual RawRegion& raw() = 0;
 
   // Shared side of the commit gate; prefer MutationGuard. Re-entrant.
   virtual void begin_mutation() = 0;

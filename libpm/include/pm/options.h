@@ -37,7 +37,7 @@ struct Options {
   // heap runs out.
   uint64_t initial_size = 64ull << 20;
 
-  // Size of the raw region (see Container::raw_write), rounded up to 4 KiB;
+  // Size of the raw region (see pm/raw_region.h), rounded up to 4 KiB;
   // fixed at create. Default 0: none. At most 16 GiB.
   uint64_t raw_bytes = 0;
 

@@ -1,0 +1,201 @@
+#include "kvstore/gleaner.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "kvstore/planted_bugs.h"
+#include "libpm/sync_point.h"
+
+namespace kv {
+
+Gleaner::Gleaner(const Env& env) : env_(env) {
+  for (uint32_t i = 0; i < env_.logs->size(); i++) cursors_.push_back(std::make_unique<Cursor>());
+}
+
+void Gleaner::restore(uint32_t log, uint64_t head) { cursors_[log]->pos = head; }
+
+Status Gleaner::apply(const Op& op, LogRef ref, uint64_t seq) {
+  const uint64_t h = hash_key(op.key);
+  Reclaimer::Guard g;
+  const Item* it = env_.frontend->peek(op.key, h);
+  if (it == nullptr || it->lentry != ref) {  // superseded: write collapsing
+    env_.counters->collapsed.fetch_add(1, std::memory_order_relaxed);
+    return Status();
+  }
+  if (op.op == OpCode::kRemove) {
+    PM_TRY(env_.backend->apply_remove(op.key, h, seq));
+    std::lock_guard<std::mutex> l(tomb_mu_);
+    tomb_keys_.emplace_back(op.key);
+  } else {
+    PM_TRY(env_.backend->apply_put(op.key, h, op.value, seq));
+  }
+  it->applied_epoch.store(committed_epoch_.load() + 1, std::memory_order_release);
+  env_.counters->applied.fetch_add(1, std::memory_order_relaxed);
+  return Status();
+}
+
+Result<uint64_t> Gleaner::glean(uint64_t max_records) {
+  PM_TRY(env_.stop->status());
+  std::shared_lock<std::shared_mutex> ep(epoch_mu_, std::defer_lock);
+  pm::sync_point::acquire(ep, "kv.glean.lock");
+  pm::MutationGuard mg(*env_.container);
+  uint64_t seen = 0;
+  const uint32_t nlogs = env_.logs->size();
+  const uint32_t start = next_log_.fetch_add(1);
+  Record rec;
+  for (uint32_t i = 0; i < nlogs && seen < max_records; i++) {
+    const uint32_t n = (start + i) % nlogs;
+    LogState* L = env_.logs->at(n);
+    Cursor& cur = *cursors_[n];
+    std::unique_lock<std::mutex> gl(cur.mu, std::try_to_lock);
+    if (!gl.owns_lock()) continue;
+    uint64_t pos = cur.pos.load(std::memory_order_relaxed);
+    const uint64_t tail = L->tail.load(std::memory_order_acquire);
+    while (pos < tail && seen < max_records) {
+      pm::sync_point::point("kv.glean.record");
+      emulate_delay(env_.emulate_read_ns);
+      if (!L->log->read(pos, env_.limits, &rec)) {
+        return fail(Status::corruption("log " + std::to_string(n) + ": record at " +
+                                       std::to_string(pos) + " does not validate"));
+      }
+      for (const Op& op : rec.ops) {
+        Status s = apply(op, make_ref(n, pos), rec.header.seq);
+        if (!s.ok()) return fail(s);
+      }
+      pos += rec.header.len;
+      cur.pos.store(pos, std::memory_order_release);
+      seen++;
+    }
+  }
+  return seen;
+}
+
+uint64_t Gleaner::oldest_live_seq() const {
+  uint64_t oldest = env_.next_seq->load();
+  for (uint32_t i = 0; i < env_.logs->size(); i++) {
+    const uint64_t pos = cursors_[i]->pos.load();
+    uint64_t seq;
+    LogState* L = env_.logs->at(i);
+    if (pos < L->tail.load(std::memory_order_acquire) && L->log->peek_seq(pos, &seq)) {
+      oldest = std::min(oldest, seq);
+    }
+  }
+  return oldest;
+}
+
+Status Gleaner::advance_epoch() {
+  PM_TRY(env_.stop->status());
+  std::vector<std::string> tombs;
+  pm::sync_point::point("kv.epoch.begin");
+  {
+    std::unique_lock<std::shared_mutex> ep(epoch_mu_, std::defer_lock);
+    pm::sync_point::acquire(ep, "kv.epoch.lock");
+    bool moved = false;
+    for (uint32_t i = 0; i < env_.logs->size(); i++) {
+      moved |= cursors_[i]->pos.load() != env_.logs->at(i)->head.load();
+    }
+    if (!moved && env_.backend->ghosts() == 0) return Status();
+    // The invariant (gleaner.h): every record a collapse skipped for a newer
+    // one is passed only once that newer one is durable.
+    if (!g_kv_planted_bugs.epoch_skips_log_sync) PM_TRY(env_.logs->sync());
+    Status s;
+    {
+      pm::MutationGuard mg(*env_.container);  // info() and check() read the heap meanwhile
+      s = env_.backend->split_as_needed(1 << 16);
+      if (s.ok()) s = env_.backend->purge_ghosts(oldest_live_seq());
+      if (s.ok()) {
+        env_.backend->store_counters();
+        BackendRoot* r = env_.backend->root();
+        for (uint32_t i = 0; i < env_.logs->size(); i++) {
+          uint64_t head = cursors_[i]->pos.load();
+          if (g_kv_planted_bugs.reclaim_unapplied) head = env_.logs->at(i)->tail.load();
+          env_.backend->set(&r->heads[i], head);
+        }
+        env_.backend->set(&r->seq_high, env_.next_seq->load());
+      }
+    }
+    if (s.ok()) {
+      s = env_.container->commit();
+      emulate_delay(2 * env_.emulate_persist_ns);  // its two barriers
+    }
+    if (!s.ok()) return fail(s);
+    // Durable: the gleaned log space is free, the applied items are clean.
+    for (uint32_t i = 0; i < env_.logs->size(); i++) {
+      env_.logs->release(env_.logs->at(i), cursors_[i]->pos.load());
+    }
+    committed_epoch_.fetch_add(1, std::memory_order_acq_rel);
+    env_.counters->epochs.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> l(tomb_mu_);
+    tombs.swap(tomb_keys_);
+  }
+  drop_applied_tombstones(tombs);
+  return Status();
+}
+
+// A removed key leaves the frontend once the backend's removal is committed.
+void Gleaner::drop_applied_tombstones(std::vector<std::string>& keys) {
+  for (const std::string& k : keys) {
+    const uint64_t h = hash_key(k);
+    Frontend::Locked lk(env_.frontend, h);
+    Item* it = lk.find(k, h);
+    if (it != nullptr && it->tombstone && clean(*it)) lk.erase(it);
+  }
+}
+
+Status Gleaner::checkpoint() {
+  std::vector<uint64_t> target;
+  for (uint32_t i = 0; i < env_.logs->size(); i++) {
+    target.push_back(env_.logs->at(i)->tail.load(std::memory_order_acquire));
+  }
+  for (;;) {
+    Result<uint64_t> g = glean(UINT64_MAX);
+    if (!g.ok()) return g.status();
+    bool done = true;
+    for (size_t i = 0; i < target.size(); i++) done &= cursors_[i]->pos.load() >= target[i];
+    if (done) break;
+    pm::sync_point::spin("kv.checkpoint.wait");  // another gleaner holds a log: wait for it
+  }
+  return advance_epoch();
+}
+
+bool Gleaner::behind() const {
+  for (uint32_t i = 0; i < env_.logs->size(); i++) {
+    if (cursors_[i]->pos.load() < env_.logs->at(i)->tail.load(std::memory_order_acquire)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+int64_t Gleaner::unapplied_key_delta() {
+  std::unordered_set<std::string> keys;
+  Record rec;
+  for (uint32_t i = 0; i < env_.logs->size(); i++) {
+    LogState* L = env_.logs->at(i);
+    std::lock_guard<std::mutex> gl(cursors_[i]->mu);
+    const uint64_t tail = L->tail.load(std::memory_order_acquire);
+    for (uint64_t pos = cursors_[i]->pos.load(); pos < tail; pos += rec.header.len) {
+      if (!L->log->read(pos, env_.limits, &rec)) break;
+      for (const Op& op : rec.ops) keys.emplace(op.key);
+    }
+  }
+  int64_t delta = 0;
+  for (const std::string& k : keys) {
+    const uint64_t h = hash_key(k);
+    bool applied = true, live = false;
+    {
+      Reclaimer::Guard g;
+      env_.frontend->read(k, h, [&](const Item& it) {
+        applied = it.applied_epoch.load(std::memory_order_acquire) != 0;
+        live = !it.tombstone;
+      });
+    }
+    if (applied) continue;  // the backend's count has it already
+    Result<Backend::Found> f = env_.backend->get(k, h, nullptr);
+    const bool in_backend = f.ok() && f->present;
+    delta += static_cast<int64_t>(live) - static_cast<int64_t>(in_backend);
+  }
+  return delta;
+}
+
+}  // namespace kv

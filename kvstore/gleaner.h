@@ -1,0 +1,103 @@
+// Gleaner: applies log records to the backend (gleaning) and commits the
+// backend in epochs, each of which frees the log space it applied.
+//
+// THE INVARIANT crash safety rests on, enforced in advance_epoch() and only
+// there: a log head passes a record only once that record, or the record
+// that supersedes it, is durable.
+//
+// Why it needs enforcing: gleaning skips a record whose key has a newer
+// frontend item (write collapsing: the newer record will be applied
+// instead), and that newer record may not be durable yet (its update is in
+// flight, waiting for a group sync, or kAsync has not synced it). If the
+// epoch then committed a head past the skipped record and power failed
+// before the newer one was synced, both would be gone: an acknowledged
+// update lost. So before an epoch commits its heads, every log is synced up
+// to its tail: a collapse relies only on records that were logged (and the
+// tail published) before the gleaner looked, hence before the epoch began.
+//
+// Thread safety: glean() runs in any number of threads (each log is read by
+// one at a time); advance_epoch() excludes them (epoch_mu_).
+#ifndef KVSTORE_GLEANER_H_
+#define KVSTORE_GLEANER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "kvstore/backend.h"
+#include "kvstore/crl.h"
+#include "kvstore/frontend.h"
+#include "kvstore/log_writer.h"
+#include "kvstore/store_state.h"
+#include "pm/container.h"
+
+namespace kv {
+
+class Gleaner {
+ public:
+  struct Env {
+    pm::Container* container;
+    Backend* backend;
+    Frontend* frontend;
+    LogWriter* logs;
+    StopLatch* stop;
+    StoreCounters* counters;
+    const std::atomic<uint64_t>* next_seq;  // the store's sequence counter
+    Limits limits;
+    uint32_t emulate_read_ns, emulate_persist_ns;
+  };
+  explicit Gleaner(const Env& env);
+
+  // Recovery: every log is gleaned up to its committed head.
+  void restore(uint32_t log, uint64_t head);
+
+  // Applies up to max_records records to the (uncommitted) backend; returns
+  // how many it looked at.
+  Result<uint64_t> glean(uint64_t max_records);
+  // Syncs the logs, commits the backend and frees the gleaned log space.
+  Status advance_epoch();
+  // Gleans everything logged so far and ends an epoch: the logs are empty.
+  Status checkpoint();
+
+  // The item's version is committed in the backend (it may be evicted).
+  bool clean(const Item& it) const {
+    const uint64_t e = it.applied_epoch.load(std::memory_order_acquire);
+    return e != 0 && e <= committed_epoch_.load(std::memory_order_acquire);
+  }
+  // True when records remain between the gleaned position and the tail.
+  bool behind() const;
+  // Live keys added (or, if negative, removed) by records not yet applied
+  // to the backend: what StoreStats::keys adds to the backend's count.
+  // Reads only those records (bounded by the logs, not by the data).
+  int64_t unapplied_key_delta();
+
+ private:
+  struct Cursor {
+    std::mutex mu;                  // held by the gleaner reading this log
+    std::atomic<uint64_t> pos{0};   // applied to the working backend up to here
+  };
+  Status apply(const Op& op, LogRef ref, uint64_t seq);
+  // The oldest sequence number still in a log after this epoch: ghosts
+  // older than it can go.
+  uint64_t oldest_live_seq() const;
+  void drop_applied_tombstones(std::vector<std::string>& keys);
+  Status fail(const Status& s) {
+    env_.stop->stop(s);
+    return s;
+  }
+
+  Env env_;
+  std::vector<std::unique_ptr<Cursor>> cursors_;
+  std::atomic<uint64_t> committed_epoch_{1};
+  std::shared_mutex epoch_mu_;  // gleaners shared, advance_epoch exclusive
+  std::atomic<uint32_t> next_log_{0};
+  std::mutex tomb_mu_;
+  std::vector<std::string> tomb_keys_;  // removes applied in the epoch being built
+};
+
+}  // namespace kv
+
+#endif  // KVSTORE_GLEANER_H_

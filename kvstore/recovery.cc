@@ -1,0 +1,132 @@
+#include "kvstore/recovery.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "kvstore/planted_bugs.h"
+
+namespace kv {
+
+namespace {
+
+// The session rule for one log (recovery.h).
+class SessionRule {
+ public:
+  // `legacy`: a format-1 backend, which kept no boundaries; its records are
+  // taken as they were before: sessions in order, none newer than the last.
+  SessionRule(const BackendRoot& r, uint32_t log, bool legacy)
+      : last_session_(static_cast<uint32_t>(r.session)),
+        boundary_(legacy ? 0 : r.session_start[log]),
+        legacy_(legacy || g_kv_planted_bugs.session_rule_without_boundary) {}
+
+  bool accepts(uint64_t pos, uint32_t session) {
+    if (g_kv_planted_bugs.no_session_check) return true;
+    bool ok;
+    if (legacy_) {
+      ok = session >= seen_ && session <= last_session_;
+    } else if (pos < boundary_) {
+      ok = session >= seen_ && session < last_session_;
+    } else {
+      ok = session == last_session_;
+    }
+    if (ok) seen_ = session;
+    return ok;
+  }
+
+ private:
+  const uint32_t last_session_;  // the session that opened the store last
+  const uint64_t boundary_;      // where it began writing this log
+  const bool legacy_;
+  uint32_t seen_ = 0;  // session of the previous record accepted
+};
+
+struct Newest {
+  uint64_t seq = 0;
+  LogRef ref = 0;
+  bool remove = false;
+  std::string value;
+};
+
+using NewestByKey = std::unordered_map<std::string, Newest>;
+
+// Scans log i from its head; returns the end of the records it accepts.
+uint64_t scan_log(const BackendRoot& r, bool legacy, uint32_t i, LogState* L,
+                  const Limits& limits, NewestByKey* newest, Recovered* out) {
+  SessionRule rule(r, i, legacy);
+  const uint64_t head = r.heads[i];
+  uint64_t pos = head;
+  Record rec;
+  while (L->log->read(pos, limits, &rec) && rule.accepts(pos, rec.header.session) &&
+         pos + rec.header.len - head <= r.log_bytes) {
+    out->next_seq = std::max(out->next_seq, rec.header.seq + 1);
+    for (const Op& op : rec.ops) {
+      Newest& n = (*newest)[std::string(op.key)];
+      if (n.ref == 0 || rec.header.seq > n.seq) {
+        n = {rec.header.seq, make_ref(i, pos), op.op == OpCode::kRemove, std::string(op.value)};
+      }
+    }
+    pos += rec.header.len;
+    out->records++;
+  }
+  return pos;
+}
+
+// Newest per key into the frontend, unless the backend already holds it.
+Status install(Backend* be, Frontend* fe, const NewestByKey& newest) {
+  for (const auto& [key, n] : newest) {
+    const uint64_t h = hash_key(key);
+    Result<Backend::Found> f = be->get(key, h, nullptr);
+    if (!f.ok()) return f.status();
+    if ((f->present || f->ghost) && f->seq >= n.seq && !g_kv_planted_bugs.replay_ignores_backend) {
+      continue;
+    }
+    {
+      Frontend::Locked lk(fe, h);
+      lk.replace(lk.find(key, h), Item::make(h, n.seq, n.ref, key, n.value, n.remove));
+    }
+    if (fe->wants_growth()) fe->grow();
+  }
+  return Status();
+}
+
+}  // namespace
+
+Result<Recovered> recover(pm::Container* c, Backend* be, Frontend* fe, LogWriter* logs,
+                          Gleaner* gleaner, const Limits& limits) {
+  BackendRoot* r = be->root();
+  const bool legacy = be->legacy();
+  Recovered out;
+  NewestByKey newest;
+  std::vector<uint64_t> ends(logs->size());
+  for (uint32_t i = 0; i < logs->size(); i++) {
+    ends[i] = scan_log(*r, legacy, i, logs->at(i), limits, &newest, &out);
+  }
+  // What recovery accepts must be durable before anything follows it: after
+  // a process kill it may be only in the page cache (or CPU caches), and
+  // later updates persist only their own ranges.
+  if (!g_kv_planted_bugs.recovery_trusts_page_cache) {
+    for (uint32_t i = 0; i < logs->size(); i++) {
+      if (ends[i] > r->heads[i]) PM_TRY(logs->at(i)->log->persist(r->heads[i], ends[i] - r->heads[i]));
+    }
+  }
+  PM_TRY(install(be, fe, newest));
+  out.next_seq = std::max(out.next_seq, r->seq_high);
+  out.keys = newest.size();
+  // The new session and where it begins each log, durable before any of
+  // its records is written.
+  if (legacy) {
+    PM_TRY(be->upgrade());
+    r = be->root();
+  }
+  out.session = static_cast<uint32_t>(r->session + 1);
+  be->set(&r->session, uint64_t{out.session});
+  for (uint32_t i = 0; i < logs->size(); i++) {
+    be->set(&r->session_start[i], ends[i]);
+    logs->restore(i, r->heads[i], ends[i]);
+    gleaner->restore(i, r->heads[i]);
+  }
+  PM_TRY(c->commit());
+  return out;
+}
+
+}  // namespace kv

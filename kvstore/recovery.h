@@ -1,0 +1,47 @@
+// Recovery: at open, rebuilds a store's DRAM state from its committed
+// backend and its logs, and starts a new session.
+//
+// Which records it accepts. Each log holds, from its committed head, the
+// records of one or more sessions, then whatever an interrupted session
+// left: torn records, and valid ones beyond them (out-of-order write-back
+// on the msync path; kAsync). The backend remembers, for the session that
+// opened the store last (S), where S began writing each log: the end of the
+// valid records S's recovery found there. A record before that boundary must
+// come from a session older than S; one at or past it must come from S
+// itself. So a record an older session left beyond its valid end is never
+// accepted, even after S wrote exactly up to it and an epoch put the head
+// there. The first record that breaks the rule, or does not validate, ends
+// the log.
+//
+// Steps: scan each log; persist every accepted record (after a process
+// kill they may exist only in the page cache, and later updates persist
+// only their own ranges); install in the frontend each key's newest record
+// that the backend does not already reflect; then commit the new session
+// and its boundaries in one container commit, before any record of it is
+// written.
+#ifndef KVSTORE_RECOVERY_H_
+#define KVSTORE_RECOVERY_H_
+
+#include <cstdint>
+
+#include "kvstore/backend.h"
+#include "kvstore/frontend.h"
+#include "kvstore/gleaner.h"
+#include "kvstore/log_writer.h"
+
+namespace kv {
+
+struct Recovered {
+  uint32_t session = 0;   // the new session
+  uint64_t next_seq = 1;  // the next sequence number to hand out
+  uint64_t records = 0;   // log records accepted
+  uint64_t keys = 0;      // distinct keys in them
+};
+
+// REQUIRES: logs and gleaner are new (no update ran).
+Result<Recovered> recover(pm::Container* c, Backend* be, Frontend* fe, LogWriter* logs,
+                          Gleaner* gleaner, const Limits& limits);
+
+}  // namespace kv
+
+#endif  // KVSTORE_RECOVERY_H_

@@ -1,0 +1,70 @@
+// State shared by a store's units (log writer, gleaner, recovery, API):
+// the error that stops it and its counters.
+#ifndef KVSTORE_STORE_STATE_H_
+#define KVSTORE_STORE_STATE_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+
+#include "pm/options.h"
+#include "pm/status.h"
+
+namespace kv {
+
+using pm::Result;
+using pm::Status;
+
+// The first failure that stops a store from changing anything: a log sync
+// or an epoch commit that failed. Sticky, because after a failed sync the
+// page cache may have dropped the records it covered (Linux marks pages
+// clean after a write-back error), so nothing written after them could be
+// trusted to be reachable at recovery. Reads go on; reopening recovers.
+//
+// Thread safety: every method, from any thread.
+class StopLatch {
+ public:
+  explicit StopLatch(pm::Logger logger) : logger_(std::move(logger)) {}
+
+  bool stopped() const { return stopped_.load(std::memory_order_acquire); }
+  // OK, or why the store stopped.
+  Status status() const {
+    if (!stopped()) return Status();
+    std::lock_guard<std::mutex> l(mu_);
+    return why_;
+  }
+  // Records the first failure; later ones are dropped.
+  void stop(const Status& s) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stopped()) return;
+    why_ = s.with_context("store stopped (reopen it to recover)");
+    stopped_.store(true, std::memory_order_release);
+    if (logger_) logger_(pm::LogLevel::kError, why_.to_string());
+  }
+
+ private:
+  pm::Logger logger_;
+  mutable std::mutex mu_;
+  Status why_;
+  std::atomic<bool> stopped_{false};
+};
+
+// Event counters (relaxed: statistics only).
+struct StoreCounters {
+  std::atomic<uint64_t> puts{0}, removes{0}, gets{0}, misses{0};
+  std::atomic<uint64_t> applied{0}, collapsed{0}, epochs{0}, writer_waits{0};
+  uint64_t recovered_records = 0, recovery_us = 0;
+};
+
+// Busy-waits ns nanoseconds (slower-PM emulation, StoreOptions::emulate_*).
+inline void emulate_delay(uint32_t ns) {
+  if (ns == 0) return;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(ns);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+}  // namespace kv
+
+#endif  // KVSTORE_STORE_STATE_H_

@@ -1,0 +1,434 @@
+// Regression tests for the defects of issue 11, each the exact sequence a
+// review found, replayed on the simulated persistence layer (sim_persist.h):
+// each test also runs the sequence with the defect planted back and checks
+// that it then goes wrong, so the test could not pass by accident.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <functional>
+#include <thread>
+
+#include "crash/sim_persist.h"
+#include "kv/store.h"
+#include "kvstore/planted_bugs.h"
+#include "kvstore/store_impl.h"
+#include "libpm/container_impl.h"
+#include "libpm/planted_bugs.h"
+#include "libpm/superblock.h"
+#include "libpm/sync_point.h"
+#include "testutil/temp_dir.h"
+
+namespace pm::crash {
+namespace {
+
+std::vector<std::byte> read_file(const std::string& path) {
+  std::vector<std::byte> bytes;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  std::byte buf[1 << 16];
+  for (ssize_t n; fd >= 0 && (n = ::read(fd, buf, sizeof buf)) > 0;) {
+    bytes.insert(bytes.end(), buf, buf + n);
+  }
+  if (fd >= 0) ::close(fd);
+  return bytes;
+}
+
+void write_file(const std::string& path, const std::vector<std::byte>& bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  ::close(fd);
+}
+
+// A container file on simulated persistence: `sim` tells what a power
+// failure would keep at any moment.
+struct SimFile {
+  std::string path;
+  UnitMode mode;
+  SimPersist* sim = nullptr;
+
+  PersistOpener opener(const std::vector<std::byte>* durable = nullptr) {
+    return [this, durable](const std::string& p) -> Result<std::unique_ptr<Persist>> {
+      Result<std::unique_ptr<Persist>> real = open_pmem_file(p);
+      if (!real.ok()) return real.status();
+      auto sp = std::make_unique<SimPersist>(
+          std::move(*real), mode, [](SimPersist&, const std::string&) {}, p, durable);
+      sim = sp.get();
+      return std::unique_ptr<Persist>(std::move(sp));
+    };
+  }
+};
+
+// Runs fn at the first sync point named `name` reached by another thread.
+class AtPoint {
+ public:
+  AtPoint(const char* name, std::function<void()> fn) {
+    name_ = name;
+    fn_ = std::move(fn);
+    sync_point::g_hook.store(&AtPoint::hook);
+  }
+  ~AtPoint() {
+    sync_point::g_hook.store(nullptr);
+    fn_ = nullptr;
+  }
+
+ private:
+  static void hook(const char* name, sync_point::Kind) {
+    if (fn_ == nullptr || std::strcmp(name, name_) != 0) return;
+    auto fn = std::move(fn_);
+    fn_ = nullptr;
+    fn();
+  }
+  static inline const char* name_ = nullptr;
+  static inline std::function<void()> fn_;
+};
+
+kv::StoreOptions one_log(kv::Durability d) {
+  kv::StoreOptions o;
+  o.logs = 1;
+  o.log_bytes = 64 << 10;
+  o.max_key_bytes = 32;
+  o.max_value_bytes = 4096;
+  o.initial_heap_bytes = 1 << 20;
+  o.max_heap_bytes = 1ull << 30;
+  o.background = false;
+  o.durability = d;
+  return o;
+}
+
+std::unique_ptr<Container> must_open(const std::string& path, const kv::StoreOptions& o,
+                                     bool create, const PersistOpener& opener) {
+  Result<std::unique_ptr<Container>> c = open_container(path, kv::container_options(o), create,
+                                                        opener);
+  EXPECT_TRUE(c.ok()) << c.status().to_string();
+  if (!c.ok()) return nullptr;
+  if (create) {
+    EXPECT_TRUE(kv::format_store(c->get(), o).ok());
+    EXPECT_TRUE((*c)->commit().ok());
+  }
+  return std::move(*c);
+}
+
+std::unique_ptr<kv::Store> must_store(Container* c, const kv::StoreOptions& o) {
+  Result<std::unique_ptr<kv::Store>> s = kv::open_store_on(c, o);
+  EXPECT_TRUE(s.ok()) << s.status().to_string();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+std::string get(kv::Store& s, const std::string& k) {
+  std::string v;
+  kv::Status st = s.get(k, &v);
+  return st.ok() ? v : st.is_not_found() ? "<none>" : "<error " + st.to_string() + ">";
+}
+
+// What the store holds for `key` after recovering `path` (real persistence).
+std::string recovered(const std::string& path, const kv::StoreOptions& o, const std::string& key) {
+  std::unique_ptr<Container> c = must_open(path, o, false, open_pmem_file);
+  if (c == nullptr) return "<no container>";
+  std::unique_ptr<kv::Store> s = must_store(c.get(), o);
+  return s == nullptr ? "<no store>" : get(*s, key);
+}
+
+// --- Defect 1: write collapsing skipped a durable record for a non-durable one.
+
+// put(k, v1) returns; put(k, v2) is logged but waits for its msync; an epoch
+// gleans v1 (superseded by v2: skipped) and commits the head past it; the
+// power fails before v2's msync.
+std::string collapse_then_power_failure(const std::string& dir) {
+  SimFile f{dir + "/c.pm", UnitMode::kMsyncPages};
+  const kv::StoreOptions o = one_log(kv::Durability::kSync);
+  std::vector<std::byte> crash;
+  {
+    std::unique_ptr<Container> c = must_open(f.path, o, true, f.opener());
+    std::unique_ptr<kv::Store> s = must_store(c.get(), o);
+    EXPECT_TRUE(s->put("k", "v1").ok());
+    AtPoint at("kv.update.installed", [&] {
+      EXPECT_TRUE(s->glean(1).ok());  // v1: superseded by v2
+      EXPECT_TRUE(s->advance_epoch().ok());
+      crash = f.sim->durable_image();
+    });
+    std::thread t([&] { EXPECT_TRUE(s->put("k", "v2").ok()); });
+    t.join();
+  }
+  write_file(f.path, crash);
+  return recovered(f.path, o, "k");
+}
+
+TEST(Issue11Defect1, AHeadPassesACollapsedRecordOnlyOnceItsSuccessorIsDurable) {
+  test::TempDir dir;
+  const std::string v = collapse_then_power_failure(dir.path());
+  EXPECT_TRUE(v == "v1" || v == "v2") << "recovered " << v;
+
+  kv::g_kv_planted_bugs.epoch_skips_log_sync = true;
+  test::TempDir dir2;
+  EXPECT_EQ(collapse_then_power_failure(dir2.path()), "<none>");
+  kv::g_kv_planted_bugs = kv::KvPlantedBugs();
+}
+
+// --- Defect 2: stale records of an older session came back after a clean reopen.
+
+// Session 1 (kAsync): R1 synced; R2..R5 written, R2 torn by the power
+// failure, R3..R5 landed. Session 2 recovers R1, writes records of the same
+// sizes over R2 and R3 (x = "new"), checkpoints (the head lands exactly on
+// stale R4, which also sets x) and closes cleanly. Session 3 must not
+// replay R4 or R5.
+std::string stale_record_after_clean_reopen(const std::string& dir) {
+  SimFile f{dir + "/c.pm", UnitMode::kMsyncPages};
+  const kv::StoreOptions o = one_log(kv::Durability::kAsync);
+  const std::string big(3000, '.');
+  std::vector<std::byte> image;
+  {
+    std::unique_ptr<Container> c = must_open(f.path, o, true, f.opener());
+    std::unique_ptr<kv::Store> s = must_store(c.get(), o);
+    EXPECT_TRUE(s->put("x", "0" + big).ok());
+    EXPECT_TRUE(s->sync().ok());
+    for (const char* k : {"a", "b", "x", "c"}) EXPECT_TRUE(s->put(k, "1" + big).ok());
+    // Everything landed but the page holding R2's header (raw offset 3064,
+    // after R1's 3064 bytes).
+    image = read_file(f.path);
+    const uint64_t page = (kHeapOffset + 3064) / 4096 * 4096;
+    const std::vector<std::byte>& disk = f.sim->durable_image();
+    std::memcpy(image.data() + page, disk.data() + page, 4096);
+    s.reset();
+    c.reset();
+  }
+  write_file(f.path, image);
+  {
+    std::unique_ptr<Container> c = must_open(f.path, o, false, open_pmem_file);
+    std::unique_ptr<kv::Store> s = must_store(c.get(), o);
+    EXPECT_EQ(get(*s, "x"), "0" + big);
+    EXPECT_TRUE(s->put("a", "2" + big).ok());
+    EXPECT_TRUE(s->put("x", "2" + big).ok());
+    EXPECT_TRUE(s->checkpoint().ok());
+  }
+  std::unique_ptr<Container> c = must_open(f.path, o, false, open_pmem_file);
+  std::unique_ptr<kv::Store> s = must_store(c.get(), o);
+  if (get(*s, "c") != "<none>") return "stale c";
+  return get(*s, "x").substr(0, 1);
+}
+
+TEST(Issue11Defect2, StaleRecordsOfAnOlderSessionStayStaleAfterACleanReopen) {
+  test::TempDir dir;
+  EXPECT_EQ(stale_record_after_clean_reopen(dir.path()), "2");
+
+  kv::g_kv_planted_bugs.session_rule_without_boundary = true;
+  test::TempDir dir2;
+  EXPECT_NE(stale_record_after_clean_reopen(dir2.path()), "2");
+  kv::g_kv_planted_bugs = kv::KvPlantedBugs();
+}
+
+// --- Defect 3: recovered records were treated as durable.
+
+// Session 1 (kAsync) logs A (synced) and B (a page and more, not synced);
+// the process is killed: B is in the page cache only. Session 2 recovers B,
+// then a kSync put of C returns; the power fails.
+std::string kill_then_power_failure(const std::string& dir) {
+  SimFile f{dir + "/c.pm", UnitMode::kMsyncPages};
+  kv::StoreOptions o = one_log(kv::Durability::kAsync);
+  std::vector<std::byte> page_cache, disk;
+  {
+    std::unique_ptr<Container> c = must_open(f.path, o, true, f.opener());
+    std::unique_ptr<kv::Store> s = must_store(c.get(), o);
+    EXPECT_TRUE(s->put("a", "A").ok());
+    EXPECT_TRUE(s->sync().ok());
+    EXPECT_TRUE(s->put("b", std::string(4000, 'B')).ok());
+    page_cache = read_file(f.path);
+    disk = f.sim->durable_image();
+  }
+  write_file(f.path, page_cache);  // the kill: no clean close ran
+  o.durability = kv::Durability::kSync;
+  std::vector<std::byte> crash;
+  {
+    std::unique_ptr<Container> c = must_open(f.path, o, false, f.opener(&disk));
+    std::unique_ptr<kv::Store> s = must_store(c.get(), o);
+    EXPECT_TRUE(s->put("c", "C").ok());  // acknowledged: durable
+    crash = f.sim->durable_image();
+  }
+  write_file(f.path, crash);
+  return recovered(f.path, o, "c");
+}
+
+TEST(Issue11Defect3, RecoveryMakesWhatItAcceptsDurable) {
+  test::TempDir dir;
+  EXPECT_EQ(kill_then_power_failure(dir.path()), "C");
+
+  kv::g_kv_planted_bugs.recovery_trusts_page_cache = true;
+  test::TempDir dir2;
+  EXPECT_EQ(kill_then_power_failure(dir2.path()), "<none>");
+  kv::g_kv_planted_bugs = kv::KvPlantedBugs();
+}
+
+// --- Defect 4: a commit whose write-back failed was silently dropped.
+
+struct Root {
+  uint64_t words[512];
+};
+
+// Commit 2 fails in its write-back (EIO from msync after the commit point);
+// then the program goes on allocating, which grows the container; then the
+// power fails. Returns the first word recovered ("2" is commit 2's).
+uint64_t failed_writeback_then_growth(const std::string& dir, std::string* refused) {
+  SimFile f{dir + "/c.pm", UnitMode::kMsyncPages};
+  Options o;
+  o.initial_size = 1 << 20;
+  o.max_size = 1ull << 30;
+  o.tracker = TrackerKind::kHints;
+  std::vector<std::byte> crash;
+  {
+    Result<std::unique_ptr<Container>> c = open_container(f.path, o, true, f.opener());
+    EXPECT_TRUE(c.ok());
+    auto* r = static_cast<Root*>(*(*c)->alloc(sizeof(Root)));
+    (*c)->will_write(r, sizeof *r);
+    std::memset(r, 0, sizeof *r);
+    r->words[0] = 1;
+    EXPECT_TRUE((*c)->set_root(r).ok());
+    EXPECT_TRUE((*c)->commit().ok());
+    (*c)->will_write(r, sizeof *r);
+    r->words[0] = 1;
+    r->words[511] = 7;
+    EXPECT_TRUE((*c)->commit().ok());  // the journal area has room now
+    (*c)->will_write(r, sizeof *r);
+    r->words[0] = 2;
+    f.sim->fail_at(2);  // 1: the journal (the commit point), 2: the write-back
+    Status s = (*c)->commit();
+    EXPECT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("reopen"), std::string::npos) << s.to_string();
+    Result<void*> big = (*c)->alloc(8 << 20);  // needs growth
+    *refused = big.ok() ? "alloc went on" : big.status().message();
+    crash = f.sim->durable_image();
+  }
+  write_file(f.path, crash);
+  Result<std::unique_ptr<Container>> c = open_container(f.path, o, false, open_pmem_file);
+  EXPECT_TRUE(c.ok());
+  return c.ok() ? (*c)->root<Root>()->words[0] : 0;
+}
+
+TEST(Issue11Defect4, AFailedWriteBackRefusesMutationsUntilReopenFinishesIt) {
+  test::TempDir dir;
+  std::string refused;
+  EXPECT_EQ(failed_writeback_then_growth(dir.path(), &refused), 2u);
+  EXPECT_NE(refused.find("writing it back failed"), std::string::npos) << refused;
+
+  g_planted_bugs.mutate_after_failed_writeback = true;
+  test::TempDir dir2;
+  EXPECT_NE(failed_writeback_then_growth(dir2.path(), &refused), 2u);
+  g_planted_bugs = PlantedBugs();
+}
+
+TEST(Issue11Defect4, EveryMutationIsRefusedAfterAFailedWriteBack) {
+  test::TempDir dir;
+  SimFile f{dir.file("c.pm"), UnitMode::kPmemLines};
+  Options o;
+  o.initial_size = 1 << 20;
+  o.max_size = 1ull << 30;
+  o.tracker = TrackerKind::kHints;
+  Result<std::unique_ptr<Container>> c = open_container(f.path, o, true, f.opener());
+  ASSERT_TRUE(c.ok());
+  Container& k = **c;
+  auto* p = static_cast<uint64_t*>(*k.alloc(64));
+  ASSERT_TRUE(k.set_root(p).ok());
+  ASSERT_TRUE(k.commit().ok());
+  k.will_write(p, 8);
+  *p = 5;
+  ASSERT_TRUE(k.commit().ok());
+  k.will_write(p, 8);
+  *p = 6;
+  f.sim->fail_at(2);
+  ASSERT_FALSE(k.commit().ok());
+  EXPECT_FALSE(k.alloc(16).ok());
+  EXPECT_FALSE(k.free(p).ok());
+  EXPECT_FALSE(k.set_root(nullptr).ok());
+  EXPECT_FALSE(k.reserve(4 << 20).ok());
+  EXPECT_FALSE(k.commit().ok());
+  EXPECT_FALSE(k.abort().ok());
+  EXPECT_FALSE(k.collect().ok());
+  c->reset();
+  Result<std::unique_ptr<Container>> again = open_container(f.path, o, false, open_pmem_file);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*(*again)->root<uint64_t>(), 6u);
+}
+
+// --- Defect 5: a full disk killed the process with SIGBUS.
+
+// In a child with its own mount namespace and a small tmpfs: create a
+// store, fill the file system, then put and checkpoint. Exit codes: 0 all
+// good, 77 no tmpfs to be had (not root), else the step that went wrong.
+int full_disk_child(bool sparse) {
+  if (::unshare(CLONE_NEWNS) != 0) return 77;
+  if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 77;
+  char dir[] = "/tmp/pm-full-XXXXXX";
+  if (::mkdtemp(dir) == nullptr) return 77;
+  if (::mount("tmpfs", dir, "tmpfs", 0, "size=16m") != 0) return 77;
+  g_planted_bugs.sparse_file = sparse;
+  const std::string path = std::string(dir) + "/kv.pm";
+  kv::StoreOptions o = one_log(kv::Durability::kSync);
+  o.log_bytes = 4 << 20;
+  o.initial_heap_bytes = 2 << 20;
+  constexpr int kKeys = 1500;  // their journal outgrows the space made at create
+  Result<std::unique_ptr<kv::Store>> s = kv::Store::open(path, o);
+  if (!s.ok()) return 10;
+  // Fill what is left.
+  const std::string filler = std::string(dir) + "/filler";
+  int fd = ::open(filler.c_str(), O_WRONLY | O_CREAT, 0600);
+  std::vector<char> block(1 << 16, 'f');
+  while (::write(fd, block.data(), block.size()) > 0) {
+  }
+  ::close(fd);
+  // Puts only need their log's space, reserved at create.
+  for (int i = 0; i < kKeys; i++) {
+    if (!(*s)->put("key" + std::to_string(i), std::string(1000, 'v')).ok()) return 11;
+  }
+  // Applying them needs journal space: an error, not a signal.
+  kv::Status cp = (*s)->checkpoint();
+  if (cp.ok() || cp.code() != Code::kNoSpace) {
+    std::fprintf(stderr, "checkpoint on a full disk: %s\n", cp.to_string().c_str());
+    return 12;
+  }
+  if (get(**s, "key7") != std::string(1000, 'v')) return 13;
+  s->reset();
+  ::unlink(filler.c_str());
+  s = kv::Store::open(path, o);
+  if (!s.ok()) return 14;
+  for (int i = 0; i < kKeys; i++) {
+    if (get(**s, "key" + std::to_string(i)) != std::string(1000, 'v')) return 15;
+  }
+  if (!(*s)->checkpoint().ok()) return 16;
+  // A container that cannot get its space is not created at all.
+  fd = ::open(filler.c_str(), O_WRONLY | O_CREAT, 0600);
+  while (::write(fd, block.data(), block.size()) > 0) {
+  }
+  ::close(fd);
+  Options big;
+  big.initial_size = 64 << 20;
+  Result<std::unique_ptr<Container>> c = Container::create(std::string(dir) + "/big.pm", big);
+  if (c.ok() || c.status().code() != Code::kNoSpace) return 17;
+  if (::access((std::string(dir) + "/big.pm").c_str(), F_OK) == 0) return 18;
+  return 0;
+}
+
+int run_full_disk(bool sparse, int* signal) {
+  pid_t pid = ::fork();
+  if (pid == 0) ::_exit(full_disk_child(sparse));
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  *signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(Issue11Defect5, AFullDiskGivesErrorsNotSigbus) {
+  int sig = 0;
+  const int code = run_full_disk(false, &sig);
+  if (code == 77) GTEST_SKIP() << "no private tmpfs here (needs root)";
+  EXPECT_EQ(sig, 0) << strsignal(sig);
+  EXPECT_EQ(code, 0);
+
+  EXPECT_EQ(run_full_disk(true, &sig), -1);
+  EXPECT_EQ(sig, SIGBUS);
+}
+
+}  // namespace
+}  // namespace pm::crash
