@@ -227,13 +227,17 @@ Status Heap::take_gran_pages(uint64_t granules) {
 
 // Takes k granules (16-byte aligned if align16) from the smallest free
 // extent that holds them and returns the first, or kNone. An extent of
-// exactly k that starts misaligned is passed over.
+// exactly k that starts misaligned is passed over. At most 8 per bin are,
+// which bounds the work; the search then goes on in the next bins, whose
+// extents are longer: a bin full of such extents must not hide them (nor
+// the pages take_gran_pages just added).
 uint64_t Heap::take_fit(uint64_t k, bool align16) {
   std::vector<uint64_t> misaligned;
   uint64_t at = kNone, s = 0, len = 0;
   for (uint64_t b = next_bin(k); b != kNone && at == kNone; b = next_bin(b + 1)) {
     std::vector<uint64_t>& bin = bins_[b];
-    while (!bin.empty() && at == kNone && misaligned.size() < 8) {
+    const size_t passed_before = misaligned.size();
+    while (!bin.empty() && at == kNone && misaligned.size() - passed_before < 8) {
       s = bin.back();
       bin.pop_back();
       hints_--;
