@@ -10,15 +10,10 @@ namespace kv {
 
 namespace {
 
-uint32_t key_len(const BackendEntry* e) { return e->klen & ~kGhostBit; }
-bool is_ghost(const BackendEntry* e) { return (e->klen & kGhostBit) != 0; }
-std::string_view key_of(const BackendEntry* e) { return {e->data, key_len(e)}; }
-
-BackendEntry* ghost_link(const BackendEntry* e) {
-  BackendEntry* p;
-  std::memcpy(&p, e->data + key_len(e), sizeof p);
-  return p;
-}
+uint32_t key_len(const BackendEntry* e) { return entry_key_len(e); }
+bool is_ghost(const BackendEntry* e) { return entry_is_ghost(e); }
+std::string_view key_of(const BackendEntry* e) { return entry_key(e); }
+BackendEntry* ghost_link(const BackendEntry* e) { return entry_ghost_link(e); }
 
 }  // namespace
 
@@ -40,6 +35,7 @@ Result<std::unique_ptr<Backend>> Backend::create(pm::Container* c, const Geometr
   r->max_key = g.max_key;
   r->max_value = g.max_value;
   r->seq_high = 1;
+  r->flags = kAllEntriesChecksummed;
   Result<void*> seg = c->alloc(kSegBuckets * sizeof(BackendEntry*));
   if (!seg.ok()) return seg.status();
   c->will_write(*seg, kSegBuckets * sizeof(BackendEntry*));
@@ -66,8 +62,19 @@ Result<std::unique_ptr<Backend>> Backend::attach(pm::Container* c) {
   }
   if (r->nlogs == 0 || r->nlogs > kMaxLogs || r->log_bytes == 0 ||
       r->log_bytes * r->nlogs > c->raw().size() || r->level > 14 ||
-      r->split >= (kSegBuckets << r->level) || r->segs[0] == nullptr) {
-    return Status::corruption("store root fields out of range");
+      r->split >= (kSegBuckets << r->level) || r->max_key == 0 || r->max_key > 65535 ||
+      r->max_value > r->log_bytes) {
+    return Status::corruption("store root fields out of range (run 'pm check')");
+  }
+  // Every segment the table uses must be a whole block of the heap.
+  const uint64_t buckets = (kSegBuckets << r->level) + r->split;
+  for (uint64_t i = 0; i < (buckets + kSegBuckets - 1) / kSegBuckets; i++) {
+    const char* seg = reinterpret_cast<const char*>(r->segs[i]);
+    if (!c->contains(seg) || !c->contains(seg + kSegBuckets * sizeof(BackendEntry*) - 1) ||
+        reinterpret_cast<uintptr_t>(seg) % 8 != 0) {
+      return Status::corruption("store root: bucket segment " + std::to_string(i) +
+                                " lies outside the heap (run 'pm check')");
+    }
   }
   return std::unique_ptr<Backend>(new Backend(c, r));
 }
@@ -86,24 +93,40 @@ Status Backend::upgrade() {
   return Status();
 }
 
-Status Backend::check_ptr(const void* p) const {
-  if (p == nullptr || c_->contains(p)) return Status();
-  return Status::corruption("store backend: a link points out of the container (run 'pm check')");
+std::string Backend::entry_problem(const BackendEntry* e) const {
+  const auto lo = reinterpret_cast<uintptr_t>(c_->base());
+  return kv::entry_problem(e, lo, lo + c_->usage().heap_bytes, root_->max_key, root_->max_value);
 }
 
-uint64_t Backend::bucket_of(uint64_t h) const {
-  const uint64_t n = kSegBuckets << root_->level;
-  uint64_t b = h & (n - 1);
-  if (b < root_->split) b = h & (2 * n - 1);
-  return b;
+Status Backend::check_entry(const BackendEntry* e) const {
+  if (c_->contains(e) && c_->contains(reinterpret_cast<const char*>(e) + sizeof *e - 1)) {
+    // The header is readable: now its lengths, against the limits and the heap.
+    const uint32_t klen = key_len(e);
+    const bool sane = klen != 0 && klen <= root_->max_key &&
+                      (is_ghost(e) || e->vlen <= root_->max_value) &&
+                      (e->klen & ~(kKeyLenMask | kGhostBit | kSumBit)) == 0 &&
+                      c_->contains(reinterpret_cast<const char*>(e) + entry_size(e) - 1);
+    if (sane && reinterpret_cast<uintptr_t>(e) % 8 == 0) return Status();
+  }
+  return Status::corruption("store backend: a damaged entry (at " +
+                            std::to_string(reinterpret_cast<uintptr_t>(e)) +
+                            "); run 'pm check', then 'pm kv salvage'");
 }
+
+Status Backend::check_sum(const BackendEntry* e) const {
+  if ((entry_has_sum(e) || !all_checksummed()) && entry_sum_ok(e)) return Status();
+  return Status::corruption("store backend: the entry of key '" + std::string(key_of(e)) +
+                            "' fails its checksum (damaged); run 'pm check', then 'pm kv salvage'");
+}
+
+uint64_t Backend::bucket_of(uint64_t h) const { return bucket_for(*root_, h); }
 
 Result<BackendEntry**> Backend::find_link(uint64_t b, std::string_view key) {
   BackendEntry** link = slot(b);
-  for (int guard = 0; *link != nullptr; guard++) {
-    PM_TRY(check_ptr(*link));
+  for (uint64_t n = 0; *link != nullptr; n++) {
+    PM_TRY(check_entry(*link));
     if (key_of(*link) == key) return link;
-    if (guard > (1 << 24)) return Status::corruption("store backend: a bucket chain loops");
+    if (n > max_chain()) return Status::corruption("store backend: a bucket chain loops");
     link = &(*link)->next;
   }
   return link;
@@ -118,6 +141,7 @@ Result<Backend::Found> Backend::get(std::string_view key, uint64_t h, std::strin
   Found f;
   const BackendEntry* e = **link;
   if (e == nullptr) return f;
+  PM_TRY(check_sum(e));
   f.seq = e->seq;
   f.ghost = is_ghost(e);
   f.present = !f.ghost;
@@ -127,14 +151,14 @@ Result<Backend::Found> Backend::get(std::string_view key, uint64_t h, std::strin
 
 Result<BackendEntry*> Backend::new_entry(std::string_view key, std::string_view value,
                                          uint64_t seq, bool ghost) {
-  const size_t n = sizeof(BackendEntry) + key.size() + (ghost ? sizeof(void*) : value.size());
+  const size_t n = entry_bytes(key.size(), ghost ? sizeof(void*) : value.size());
   Result<void*> mem = c_->alloc(n);
   if (!mem.ok()) return mem.status();
   auto* e = static_cast<BackendEntry*>(*mem);
   c_->will_write(e, n);
   e->next = nullptr;
   e->seq = seq;
-  e->klen = static_cast<uint32_t>(key.size()) | (ghost ? kGhostBit : 0);
+  e->klen = static_cast<uint32_t>(key.size()) | (ghost ? kGhostBit : 0) | kSumBit;
   e->vlen = ghost ? 0 : static_cast<uint32_t>(value.size());
   std::memcpy(e->data, key.data(), key.size());
   if (ghost) {
@@ -142,6 +166,7 @@ Result<BackendEntry*> Backend::new_entry(std::string_view key, std::string_view 
   } else if (!value.empty()) {
     std::memcpy(e->data + key.size(), value.data(), value.size());
   }
+  entry_seal(c_, e);
   return e;
 }
 
@@ -168,6 +193,7 @@ Status Backend::apply_put(std::string_view key, uint64_t h, std::string_view val
     c_->will_write(old, sizeof *old + key.size() + value.size());
     old->seq = seq;
     std::memcpy(old->data + key.size(), value.data(), value.size());
+    if (entry_has_sum(old)) entry_seal(c_, old);
     return Status();
   }
   Result<BackendEntry*> e = new_entry(key, value, seq, false);
@@ -181,6 +207,7 @@ Status Backend::apply_put(std::string_view key, uint64_t h, std::string_view val
     // Detached: the ghost list still holds it; purge frees it (seq 0).
     c_->will_write(&old->seq, sizeof old->seq);
     old->seq = 0;
+    if (entry_has_sum(old)) entry_seal(c_, old);
     count_.fetch_add(1, std::memory_order_relaxed);
   } else {
     PM_TRY(c_->free(old));
@@ -207,6 +234,7 @@ Status Backend::apply_remove(std::string_view key, uint64_t h, uint64_t seq) {
   if (old != nullptr && is_ghost(old)) {
     c_->will_write(&old->seq, sizeof old->seq);
     old->seq = seq;
+    if (entry_has_sum(old)) entry_seal(c_, old);
     return Status();
   }
   Result<BackendEntry*> e = new_entry(key, {}, seq, true);
@@ -241,8 +269,10 @@ Status Backend::split_as_needed(uint64_t max_splits) {
     BackendEntry* move = nullptr;
     BackendEntry** keep_tail = &keep;
     BackendEntry** move_tail = &move;
-    for (BackendEntry* e = *slot(from); e != nullptr;) {
-      PM_TRY(check_ptr(e));
+    uint64_t walked = 0;
+    for (BackendEntry* e = *slot(from); e != nullptr; walked++) {
+      PM_TRY(check_entry(e));
+      if (walked > max_chain()) return Status::corruption("store backend: a bucket chain loops");
       BackendEntry* next = e->next;
       BackendEntry**& tail = (hash_key(key_of(e)) & (2 * n - 1)) == to ? move_tail : keep_tail;
       c_->will_write(tail, sizeof *tail);
@@ -273,11 +303,14 @@ Status Backend::purge_ghosts(uint64_t min_live_seq) {
   // `link` is where the pointer to the current ghost is stored: the root, or
   // the (unaligned) link after a ghost's key; hence memcpy.
   void* link = &root_->ghost_head;
-  for (;;) {
+  for (uint64_t n = 0;; n++) {
     BackendEntry* g;
     std::memcpy(&g, link, sizeof g);
     if (g == nullptr) return Status();
-    PM_TRY(check_ptr(g));
+    PM_TRY(check_entry(g));
+    if (!is_ghost(g) || n > max_chain()) {
+      return Status::corruption("store backend: the ghost list is damaged");
+    }
     BackendEntry* next = ghost_link(g);
     if (g->seq != 0 && g->seq >= min_live_seq) {
       link = g->data + key_len(g);
@@ -330,11 +363,14 @@ Status Backend::scan(std::string_view prefix,
       std::shared_lock<std::shared_mutex> s(struct_mu_);
       for (uint64_t b = o % n0; b < buckets(); b += n0) {
         std::lock_guard<std::mutex> l(stripe(b));
-        for (BackendEntry* e = *slot(b); e != nullptr; e = e->next) {
-          PM_TRY(check_ptr(e));
+        uint64_t n = 0;
+        for (BackendEntry* e = *slot(b); e != nullptr; e = e->next, n++) {
+          PM_TRY(check_entry(e));
+          if (n > max_chain()) return Status::corruption("store backend: a bucket chain loops");
           if (is_ghost(e) || !key_of(e).starts_with(prefix)) continue;
           if (origin(hash_key(key_of(e))) != o) continue;
-          batch.emplace_back(std::string(key_of(e)), std::string(e->data + key_len(e), e->vlen));
+          PM_TRY(check_sum(e));
+          batch.emplace_back(std::string(key_of(e)), std::string(entry_value(e)));
         }
       }
     }

@@ -7,6 +7,12 @@
 // records the backend already reflects. A removal leaves a "ghost" (key and
 // sequence number, no value) until no log record older than it remains in
 // any log; otherwise a crash could replay an older put of a removed key.
+//
+// Damage: every link followed and every entry read is checked against the
+// heap's bounds and the store's limits first, chains are walked with a
+// bound on their length, and an entry's checksum is verified before its
+// value is returned: a damaged file gives kCorruption, never a crash, a
+// loop or a value that was never written.
 #ifndef KVSTORE_BACKEND_H_
 #define KVSTORE_BACKEND_H_
 
@@ -20,6 +26,7 @@
 #include <string>
 #include <string_view>
 
+#include "kvstore/backend_entry.h"
 #include "pm/container.h"
 #include "pm/status.h"
 
@@ -34,16 +41,9 @@ inline constexpr uint32_t kBackendVersion = 2;
 inline constexpr uint32_t kMaxLogs = 256;
 inline constexpr uint64_t kSegBuckets = 4096;  // buckets per segment (32 KiB)
 inline constexpr uint64_t kMaxSegs = 16384;    // up to 64 Mi buckets
-inline constexpr uint32_t kGhostBit = 0x80000000u;
-
-struct BackendEntry {
-  BackendEntry* next;
-  uint64_t seq;
-  uint32_t klen;  // | kGhostBit for a ghost: then the key is followed by the ghost-list link
-  uint32_t vlen;
-  char data[];
-};
-static_assert(sizeof(BackendEntry) == 24);
+// BackendRoot::flags: every entry carries a checksum (a store created with
+// checksums; an upgraded one keeps its older entries as they were).
+inline constexpr uint64_t kAllEntriesChecksummed = 1;
 
 struct BackendRoot {
   uint64_t magic;
@@ -62,8 +62,18 @@ struct BackendRoot {
   // Version 2. Where session `session` began writing each log: the end of
   // the valid records its recovery found there (recovery.h).
   uint64_t session_start[kMaxLogs];
+  uint64_t flags;  // kAllEntriesChecksummed
 };
 inline constexpr size_t kBackendRootV1Bytes = offsetof(BackendRoot, session_start);
+
+// The bucket of hash h in the table as the root describes it (linear
+// hashing: kSegBuckets << level buckets, plus the split ones).
+inline uint64_t bucket_for(const BackendRoot& r, uint64_t h) {
+  const uint64_t n = kSegBuckets << r.level;
+  uint64_t b = h & (n - 1);
+  if (b < r.split) b = h & (2 * n - 1);
+  return b;
+}
 
 struct Geometry {
   uint32_t nlogs = 0;
@@ -79,10 +89,17 @@ class Backend {
   static Result<std::unique_ptr<Backend>> attach(pm::Container* c);
 
   BackendRoot* root() const { return root_; }
-  // A version 1 root: no session boundaries (recovery upgrades it).
+  // A version 1 root: no session boundaries, no flags (recovery upgrades it).
   bool legacy() const { return root_->version == 1; }
+  // Every entry must carry a checksum.
+  bool all_checksummed() const { return !legacy() && (root_->flags & kAllEntriesChecksummed); }
   // Moves a version 1 root into a version 2 one (durable at the next commit).
   Status upgrade();
+
+  // "" when e may be read (inside the heap, lengths within the limits).
+  std::string entry_problem(const BackendEntry* e) const;
+  // Chains and the ghost list longer than this loop.
+  uint64_t max_chain() const { return count() + ghosts() + 1024; }
   // Announces a root field write (hints tracker).
   template <typename T>
   void set(T* field, T v) {
@@ -134,7 +151,10 @@ class Backend {
   Result<BackendEntry*> new_entry(std::string_view key, std::string_view value, uint64_t seq,
                                   bool ghost);
   void link_ghost(BackendEntry* e);
-  Status check_ptr(const void* p) const;
+  // kCorruption when e may not be read.
+  Status check_entry(const BackendEntry* e) const;
+  // kCorruption when a value read from e would not be what was written.
+  Status check_sum(const BackendEntry* e) const;
 
   static constexpr int kStripes = 256;
   pm::Container* c_;

@@ -6,14 +6,9 @@
 
 namespace kv {
 
-namespace {
-
-// REQUIRES: the record's checksum field reads as zero.
-uint64_t checksum(uint32_t log, const std::byte* rec, size_t n) {
+uint64_t record_checksum(uint32_t log, const std::byte* rec, size_t n) {
   return XXH3_64bits_withSeed(rec, n, uint64_t{log} * 0x9E3779B97F4A7C15ull + 1);
 }
-
-}  // namespace
 
 void encode_record(uint32_t log, uint64_t pos, uint64_t seq, uint32_t session,
                    const std::vector<Op>& ops, std::vector<std::byte>* buf) {
@@ -41,7 +36,7 @@ void encode_record(uint32_t log, uint64_t pos, uint64_t seq, uint32_t session,
     at += o.value.size();
   }
   std::memcpy(p, &h, sizeof h);
-  h.checksum = checksum(log, p, n);
+  h.checksum = record_checksum(log, p, n);
   std::memcpy(p + offsetof(RecordHeader, checksum), &h.checksum, 8);
 }
 
@@ -91,7 +86,7 @@ bool Log::read(uint64_t pos, const Limits& limits, Record* out) const {
   out->bytes.resize(h.len);
   if (!read_bytes(pos, out->bytes.data(), h.len).ok()) return false;
   std::memset(out->bytes.data() + offsetof(RecordHeader, checksum), 0, 8);
-  if (checksum(index_, out->bytes.data(), h.len) != h.checksum) return false;
+  if (record_checksum(index_, out->bytes.data(), h.len) != h.checksum) return false;
   // A valid checksum over bad lengths is still refused: a record must parse.
   out->ops.clear();
   const std::byte* p = out->bytes.data();

@@ -67,6 +67,10 @@ inline uint64_t record_size(const std::vector<Op>& ops) {
   return (n + 7) & ~uint64_t{7};
 }
 
+// The checksum of record bytes [rec, rec+n) in log `log`.
+// REQUIRES: the record's checksum field reads as zero.
+uint64_t record_checksum(uint32_t log, const std::byte* rec, size_t n);
+
 // Builds the record into *buf (resized to record_size(ops)).
 void encode_record(uint32_t log, uint64_t pos, uint64_t seq, uint32_t session,
                    const std::vector<Op>& ops, std::vector<std::byte>* buf);

@@ -52,12 +52,7 @@ using NewestByKey = std::unordered_map<std::string, Newest>;
 // Scans log i from its head; returns the end of the records it accepts.
 uint64_t scan_log(const BackendRoot& r, bool legacy, uint32_t i, LogState* L,
                   const Limits& limits, NewestByKey* newest, Recovered* out) {
-  SessionRule rule(r, i, legacy);
-  const uint64_t head = r.heads[i];
-  uint64_t pos = head;
-  Record rec;
-  while (L->log->read(pos, limits, &rec) && rule.accepts(pos, rec.header.session) &&
-         pos + rec.header.len - head <= r.log_bytes) {
+  return accepted_records(r, legacy, i, *L->log, limits, [&](const Record& rec, uint64_t pos) {
     out->next_seq = std::max(out->next_seq, rec.header.seq + 1);
     for (const Op& op : rec.ops) {
       Newest& n = (*newest)[std::string(op.key)];
@@ -65,10 +60,8 @@ uint64_t scan_log(const BackendRoot& r, bool legacy, uint32_t i, LogState* L,
         n = {rec.header.seq, make_ref(i, pos), op.op == OpCode::kRemove, std::string(op.value)};
       }
     }
-    pos += rec.header.len;
     out->records++;
-  }
-  return pos;
+  });
 }
 
 // Newest per key into the frontend, unless the backend already holds it.
@@ -90,6 +83,21 @@ Status install(Backend* be, Frontend* fe, const NewestByKey& newest) {
 }
 
 }  // namespace
+
+uint64_t accepted_records(const BackendRoot& r, bool legacy, uint32_t i, const Log& log,
+                          const Limits& limits,
+                          const std::function<void(const Record&, uint64_t pos)>& fn) {
+  SessionRule rule(r, i, legacy);
+  const uint64_t head = r.heads[i];
+  uint64_t pos = head;
+  Record rec;
+  while (log.read(pos, limits, &rec) && rule.accepts(pos, rec.header.session) &&
+         pos + rec.header.len - head <= r.log_bytes) {
+    fn(rec, pos);
+    pos += rec.header.len;
+  }
+  return pos;
+}
 
 Result<Recovered> recover(pm::Container* c, Backend* be, Frontend* fe, LogWriter* logs,
                           Gleaner* gleaner, const Limits& limits) {

@@ -23,6 +23,7 @@
 #define KVSTORE_RECOVERY_H_
 
 #include <cstdint>
+#include <functional>
 
 #include "kvstore/backend.h"
 #include "kvstore/frontend.h"
@@ -30,6 +31,13 @@
 #include "kvstore/log_writer.h"
 
 namespace kv {
+
+// Reads log `i` from its committed head under the session rule (above),
+// calling fn for each record accepted; returns where they end. `legacy`: a
+// version 1 backend (no boundaries). Reads only.
+uint64_t accepted_records(const BackendRoot& r, bool legacy, uint32_t i, const Log& log,
+                          const Limits& limits,
+                          const std::function<void(const Record&, uint64_t pos)>& fn);
 
 struct Recovered {
   uint32_t session = 0;   // the new session

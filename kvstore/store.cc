@@ -98,12 +98,18 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& path, const StoreO
     if (!o.create_if_missing) {
       return Status::not_found(path + ": no such store (create_if_missing is off)");
     }
+    // Formatted before it appears at the path: a crash leaves no file, or
+    // a whole store (Options::initialize).
+    co.initialize = [&o](pm::Container& k) { return format_store(&k, o); };
     Result<std::unique_ptr<pm::Container>> r = pm::Container::create(path, co);
-    if (!r.ok()) return r.status().with_context("create " + path);
-    c = std::move(*r);
-    PM_TRY(format_store(c.get(), o));
-    PM_TRY(c->commit());
-  } else {
+    if (r.ok()) {
+      c = std::move(*r);
+    } else if (::stat(path.c_str(), &st) != 0) {  // not created by someone else meanwhile
+      return r.status().with_context("create " + path);
+    }
+    co.initialize = nullptr;
+  }
+  if (c == nullptr) {
     Result<std::unique_ptr<pm::Container>> r = pm::Container::open(path, co);
     if (!r.ok()) return r.status().with_context("open " + path);
     c = std::move(*r);

@@ -34,11 +34,14 @@ class StopLatch {
     std::lock_guard<std::mutex> l(mu_);
     return why_;
   }
-  // Records the first failure; later ones are dropped.
+  // Records the first failure; later ones are dropped. The store reports
+  // kIOError from now on (EIO through a mount), whatever the cause was,
+  // except kNoSpace (ENOSPC: free space, then reopen).
   void stop(const Status& s) {
     std::lock_guard<std::mutex> l(mu_);
     if (stopped()) return;
-    why_ = s.with_context("store stopped (reopen it to recover)");
+    const std::string why = "store stopped (reopen it to recover): " + s.message();
+    why_ = s.code() == pm::Code::kNoSpace ? Status::no_space(why) : Status::io_error(why);
     stopped_.store(true, std::memory_order_release);
     if (logger_) logger_(pm::LogLevel::kError, why_.to_string());
   }

@@ -101,7 +101,8 @@ class ContainerImpl final : public Container {
   CheckReport check(bool foreign_writer) override;
   Result<CollectReport> collect(bool dry_run) override;
   void begin_mutation() override { gate_.enter(); }
-  bool created_file() const { return created_file_; }
+  // The file a failed create must remove ("" if none).
+  const std::string& created_file() const { return created_file_; }
   void end_mutation() override { gate_.leave(); }
   RawRegion& raw() override { return *raw_; }
 
@@ -159,7 +160,7 @@ class ContainerImpl final : public Container {
   std::atomic<bool> broken_{false};  // failed_ is set
   std::unique_ptr<RawRegionImpl> raw_;
   uint64_t generation_ = 0;
-  bool created_file_ = false;               // init_new created the file (remove it on failure)
+  std::string created_file_;                // init_new made this file (removed on failure)
   std::vector<PageRun> committed_private_;  // committed pages still private (DRAM)
   std::vector<PageRun> dirty_scratch_;
   std::vector<Run> runs_scratch_;
@@ -178,16 +179,81 @@ ContainerImpl::~ContainerImpl() {
   persist_.reset();
 }
 
+// The temporary a create builds the file under: beside it, hidden.
+std::string creating_name(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+  return dir + "." + path.substr(dir.size()) + ".creating";
+}
+
+// Locks the temporary of a create: a new one, or one a killed create left
+// behind (a live creator holds its lock: kBusy).
+Result<FileLock> lock_creating(const std::string& tmp) {
+  for (int attempt = 0; attempt < 3; attempt++) {
+    Result<FileLock> l = FileLock::acquire(tmp, /*create=*/true);
+    if (l.ok() || l.status().code() != Code::kInvalidArgument) return l;
+    Result<FileLock> stale = FileLock::acquire(tmp, /*create=*/false);
+    if (!stale.ok()) {
+      if (stale.status().code() == Code::kNotFound) continue;  // gone meanwhile
+      return stale.status();
+    }
+    // Ours now, unless a creator renamed it in between: then tmp names
+    // another file (or none), and that one is not ours to reuse.
+    struct stat a, b;
+    if (::fstat(stale->fd(), &a) != 0 || ::stat(tmp.c_str(), &b) != 0 || a.st_ino != b.st_ino) {
+      continue;
+    }
+    if (::ftruncate(stale->fd(), 0) != 0) return Status::from_errno("reset " + tmp, errno);
+    return stale;
+  }
+  return Status::busy(tmp + ": other processes keep creating this container");
+}
+
+Status fsync_dir_of(const std::string& path) {
+  const std::string dir = path.substr(0, path.find_last_of('/') + 1);
+  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return Status::from_errno("open the directory of " + path, errno);
+  const int rc = ::fsync(dfd);
+  const int err = errno;
+  ::close(dfd);
+  return rc == 0 ? Status() : Status::from_errno("fsync the directory of " + path, err);
+}
+
+// Renames tmp to path unless path exists (then kInvalidArgument).
+Status publish(const std::string& tmp, const std::string& path) {
+  if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0) {
+    if (errno == EEXIST) {
+      return Status::invalid_argument(path + " already exists; open it, or remove it first");
+    }
+    if (errno != EINVAL && errno != ENOSYS) return Status::from_errno("rename to " + path, errno);
+    // A file system without RENAME_NOREPLACE: link() does not replace either.
+    if (::link(tmp.c_str(), path.c_str()) != 0) {
+      if (errno == EEXIST) {
+        return Status::invalid_argument(path + " already exists; open it, or remove it first");
+      }
+      return Status::from_errno("link to " + path, errno);
+    }
+    ::unlink(tmp.c_str());
+  }
+  return fsync_dir_of(path);
+}
+
 Status ContainerImpl::init_new(const PersistOpener& opener) {
   PM_TRY(check_create_options(options_));
-  Result<FileLock> lock = FileLock::acquire(path_, /*create=*/true);
+  if (::access(path_.c_str(), F_OK) == 0) {
+    return Status::invalid_argument(path_ + " already exists; open it, or remove it first");
+  }
+  // Built under a temporary name, published by a rename once complete: a
+  // crash never leaves a half-made file at the path (options.h).
+  const std::string tmp = creating_name(path_);
+  Result<FileLock> lock = lock_creating(tmp);
   if (!lock.ok()) return lock.status();
   lock_ = std::move(*lock);
-  created_file_ = true;
+  created_file_ = tmp;
   const uint64_t heap_size = align_up(options_.initial_size, kPage);
   heap_off_ = kHeapOffset + align_up(options_.raw_bytes, kPage);
   if (::ftruncate(lock_.fd(), static_cast<off_t>(heap_off_ + heap_size)) != 0) {
-    return Status::from_errno("size " + path_, errno);
+    return Status::from_errno("size " + tmp, errno);
   }
   // Every byte the mappings will write must have its blocks now: a store
   // into a hole of a shared mapping on a full disk raises SIGBUS.
@@ -197,12 +263,11 @@ Status ContainerImpl::init_new(const PersistOpener& opener) {
                             : AddressReservation::anywhere(options_.max_size);
   if (!res.ok()) return res.status();
   reservation_ = std::move(*res);
-  Result<std::unique_ptr<Persist>> p = opener(path_);
+  Result<std::unique_ptr<Persist>> p = opener(tmp);
   if (!p.ok()) return p.status();
   persist_ = std::move(*p);
 
-  // The heap image first, the superblock last: a crash in between leaves a
-  // file that open() rejects as "not a container".
+  // The heap image first, the superblock last.
   std::vector<std::byte> image(kPage * 2 + heap_size / kPage * 4);
   Heap::format(image.data(), heap_size);
   persist_->write_flushed(heap_off_, image.data(), image.size());
@@ -210,14 +275,16 @@ Status ContainerImpl::init_new(const PersistOpener& opener) {
   sb_ = make_superblock(options_, reinterpret_cast<uint64_t>(reservation_.base()), heap_off_);
   persist_->write_flushed(0, &sb_, sizeof sb_);
   PM_TRY(persist_->drain());
-  if (::fsync(lock_.fd()) != 0) return Status::from_errno("fsync " + path_, errno);
-  std::string dir = path_.substr(0, path_.find_last_of('/') + 1);
-  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);  // the new directory entry
-    ::close(dfd);
+  if (::fsync(lock_.fd()) != 0) return Status::from_errno("fsync " + tmp, errno);
+  PM_TRY(map_and_attach());
+  if (options_.initialize) {
+    PM_TRY(options_.initialize(*this));
+    PM_TRY(commit());
   }
-  return map_and_attach();
+  PM_TRY(publish(tmp, path_));
+  persist_->set_path(path_);
+  created_file_ = path_;
+  return Status();
 }
 
 Status ContainerImpl::init_existing(const PersistOpener& opener) {
@@ -620,10 +687,10 @@ Result<std::unique_ptr<Container>> open_container(const std::string& path, const
     s = Status::no_space("out of memory");
   }
   if (!s.ok()) {
-    bool remove_file = c->created_file();
+    const std::string remove_file = c->created_file();
     c.reset();
     // A half-created file is not a container: do not leave it behind.
-    if (remove_file) ::unlink(path.c_str());
+    if (!remove_file.empty()) ::unlink(remove_file.c_str());
     return s.with_context((create ? "create " : "open ") + path);
   }
   return std::unique_ptr<Container>(std::move(c));

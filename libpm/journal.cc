@@ -11,11 +11,13 @@ namespace pm {
 
 PlantedBugs g_planted_bugs;
 
-namespace {
-
-uint64_t header_checksum(const JournalHeader& h) {
+uint64_t journal_header_checksum(const JournalHeader& h) {
   return XXH3_64bits(&h, offsetof(JournalHeader, checksum));
 }
+
+namespace {
+
+uint64_t header_checksum(const JournalHeader& h) { return journal_header_checksum(h); }
 
 uint64_t body_size(const std::vector<Run>& runs) {
   uint64_t n = 0;

@@ -40,6 +40,9 @@ struct JournalHeader {
 };
 static_assert(sizeof(JournalHeader) == 64);
 
+// The checksum a header carries (of the bytes before it).
+uint64_t journal_header_checksum(const JournalHeader& h);
+
 // Entry in the body: header then `len` bytes of data. len is a multiple of 64.
 struct JournalEntry {
   uint64_t heap_off;  // offset from the start of the heap

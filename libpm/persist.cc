@@ -39,6 +39,7 @@ class PmemFile final : public Persist {
   }
 
   bool is_pmem() const override { return is_pmem_; }
+  void set_path(const std::string& path) override { path_ = path; }
   const std::byte* view() const override { return base_; }
   uint64_t size() const override { return len_; }
 

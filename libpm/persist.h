@@ -63,6 +63,9 @@ class Persist {
   // A named point inside a long sequence without a barrier, for the crash
   // harness (e.g. between journal apply steps). No-op in production.
   virtual void kill_point(std::string_view /*name*/) {}
+
+  // The file was renamed (a create publishing it under its final name).
+  virtual void set_path(const std::string& /*path*/) {}
 };
 
 // Allocates blocks for [off, off + len) of the file (posix_fallocate), so

@@ -69,6 +69,7 @@ class SimPersist final : public Persist {
   Status persist_range(uint64_t off, size_t n) override;
   Status resize(uint64_t keep, uint64_t new_size) override;
   void kill_point(std::string_view name) override;
+  void set_path(const std::string& path) override { real_->set_path(path); }
 
   // Per volatile unit (in unit order), how many states it may hold after a
   // crash: 0 durable, 1..k its versions (k is the live one).

@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 #include <nlohmann/json.hpp>
 
+#include "kv/check.h"
 #include "pm/command.h"
 #include "pm/container.h"
 
@@ -55,18 +57,28 @@ nlohmann::json escaping_json(const std::vector<EscapingPointer>& es) {
   return a;
 }
 
-void print_check(const CheckReport& r, const ContainerInfo& i, bool json) {
-  const bool ok = r.problems.empty() && r.escaping.empty();
+// The layout name of a key-value store (kvstore/store.cc).
+constexpr char kStoreLayout[] = "kvstore";
+
+void print_check(const CheckReport& r, const ContainerInfo& i, const kv::StoreCheck* store,
+                 bool json) {
+  const bool ok =
+      r.problems.empty() && r.escaping.empty() && (store == nullptr || store->problems.empty());
   if (json) {
-    fmt::print("{}\n", nlohmann::json{{"path", i.path},
-                                      {"ok", ok},
-                                      {"journal", journal_state_name(i.journal)},
-                                      {"blocks", r.blocks},
-                                      {"reachable_blocks", r.reachable_blocks},
-                                      {"used_bytes", r.used_bytes},
-                                      {"problems", r.problems},
-                                      {"escaping", escaping_json(r.escaping)}}
-                           .dump(2));
+    nlohmann::json j{{"path", i.path},
+                     {"ok", ok},
+                     {"journal", journal_state_name(i.journal)},
+                     {"blocks", r.blocks},
+                     {"reachable_blocks", r.reachable_blocks},
+                     {"used_bytes", r.used_bytes},
+                     {"problems", r.problems},
+                     {"escaping", escaping_json(r.escaping)}};
+    if (store != nullptr) {
+      j["store"] = {{"keys", store->keys},       {"ghosts", store->ghosts},
+                    {"buckets", store->buckets}, {"log_records", store->log_records},
+                    {"problems", store->problems}, {"notes", store->notes}};
+    }
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return;
   }
   fmt::print("superblock    ok\njournal       {}\nheap          {} blocks ({} reachable), {}\n",
@@ -75,6 +87,15 @@ void print_check(const CheckReport& r, const ContainerInfo& i, bool json) {
   for (const EscapingPointer& e : r.escaping) {
     fmt::print("escaping      object {:#x} + {} -> {:#x} ({})\n", e.object, e.offset, e.target,
                e.where);
+  }
+  if (store != nullptr) {
+    fmt::print("store         {} keys, {} ghosts in {} buckets; {} log records to replay\n",
+               store->keys, store->ghosts, store->buckets, store->log_records);
+    for (const std::string& p : store->problems) fmt::print("problem       {}\n", p);
+    for (const std::string& n : store->notes) fmt::print("note          {}\n", n);
+    if (!store->problems.empty()) {
+      fmt::print("repair        pm kv salvage {} NEW-STORE  (copies every readable key)\n", i.path);
+    }
   }
   fmt::print("{}\n", ok ? "consistent" : "INCONSISTENT");
 }
@@ -93,10 +114,21 @@ Status run_check(const std::string& path, bool json) {
   const bool tty = isatty(2);
   if (tty) std::fprintf(stderr, "checking %s ...", path.c_str());
   CheckReport r = (*c)->check(/*foreign_writer=*/true);  // written by another process
+  const ContainerInfo info = (*c)->info();
+  // A store is checked too, unless its heap is damaged (its walk trusts it).
+  std::optional<kv::StoreCheck> store;
+  if (info.layout == kStoreLayout && r.problems.empty()) {
+    Result<kv::StoreCheck> s = kv::check_store(c->get());
+    if (!s.ok()) return s.status();
+    store = std::move(*s);
+  }
   if (tty) std::fprintf(stderr, "\r\033[K");
-  print_check(r, (*c)->info(), json);
+  print_check(r, info, store ? &*store : nullptr, json);
   if (!r.problems.empty()) {
     return Status::corruption(fmt::format("{} problem(s) in the heap metadata", r.problems.size()));
+  }
+  if (store && !store->problems.empty()) {
+    return Status::corruption(fmt::format("{} problem(s) in the store", store->problems.size()));
   }
   if (!r.escaping.empty()) {
     return Status::invalid_argument(fmt::format(
@@ -130,6 +162,13 @@ void print_collect(const CollectReport& r, bool dry_run, bool json) {
 Status run_gc(const std::string& path, bool dry_run, bool json) {
   Result<std::unique_ptr<Container>> c = Container::open(path);
   if (!c.ok()) return c.status();
+  // A store frees its own blocks and links some (ghosts, chains of data
+  // blocks) where reachability does not look: collecting would free them.
+  if ((*c)->usage().layout == kStoreLayout) {
+    return Status::invalid_argument(path + " is a key-value store, which frees its own blocks; "
+                                           "gc would free live entries ('pm kv salvage' "
+                                           "compacts a store into a new file)");
+  }
   const bool tty = isatty(2);
   if (tty) std::fprintf(stderr, "collecting %s ...", path.c_str());
   Result<CollectReport> r = (*c)->collect(dry_run);

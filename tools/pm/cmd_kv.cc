@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bench/kv_stats_rows.h"
+#include "kv/check.h"
 #include "kv/store.h"
 #include "pm/command.h"
 
@@ -316,6 +317,35 @@ Status run_stats(const StoreArgs& a, bool json) {
   return Status();
 }
 
+// ---------------------------------------------------------------- salvage
+
+struct SalvageArgs {
+  std::string from, to;
+};
+
+Status run_salvage(const SalvageArgs& a, bool json) {
+  Result<kv::SalvageReport> r = kv::salvage(a.from, a.to);
+  if (!r.ok()) return r.status();
+  if (json) {
+    fmt::print("{}\n", dump(Json{{"from", a.from},
+                                 {"to", a.to},
+                                 {"keys", r->keys},
+                                 {"from_logs", r->from_logs},
+                                 {"damaged_entries", r->damaged_entries},
+                                 {"problems", r->problems}}));
+  } else {
+    fmt::print("{:<18}{}\n{:<18}{} ({} updates from the logs)\n{:<18}{}\n", "salvaged into", a.to,
+               "keys", r->keys, r->from_logs, "damaged entries", r->damaged_entries);
+    for (const std::string& p : r->problems) fmt::print("{:<18}{}\n", "not read", p);
+  }
+  // Something could not be read: the copy is incomplete; exit 1.
+  if (!r->problems.empty()) {
+    return Status::corruption(fmt::format("{} part(s) of {} could not be read; {} has the rest",
+                                          r->problems.size(), a.from, a.to));
+  }
+  return Status();
+}
+
 // ---------------------------------------------------------------- registration
 
 void add_put_get_del(CLI::App* kv, const Globals& g, std::vector<Command>* out) {
@@ -359,6 +389,13 @@ void add_ls_load_stats(CLI::App* kv, const Globals& g, std::vector<Command>* out
   CLI::App* st = kv->add_subcommand("stats", "show the store's counters and sizes");
   add_store_args(st, stats.get());
   out->push_back({st, [stats, &g] { return run_stats(*stats, g.json); }});
+
+  auto sv = std::make_shared<SalvageArgs>();
+  CLI::App* sa = kv->add_subcommand(
+      "salvage", "copy every key that can be read from a damaged store into a new one");
+  sa->add_option("store", sv->from, "the damaged store (left as it is)")->required();
+  sa->add_option("new-store", sv->to, "the store to create")->required();
+  out->push_back({sa, [sv, &g] { return run_salvage(*sv, g.json); }});
 }
 
 }  // namespace

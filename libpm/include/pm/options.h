@@ -7,7 +7,11 @@
 #include <string>
 #include <string_view>
 
+#include "pm/status.h"
+
 namespace pm {
+
+class Container;
 
 // How the library learns which pages of the working view changed.
 // Frozen: the names are accepted by PM_TRACKER and `pm --tracker`.
@@ -55,6 +59,14 @@ struct Options {
   // and compared at open when non-empty: one program's file is never read as
   // another's. Default empty (not checked).
   std::string layout;
+
+  // Runs on a new container before it appears at its path (roots, first
+  // objects); its changes are committed with the creation. A create is
+  // atomic: the file is built under a temporary name beside the path
+  // (".<name>.creating") and renamed once durable, so a crash leaves either
+  // nothing at the path or the whole initialized container; the next create
+  // of that path takes over a temporary left behind. Default: none.
+  std::function<Status(Container&)> initialize;
 
   // --- used by open ---
 

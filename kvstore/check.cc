@@ -1,0 +1,267 @@
+#include "kv/check.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <functional>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "kvstore/backend.h"
+#include "kvstore/crl.h"
+#include "kvstore/frontend.h"  // hash_key
+#include "kvstore/recovery.h"
+#include "kvstore/store_impl.h"
+
+namespace kv {
+
+namespace {
+
+// A key as a user can read it in a message.
+std::string printable(std::string_view k) {
+  std::string s;
+  for (char ch : k.substr(0, 64)) s += (ch >= 32 && ch < 127) ? ch : '?';
+  return k.size() > 64 ? s + "..." : s;
+}
+
+// Walks a backend that may be damaged: each link is checked before it is
+// followed (inside the heap, lengths within the limits) and a cycle ends
+// its walk. The root and its segments were checked by Backend::attach.
+class Walker {
+ public:
+  Walker(pm::Container* c, const BackendRoot& r)
+      : r_(r), lo_(reinterpret_cast<uintptr_t>(c->base())), hi_(lo_ + c->usage().heap_bytes) {}
+
+  uint64_t buckets() const { return (kSegBuckets << r_.level) + r_.split; }
+
+  // visit(entry, bucket) for every readable entry of every chain.
+  void chains(const std::function<void(const BackendEntry*, uint64_t)>& visit,
+              std::vector<std::string>* problems) {
+    std::unordered_set<const BackendEntry*> seen;
+    for (uint64_t b = 0; b < buckets(); b++) {
+      for (const BackendEntry* e = r_.segs[b / kSegBuckets][b % kSegBuckets]; e != nullptr;
+           e = e->next) {
+        if (!readable(e, "bucket " + std::to_string(b), problems)) break;
+        if (!seen.insert(e).second) {
+          problems->push_back("bucket " + std::to_string(b) +
+                              ": its chain loops or runs into another chain");
+          break;
+        }
+        visit(e, b);
+      }
+    }
+  }
+
+  // visit(ghost) for every readable entry of the ghost list.
+  void ghost_list(const std::function<void(const BackendEntry*)>& visit,
+                  std::vector<std::string>* problems) {
+    std::unordered_set<const BackendEntry*> seen;
+    for (const BackendEntry* g = r_.ghost_head; g != nullptr; g = entry_ghost_link(g)) {
+      if (!readable(g, "the ghost list", problems)) return;
+      if (!entry_is_ghost(g) || !seen.insert(g).second) {
+        problems->push_back("the ghost list loops or holds a live entry");
+        return;
+      }
+      visit(g);
+    }
+  }
+
+ private:
+  bool readable(const BackendEntry* e, const std::string& where,
+                std::vector<std::string>* problems) const {
+    std::string why = entry_problem(e, lo_, hi_, r_.max_key, r_.max_value);
+    if (why.empty()) return true;
+    problems->push_back(where + ": " + why + "; the rest of it is unreadable");
+    return false;
+  }
+
+  const BackendRoot& r_;
+  uintptr_t lo_, hi_;
+};
+
+Limits limits_of(const BackendRoot& r) { return {r.max_key, r.max_value, r.log_bytes / 4}; }
+
+// Valid records past the end of what recovery accepts in log i.
+uint64_t records_beyond(const Log& log, const BackendRoot& r, uint32_t i, uint64_t end,
+                        uint64_t* first) {
+  uint64_t n = 0;
+  Record rec;
+  const Limits lim = limits_of(r);
+  for (uint64_t pos = end; pos + sizeof(RecordHeader) <= r.heads[i] + r.log_bytes; pos += 8) {
+    uint64_t seq;
+    if (!log.peek_seq(pos, &seq) || !log.read(pos, lim, &rec)) continue;
+    if (n++ == 0) *first = pos;
+    pos += rec.header.len - 8;
+  }
+  return n;
+}
+
+void check_entries(pm::Container* c, const Backend& be, StoreCheck* out) {
+  const BackendRoot& r = *be.root();
+  Walker w(c, r);
+  out->buckets = w.buckets();
+  std::unordered_set<std::string> keys;
+  const bool all_summed = be.all_checksummed();
+  w.chains(
+      [&](const BackendEntry* e, uint64_t bucket) {
+        const std::string key(entry_key(e));
+        const std::string name = "key '" + printable(key) + "'";
+        Result<pm::BlockInfo> blk = c->find_block(e);
+        if (!blk.ok() || blk->start != e || blk->size < entry_size(e)) {
+          out->problems.push_back(name + ": its entry does not fit its heap block");
+        }
+        if (!entry_sum_ok(e) || (all_summed && !entry_has_sum(e))) {
+          out->problems.push_back(name + ": its entry fails its checksum");
+        }
+        if (bucket_for(r, hash_key(key)) != bucket) {
+          out->problems.push_back(name + ": in bucket " + std::to_string(bucket) +
+                                  ", which is not its hash's");
+        }
+        if (e->seq >= r.seq_high) {
+          out->problems.push_back(name + ": sequence number " + std::to_string(e->seq) +
+                                  " is not below the root's " + std::to_string(r.seq_high));
+        }
+        if (!keys.insert(key).second) out->problems.push_back(name + ": in the table twice");
+        (entry_is_ghost(e) ? out->ghosts : out->keys)++;
+      },
+      &out->problems);
+  uint64_t listed = 0;
+  w.ghost_list([&](const BackendEntry*) { listed++; }, &out->problems);
+  if (out->keys != r.count) {
+    out->problems.push_back("the root counts " + std::to_string(r.count) + " keys; the table holds " +
+                            std::to_string(out->keys));
+  }
+  if (listed != r.ghosts) {
+    out->problems.push_back("the root counts " + std::to_string(r.ghosts) +
+                            " ghosts; the ghost list holds " + std::to_string(listed));
+  }
+}
+
+void check_logs(pm::Container* c, const Backend& be, StoreCheck* out) {
+  const BackendRoot& r = *be.root();
+  for (uint32_t i = 0; i < r.nlogs; i++) {
+    Log log(&c->raw(), i, uint64_t{i} * r.log_bytes, r.log_bytes);
+    const uint64_t end = accepted_records(r, be.legacy(), i, log, limits_of(r),
+                                          [&](const Record&, uint64_t) { out->log_records++; });
+    uint64_t first = 0;
+    const uint64_t beyond = records_beyond(log, r, i, end, &first);
+    if (beyond == 0) continue;
+    out->notes.push_back("log " + std::to_string(i) + ": its records end at " +
+                         std::to_string(end) + "; " + std::to_string(beyond) +
+                         " valid record(s) from " + std::to_string(first) +
+                         " on are not replayed (updates not synced before a crash, or damage)");
+  }
+}
+
+}  // namespace
+
+Result<StoreCheck> check_store(pm::Container* c) {
+  Result<std::unique_ptr<Backend>> be = Backend::attach(c);
+  StoreCheck out;
+  if (!be.ok()) {
+    if (be.status().code() != pm::Code::kCorruption) return be.status();
+    out.problems.push_back(be.status().message());
+    return out;
+  }
+  check_entries(c, **be, &out);
+  check_logs(c, **be, &out);
+  return out;
+}
+
+// ---------------------------------------------------------------- salvage
+
+namespace {
+
+struct Found {
+  uint64_t seq;
+  bool present;
+  std::string value;
+};
+
+// Log operations recovery would replay, oldest first.
+std::vector<std::pair<std::string, Found>> log_ops(pm::Container* c, const Backend& be) {
+  const BackendRoot& r = *be.root();
+  std::vector<std::pair<std::string, Found>> ops;
+  for (uint32_t i = 0; i < r.nlogs; i++) {
+    Log log(&c->raw(), i, uint64_t{i} * r.log_bytes, r.log_bytes);
+    accepted_records(r, be.legacy(), i, log, limits_of(r), [&](const Record& rec, uint64_t) {
+      for (const Op& op : rec.ops) {
+        ops.push_back({std::string(op.key),
+                       {rec.header.seq, op.op == OpCode::kPut, std::string(op.value)}});
+      }
+    });
+  }
+  std::stable_sort(ops.begin(), ops.end(),
+                   [](const auto& a, const auto& b) { return a.second.seq < b.second.seq; });
+  return ops;
+}
+
+StoreOptions options_like(const BackendRoot& r) {
+  StoreOptions o;
+  o.logs = static_cast<int>(r.nlogs);
+  o.log_bytes = r.log_bytes;
+  o.max_key_bytes = r.max_key;
+  o.max_value_bytes = r.max_value;
+  o.background = false;
+  o.durability = Durability::kAsync;  // one sync at the end
+  return o;
+}
+
+}  // namespace
+
+Result<SalvageReport> salvage(const std::string& from, const std::string& to) {
+  struct stat st;
+  if (::stat(to.c_str(), &st) == 0) {
+    return Status::invalid_argument(to + " exists; salvage writes a new store");
+  }
+  pm::Options co;
+  co.tracker = pm::TrackerKind::kHints;  // read only
+  Result<std::unique_ptr<pm::Container>> c = pm::Container::open(from, co);
+  if (!c.ok()) {
+    return Status::corruption("salvage " + from + ": it does not open as a container (" +
+                              c.status().message() + "); nothing can be read by key");
+  }
+  Result<std::unique_ptr<Backend>> be = Backend::attach(c->get());
+  if (!be.ok()) return be.status().with_context("salvage " + from);
+  const BackendRoot& r = *(*be)->root();
+  SalvageReport rep;
+  Result<std::unique_ptr<Store>> out = Store::open(to, options_like(r));
+  if (!out.ok()) return out.status().with_context("salvage into " + to);
+  // The backend first (each key once, as its entry says), then the log
+  // records newer than what the backend holds for their key.
+  std::unordered_map<std::string, uint64_t> backend_seq;
+  Status failed;
+  const bool all_summed = (*be)->all_checksummed();
+  Walker w(c->get(), r);
+  w.chains(
+      [&](const BackendEntry* e, uint64_t) {
+        if (!entry_sum_ok(e) || (all_summed && !entry_has_sum(e))) {
+          rep.damaged_entries++;
+          rep.problems.push_back("key '" + printable(entry_key(e)) + "': damaged, not copied");
+          return;
+        }
+        backend_seq[std::string(entry_key(e))] = e->seq;
+        if (entry_is_ghost(e) || !failed.ok()) return;
+        failed = (*out)->put(entry_key(e), entry_value(e));
+        rep.keys++;
+      },
+      &rep.problems);
+  for (auto& [key, f] : log_ops(c->get(), **be)) {
+    auto it = backend_seq.find(key);
+    if ((it != backend_seq.end() && it->second >= f.seq) || !failed.ok()) continue;
+    Result<bool> had = (*out)->contains(key);
+    if (f.present) {
+      failed = (*out)->put(key, f.value);
+      rep.keys += had.ok() && !*had;
+      rep.from_logs++;
+    } else if (had.ok() && *had) {
+      failed = (*out)->remove(key);
+      rep.keys--;
+    }
+  }
+  if (failed.ok()) failed = (*out)->checkpoint();
+  if (!failed.ok()) return failed.with_context("salvage into " + to);
+  return rep;
+}
+
+}  // namespace kv

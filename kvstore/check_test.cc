@@ -1,0 +1,266 @@
+// Damaged stores: reads fail cleanly (no crash, no loop, no value that was
+// never written), check_store names the damage, salvage copies the rest.
+// And the robustness defects of issue 17 that are not about damage.
+#include "kv/check.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <map>
+#include <thread>
+
+#include "kvstore/backend.h"
+#include "kvstore/frontend.h"
+#include "kvstore/store_impl.h"
+#include "testutil/container_util.h"
+#include "testutil/temp_dir.h"
+
+namespace kv {
+namespace {
+
+StoreOptions small(bool background = false) {
+  StoreOptions o;
+  o.logs = 2;
+  o.log_bytes = 256 << 10;
+  o.max_key_bytes = 64;
+  o.max_value_bytes = 4096;
+  o.initial_heap_bytes = 4 << 20;
+  o.max_heap_bytes = 1ull << 30;
+  o.background = background;
+  return o;
+}
+
+std::unique_ptr<Store> must(Result<std::unique_ptr<Store>> r) {
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  return r.ok() ? std::move(*r) : nullptr;
+}
+
+// A store with 200 keys in the backend and 20 more in the logs.
+void make_store(const std::string& path) {
+  auto s = must(Store::open(path, small()));
+  for (int i = 0; i < 200; i++) ASSERT_TRUE(s->put("k" + std::to_string(i), "v" + std::to_string(i)).ok());
+  ASSERT_TRUE(s->checkpoint().ok());
+  for (int i = 200; i < 220; i++) ASSERT_TRUE(s->put("k" + std::to_string(i), "w").ok());
+}
+
+// Opens the container and damages the backend entry of `key` with fn (a
+// committed change, as damage on disk would be).
+void damage(const std::string& path, const std::string& key,
+            const std::function<void(BackendEntry* e, BackendRoot* r)>& fn) {
+  pm::Options o;
+  o.tracker = pm::TrackerKind::kHints;
+  auto c = pm::test::must(pm::Container::open(path, o));
+  ASSERT_TRUE(c != nullptr);
+  auto* r = c->root<BackendRoot>();
+  const uint64_t b = bucket_for(*r, hash_key(key));
+  BackendEntry* e = r->segs[b / kSegBuckets][b % kSegBuckets];
+  while (e != nullptr && entry_key(e) != key) e = e->next;
+  ASSERT_TRUE(e != nullptr) << key;
+  c->will_write(e, sizeof *e);
+  fn(e, r);
+  ASSERT_TRUE(c->commit().ok());
+}
+
+// Every way of reading the store: none may crash or hang.
+struct Reads {
+  Status get, scan, stats_ok;
+  std::map<std::string, std::string> seen;
+};
+
+Reads read_everything(const std::string& path, const std::string& key) {
+  Reads r;
+  auto s = must(Store::open(path, small()));
+  if (s == nullptr) return r;
+  std::string v;
+  r.get = s->get(key, &v);
+  r.scan = s->scan("", [&](std::string_view k, std::string_view v) {
+    r.seen.emplace(k, v);
+    return true;
+  });
+  (void)s->stats();
+  return r;
+}
+
+TEST(DamagedStoreTest, AnOversizedValueLengthIsCorruptionNotACrash) {
+  pm::test::TempDir dir;
+  const std::string path = dir.file("s.pm");
+  make_store(path);
+  damage(path, "k7", [](BackendEntry* e, BackendRoot*) { e->vlen = 0x40000000; });
+  Reads r = read_everything(path, "k7");
+  EXPECT_TRUE(r.get.is_corruption()) << r.get.to_string();
+  EXPECT_TRUE(r.scan.is_corruption()) << r.scan.to_string();
+
+  auto c = pm::test::must(pm::Container::open(path));
+  Result<StoreCheck> ck = check_store(c.get());
+  ASSERT_TRUE(ck.ok());
+  ASSERT_FALSE(ck->problems.empty());
+  EXPECT_NE(ck->problems[0].find("value length"), std::string::npos) << ck->problems[0];
+}
+
+TEST(DamagedStoreTest, AFlippedValueByteFailsTheChecksumInsteadOfReadingBack) {
+  pm::test::TempDir dir;
+  const std::string path = dir.file("s.pm");
+  make_store(path);
+  damage(path, "k9", [](BackendEntry* e, BackendRoot*) { e->data[entry_key_len(e)] ^= 1; });
+  Reads r = read_everything(path, "k9");
+  EXPECT_TRUE(r.get.is_corruption()) << r.get.to_string();
+  EXPECT_TRUE(r.scan.is_corruption());
+  for (const auto& [k, v] : r.seen) EXPECT_NE(v, "w9") << "read a value never written";
+
+  auto c = pm::test::must(pm::Container::open(path));
+  Result<StoreCheck> ck = check_store(c.get());
+  ASSERT_TRUE(ck.ok());
+  ASSERT_EQ(ck->problems.size(), 1u);
+  EXPECT_NE(ck->problems[0].find("checksum"), std::string::npos) << ck->problems[0];
+}
+
+TEST(DamagedStoreTest, AChainCycleEndsReadsInsteadOfLooping) {
+  pm::test::TempDir dir;
+  const std::string path = dir.file("s.pm");
+  make_store(path);
+  damage(path, "k11", [](BackendEntry* e, BackendRoot*) { e->next = e; });
+  Reads r = read_everything(path, "k11");
+  EXPECT_TRUE(r.scan.is_corruption()) << r.scan.to_string();
+  EXPECT_LT(r.seen.size(), 230u);
+
+  auto c = pm::test::must(pm::Container::open(path));
+  Result<StoreCheck> ck = check_store(c.get());
+  ASSERT_TRUE(ck.ok());
+  ASSERT_FALSE(ck->problems.empty());
+  EXPECT_NE(ck->problems[0].find("loops"), std::string::npos) << ck->problems[0];
+}
+
+TEST(DamagedStoreTest, AHealthyStoreChecksClean) {
+  pm::test::TempDir dir;
+  const std::string path = dir.file("s.pm");
+  make_store(path);
+  {
+    auto s = must(Store::open(path, small()));
+    for (int i = 0; i < 50; i++) ASSERT_TRUE(s->remove("k" + std::to_string(i)).ok());
+    ASSERT_TRUE(s->checkpoint().ok());
+    ASSERT_TRUE(s->put("late", "in the log").ok());
+  }
+  auto c = pm::test::must(pm::Container::open(path));
+  Result<StoreCheck> ck = check_store(c.get());
+  ASSERT_TRUE(ck.ok());
+  EXPECT_TRUE(ck->problems.empty()) << ck->problems[0];
+  EXPECT_EQ(ck->keys, 170u);
+  EXPECT_GE(ck->log_records, 1u);
+}
+
+TEST(DamagedStoreTest, SalvageCopiesEveryReadableKeyAndNamesTheRest) {
+  pm::test::TempDir dir;
+  const std::string path = dir.file("s.pm"), out = dir.file("saved.pm");
+  make_store(path);
+  damage(path, "k5", [](BackendEntry* e, BackendRoot*) { e->data[entry_key_len(e)] ^= 1; });
+  Result<SalvageReport> rep = salvage(path, out);
+  ASSERT_TRUE(rep.ok()) << rep.status().to_string();
+  EXPECT_EQ(rep->damaged_entries, 1u);
+  EXPECT_EQ(rep->keys, 219u);
+  EXPECT_EQ(rep->from_logs, 20u);
+  {
+    auto s = must(Store::open(out, small()));
+    std::string v;
+    EXPECT_TRUE(s->get("k5", &v).is_not_found());
+    ASSERT_TRUE(s->get("k6", &v).ok());
+    EXPECT_EQ(v, "v6");
+    ASSERT_TRUE(s->get("k210", &v).ok());
+    EXPECT_EQ(v, "w");
+  }
+  auto c = pm::test::must(pm::Container::open(out));
+  Result<StoreCheck> ck = check_store(c.get());
+  ASSERT_TRUE(ck.ok());
+  EXPECT_TRUE(ck->problems.empty());
+  EXPECT_FALSE(salvage(path, out).ok()) << "salvage must not overwrite a file";
+}
+
+// Issue 17, defect 1: kAsync with bursts longer than a log between syncs
+// stopped the store ("raw range outside the raw region").
+TEST(RobustnessTest, AsyncBurstsLongerThanALogDoNotStopTheStore) {
+  pm::test::TempDir dir;
+  StoreOptions o = small(true);
+  o.logs = 1;
+  o.log_bytes = 1 << 20;
+  o.max_value_bytes = 200000;
+  o.durability = Durability::kAsync;
+  o.async_sync_ms = 1000;  // no background sync during the burst
+  auto s = must(Store::open(dir.file("s.pm"), o));
+  const std::string big(190000, 'x');
+  std::atomic<int> failed{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; t++) {
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < 60; i++) {
+        if (!s->put("t" + std::to_string(t) + "-" + std::to_string(i % 7), big).ok()) failed++;
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_TRUE(s->sync().ok());
+  EXPECT_TRUE(s->put("after", "the burst").ok());
+}
+
+// A stopped store answers updates with kIOError (EIO through the mount),
+// not the code of whatever stopped it.
+TEST(RobustnessTest, AStoppedStoreReportsIoErrors) {
+  StopLatch latch(nullptr);
+  latch.stop(Status::invalid_argument("raw range outside the raw region"));
+  EXPECT_EQ(latch.status().code(), pm::Code::kIOError);
+  StopLatch full(nullptr);
+  full.stop(Status::no_space("disk full"));
+  EXPECT_EQ(full.status().code(), pm::Code::kNoSpace);
+}
+
+// Issue 17, defect 5: a create killed half way poisoned the path.
+TEST(RobustnessTest, ACreateKilledHalfWayLeavesNothingAtThePath) {
+  pm::test::TempDir dir;
+  const std::string path = dir.file("s.pm");
+  for (int round = 0; round < 2; round++) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      // Killed while formatting the new store (before it is published).
+      pm::Options co = container_options(small());
+      co.initialize = [](pm::Container&) -> Status {
+        ::raise(SIGKILL);
+        return Status();
+      };
+      (void)pm::Container::create(path, co);
+      ::_exit(0);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status));
+    EXPECT_NE(::access(path.c_str(), F_OK), 0) << "a half-made file at the path";
+  }
+  // The next create takes over what the killed ones left.
+  auto s = must(Store::open(path, small()));
+  ASSERT_TRUE(s != nullptr);
+  EXPECT_TRUE(s->put("k", "v").ok());
+  EXPECT_NE(::access(dir.file(".s.pm.creating").c_str(), F_OK), 0);
+}
+
+TEST(RobustnessTest, KillsAtRandomMomentsOfACreateNeverPoisonThePath) {
+  pm::test::TempDir dir;
+  const std::string path = dir.file("s.pm");
+  for (int round = 0; round < 20; round++) {
+    ::unlink(path.c_str());
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      auto s = Store::open(path, small());
+      if (s.ok()) (void)(*s)->put("k", "v");
+      ::_exit(0);
+    }
+    ::usleep(static_cast<useconds_t>(round * 1500));
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    auto s = Store::open(path, small());
+    ASSERT_TRUE(s.ok()) << "round " << round << ": " << s.status().to_string();
+  }
+}
+
+}  // namespace
+}  // namespace kv
