@@ -15,10 +15,13 @@
 #include <boost/unordered_map.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
+#include <typeinfo>
 #include <vector>
 
 #include "pm/named.h"
@@ -294,6 +297,78 @@ TEST_F(AllocatorTest, AllocatorsAreEqualWithinOneContainerOnly) {
   allocator<uint64_t>::pointer p = in_c2->allocate(4);
   EXPECT_TRUE(c1->contains(p.get()));
   in_c2->deallocate(p, 4);
+}
+
+// Character and byte buffers are data blocks (allocator.h, "Pointer-free
+// blocks"); nodes and buffers of other types are objects.
+TEST_F(AllocatorTest, CharacterBuffersAreDataBlocksAndNodesAreObjects) {
+  auto c = must(Container::create(path_, small()));
+  auto kind_of = [&](const void* p) {
+    Result<BlockInfo> b = c->find_block(p);
+    EXPECT_TRUE(b.ok()) << b.status().to_string();
+    return b.ok() ? b->kind : AllocKind::kObject;
+  };
+  using M = Map<String, uint64_t>;
+  auto* m = *c->make<M>(allocator<char>(*c));
+  m->emplace(String(std::string(100, 'k').c_str(), m->get_allocator()), 1);
+  auto it = m->begin();
+  EXPECT_EQ(kind_of(it->first.data()), AllocKind::kData);  // the characters
+  EXPECT_EQ(kind_of(&*it), AllocKind::kObject);            // the node
+  EXPECT_EQ(kind_of(m), AllocKind::kObject);
+  auto* chars = *c->make<Vector<char>>(allocator<char>(*c));
+  chars->resize(50000);  // a page run
+  auto* bytes = *c->make<Vector<std::byte>>(allocator<std::byte>(*c));
+  bytes->resize(10);
+  auto* uchars = *c->make<Vector<unsigned char>>(allocator<unsigned char>(*c));
+  uchars->resize(10);
+  auto* words = *c->make<Vector<uint64_t>>(allocator<uint64_t>(*c));
+  words->resize(10);
+  EXPECT_EQ(kind_of(chars->data()), AllocKind::kData);
+  EXPECT_EQ(kind_of(bytes->data()), AllocKind::kData);
+  EXPECT_EQ(kind_of(uchars->data()), AllocKind::kData);
+  EXPECT_EQ(kind_of(words->data()), AllocKind::kObject);
+  // Raw storage for objects is allocated as an array of another type.
+  allocator<std::max_align_t> raw(*c);
+  allocator<std::max_align_t>::pointer p = raw.allocate(4);
+  EXPECT_EQ(kind_of(p.get()), AllocKind::kObject);
+  raw.deallocate(p, 4);
+  ASSERT_TRUE(c->commit().ok());
+  expect_clean(*c);
+}
+
+// allocator<T>'s type is part of the type tag of every named object made
+// with a Boost container over it (named.h): files made by earlier builds
+// find their objects only while it stays the same type.
+TEST(AllocatorTypeTest, TypeIsWhatEarlierBuildsTagged) {
+  EXPECT_STREQ(typeid(allocator<char>).name(), "N2pm9allocatorIcEE");
+}
+
+// zero_unused clears a short string's buffer past its terminator and leaves
+// long strings (and the characters) alone.
+TEST_F(AllocatorTest, ZeroUnusedClearsTheShortStringBuffer) {
+  auto c = must(Container::create(path_, small()));
+  allocator<char> a(*c);
+  for (const char* text :
+       {"", "to", "counts", "twenty-two characters", "a longer string, in a buffer of its own"}) {
+    alignas(String) unsigned char raw[sizeof(String)];
+    std::memset(raw, 0x7f, sizeof raw);
+    auto* s = new (raw) String(text, a);
+    zero_unused(*s);
+    EXPECT_EQ(*s, text);
+    const char* d = s->data();
+    auto* begin = reinterpret_cast<char*>(raw);
+    bool inside = d >= begin && d < begin + sizeof raw;
+    if (inside) {
+      for (size_t i = s->size(); i <= s->capacity(); i++) EXPECT_EQ(d[i], 0) << text << " " << i;
+    } else {
+      EXPECT_GT(s->size(), 22u);
+    }
+    s->~String();
+  }
+  std::string plain("short");
+  zero_unused(plain);
+  EXPECT_EQ(plain, "short");
+  EXPECT_EQ(plain.c_str()[plain.capacity()], 0);
 }
 
 // Named objects work with every tracker but hints (named.h).
