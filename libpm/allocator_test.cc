@@ -374,6 +374,44 @@ TEST_F(AllocatorTest, ZeroUnusedClearsTheShortStringBuffer) {
 // Named objects work with every tracker but hints (named.h).
 class NamedTest : public AllocatorTest {};
 
+// Fills this much of the stack below the caller with addresses of the
+// stack, as a program's calls leave it.
+[[gnu::noinline]] void leave_stack_addresses() {
+  volatile uintptr_t junk[1024];
+  for (auto& j : junk) j = reinterpret_cast<uintptr_t>(&j);
+}
+
+// The index keeps no stale bytes: a commit right after find_or_construct
+// passes check_escapes_at_commit, and pm check (foreign_writer) finds
+// nothing, for short and long names, with the stack and the reused heap
+// memory full of stack addresses.
+TEST_F(NamedTest, IndexHoldsNoStaleBytesAfterFindOrConstruct) {
+  Options o = small();
+  o.check_escapes_at_commit = true;
+  auto c = must(Container::create(path_, o));
+  std::vector<void*> junk;
+  for (uint64_t n = 8; n < 400; n += 8) {
+    auto* p = static_cast<uintptr_t*>(*c->alloc(n));
+    c->will_write(p, n);
+    for (uint64_t i = 0; i < n / 8; i++) p[i] = reinterpret_cast<uintptr_t>(&o) + i;
+    junk.push_back(p);
+  }
+  for (void* p : junk) ASSERT_TRUE(c->free(p).ok());
+  for (const char* name : {"a", "counts", "twenty-one characters", "twenty-two characters.",
+                           "a name longer than the short-string buffer"}) {
+    leave_stack_addresses();
+    Result<uint64_t*> v = find_or_construct<uint64_t>(*c, name, uint64_t{1});
+    ASSERT_TRUE(v.ok()) << v.status().to_string();
+    Status s = c->commit();
+    ASSERT_TRUE(s.ok()) << name << ": " << s.to_string();
+  }
+  CheckReport r = c->check(/*foreign_writer=*/true);
+  EXPECT_TRUE(r.problems.empty());
+  EXPECT_TRUE(r.escaping.empty()) << r.escaping.size() << " escaping, first at offset "
+                                  << r.escaping[0].offset << " -> " << std::hex
+                                  << r.escaping[0].target;
+}
+
 TEST_F(NamedTest, FindOrConstructCreatesOnceAndFindsAcrossReopen) {
   using M = Map<uint64_t, uint64_t>;
   {
