@@ -97,6 +97,10 @@ void Heap::find_escapes(const Classifier& is_volatile, CheckReport* report) {
       uint64_t v;
       std::memcpy(&v, p + i, 8);
       if (v >= lo && v < lo + heap) continue;
+      // An offset_ptr into the container (mark() reads words so too): a
+      // negative offset is a huge value, which may fall in [vsyscall].
+      uint64_t self_relative = reinterpret_cast<uintptr_t>(p + i) + v;
+      if (self_relative >= lo && self_relative < lo + heap) continue;
       std::string where = is_volatile(v);
       if (where.empty()) continue;
       report->escaping.push_back({reinterpret_cast<uintptr_t>(p), i, v, std::move(where)});
