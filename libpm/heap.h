@@ -134,7 +134,7 @@ class Heap {
   void zero_tail(std::byte* block, uint64_t n, uint64_t size);
   Result<void*> alloc_small(int cls);
   Status free_small(uint64_t slab_page, std::byte* p);
-  Result<uint64_t> block_head(uint64_t off, PageKind* kind);
+  Result<uint64_t> block_head(uint64_t off, uint32_t* head);
 
   // Granule pages (heap_granules.cc). Granule g covers heap bytes
   // [8g, 8g+8); extents are [g, g+len). Object and data granule pages are
@@ -164,8 +164,8 @@ class Heap {
     const Segment* s = segment_of(page);
     return s != nullptr && s->bits != nullptr && s->map[page - s->first_page] == e;
   }
-  // REQUIRES: e is the entry of a granule page.
-  GranArena& arena_for(uint32_t e) { return arenas_[entry_value(e) == kGranData]; }
+  // REQUIRES: e is the entry of a granule page, validated (value 0 or 1).
+  GranArena& arena_for(uint32_t e) { return arenas_[e & kGranData]; }
   // REQUIRES: page is in a format-2 segment.
   GranuleBits* bits_of(uint64_t page) const {
     const Segment* s = segment_of(page);
@@ -173,12 +173,13 @@ class Heap {
   }
   Result<void*> alloc_gran(uint64_t n, GranArena& a);
   uint64_t take_fit(GranArena& a, uint64_t k, bool align16);
-  Status free_gran(uint64_t off);
-  Result<BlockInfo> find_gran(uint64_t off);
+  // e: the page map entry of off's page (it says which arena).
+  Status free_gran(uint64_t off, uint32_t e);
+  Result<BlockInfo> find_gran(uint64_t off, uint32_t e);
   Status index_gran_pages(uint64_t page, uint64_t npages);
   void visit_gran_pages(uint64_t page, uint64_t npages,
                         const std::function<void(std::byte*, uint64_t)>& fn);
-  Result<uint64_t> object_granules(uint64_t g);
+  Result<uint64_t> object_granules(uint64_t g, uint32_t e);
   Status take_gran_pages(GranArena& a, uint64_t granules);
   void set_bits(uint64_t g, uint64_t len, bool on);
   bool is_free_granule(uint64_t g, uint32_t e) const;

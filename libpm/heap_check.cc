@@ -63,7 +63,7 @@ void Heap::check_gran_page(const Segment& s, uint64_t i, uint64_t* used, uint64_
     *blocks += static_cast<uint64_t>(std::popcount(st));
     for (uint64_t bits = st & a; bits != 0; bits &= bits - 1) {
       uint64_t g = page * kGranulesPerPage + w * 64 + static_cast<uint64_t>(std::countr_zero(bits));
-      Result<uint64_t> len = object_granules(g);
+      Result<uint64_t> len = object_granules(g, s.map[i]);
       if (!len.ok()) problems->push_back(where + ": " + len.status().message());
     }
   }

@@ -57,11 +57,10 @@ uint64_t granules_for(uint64_t n) {
 }  // namespace
 
 // Length of the object starting at granule g: allocated granules without a
-// start bit that follow it, across granule pages of its arena.
-Result<uint64_t> Heap::object_granules(uint64_t g) {
+// start bit that follow it, across granule pages of its arena (entry e).
+Result<uint64_t> Heap::object_granules(uint64_t g, uint32_t e) {
   uint64_t len = 1, cur = g + 1;
   const GranuleBits* b = bits_of(g / kGpp);
-  const uint32_t e = map_entry(g / kGpp);
   while (len <= kMaxObjectGranules) {
     if (cur % kGpp == 0) {
       if (!in_arena(cur / kGpp, e)) return len;  // a page that is not ours ends it
@@ -295,20 +294,19 @@ Result<void*> Heap::alloc_gran(uint64_t n, GranArena& a) {
   return static_cast<void*>(base_ + at * kGranule);
 }
 
-Status Heap::free_gran(uint64_t off) {
+Status Heap::free_gran(uint64_t off, uint32_t e) {
   const uint64_t g = off / kGranule;
   const GranuleBits* b = bits_of(g / kGpp);
   if (off % kGranule != 0 || !test(b->start, g % kGpp)) {
     return Status::invalid_argument("free: not the start of an allocated block (double free?)");
   }
-  Result<uint64_t> len = object_granules(g);
+  Result<uint64_t> len = object_granules(g, e);
   if (!len.ok()) return len.status();
   set_bits(g, *len, false);
   HeapHeader* h = header();
   note(h, sizeof *h);
   h->used_bytes -= *len * kGranule;
   h->blocks--;
-  const uint32_t e = map_entry(g / kGpp);
   GranArena& a = arena_for(e);
   uint64_t fs = free_run_start(g, e), fe = free_run_end(g + *len, e);
   a.extents += 1 - (fs < g) - (fe > g + *len);
@@ -320,9 +318,8 @@ Status Heap::free_gran(uint64_t off) {
 
 // The object holding heap offset `off` (interior pointers included): back
 // over allocated granules to the nearest start bit.
-Result<BlockInfo> Heap::find_gran(uint64_t off) {
+Result<BlockInfo> Heap::find_gran(uint64_t off, uint32_t e) {
   const uint64_t g = off / kGranule;
-  const uint32_t e = map_entry(g / kGpp);
   const AllocKind kind = entry_value(e) == kGranData ? AllocKind::kData : AllocKind::kObject;
   for (uint64_t cur = g; g - cur < kMaxObjectGranules; cur--) {
     if (cur != g && cur % kGpp == kGpp - 1 && !in_arena(cur / kGpp, e)) break;
@@ -332,7 +329,7 @@ Result<BlockInfo> Heap::find_gran(uint64_t off) {
       break;
     }
     if (test(b->start, cur % kGpp)) {
-      Result<uint64_t> len = object_granules(cur);
+      Result<uint64_t> len = object_granules(cur, e);
       if (!len.ok()) return len.status();
       return BlockInfo{base_ + cur * kGranule, *len * kGranule, kind};
     }
@@ -384,12 +381,13 @@ Status Heap::index_gran_pages(uint64_t page, uint64_t npages) {
 
 void Heap::visit_gran_pages(uint64_t page, uint64_t npages,
                             const std::function<void(std::byte*, uint64_t)>& fn) {
+  const uint32_t e = map_entry(page);
   for (uint64_t p = page; p < page + npages; p++) {
     const GranuleBits* b = bits_of(p);
     for (uint64_t w = 0; w < kWords; w++) {
       for (uint64_t s = b->start[w]; s != 0; s &= s - 1) {
         uint64_t g = p * kGpp + w * 64 + static_cast<uint64_t>(std::countr_zero(s));
-        Result<uint64_t> len = object_granules(g);
+        Result<uint64_t> len = object_granules(g, e);
         if (len.ok()) fn(base_ + g * kGranule, *len * kGranule);
       }
     }
