@@ -54,6 +54,20 @@ pm_container* open_with(const char* path, const pm_options* opts, F&& fn) {
   }
 }
 
+void* alloc_kind(pm_container* c, size_t n, pm::AllocKind kind) {
+  try {
+    pm::Result<void*> r = c->c->alloc(n, kind);
+    if (!r.ok()) {
+      fail(r.status());
+      return nullptr;
+    }
+    return *r;
+  } catch (const std::bad_alloc&) {
+    fail(pm::Status::no_space("out of memory"));
+    return nullptr;
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -78,21 +92,19 @@ pm_errcode pm_remove(const char* path) {
 pm_errcode pm_commit(pm_container* c) { return code_of(c->c->commit()); }
 pm_errcode pm_abort(pm_container* c) { return code_of(c->c->abort()); }
 
-void* pm_alloc(pm_container* c, size_t n) {
-  try {
-    pm::Result<void*> r = c->c->alloc(n);
-    if (!r.ok()) {
-      fail(r.status());
-      return nullptr;
-    }
-    return *r;
-  } catch (const std::bad_alloc&) {
-    fail(pm::Status::no_space("out of memory"));
-    return nullptr;
-  }
-}
+void* pm_alloc(pm_container* c, size_t n) { return alloc_kind(c, n, pm::AllocKind::kObject); }
+void* pm_alloc_data(pm_container* c, size_t n) { return alloc_kind(c, n, pm::AllocKind::kData); }
 
 pm_errcode pm_free(pm_container* c, void* p) { return code_of(c->c->free(p)); }
+
+int pm_is_data(pm_container* c, const void* p) {
+  pm::Result<pm::BlockInfo> b = c->c->find_block(p);
+  if (!b.ok()) {
+    fail(b.status());
+    return -1;
+  }
+  return b->kind == pm::AllocKind::kData ? 1 : 0;
+}
 
 void* pm_root(pm_container* c, const char* name) {
   return c->c->root(name == nullptr ? std::string_view() : std::string_view(name));

@@ -34,3 +34,37 @@ int c_api_roundtrip(const char* path) {
   if (strstr(pm_errormsg(), "no such container") == NULL) return 9;
   return 0;
 }
+
+/* Data blocks: the kind survives commit and reopen; pm_is_data tells. */
+int c_api_data_blocks(const char* path) {
+  pm_options o;
+  memset(&o, 0, sizeof o);
+  o.initial_size = 4u << 20;
+  o.max_size = 1ull << 30;
+  pm_container* c = pm_create(path, &o);
+  if (!c) return 1;
+  struct point* p = pm_alloc(c, sizeof *p);
+  char* text = pm_alloc_data(c, 100);
+  char* big = pm_alloc_data(c, 100000);
+  if (!p || !text || !big) return 2;
+  pm_will_write(c, p, sizeof *p);
+  p->next = (struct point*)text;
+  p->x = 7;
+  pm_will_write(c, text, 100);
+  strcpy(text, "abcdeU");
+  if (pm_is_data(c, text) != 1 || pm_is_data(c, text + 99) != 1) return 3;
+  if (pm_is_data(c, big) != 1) return 3;
+  if (pm_is_data(c, p) != 0) return 4;
+  if (pm_free(c, big) != PM_OK) return 5;
+  if (pm_is_data(c, big) != -1 || strlen(pm_errormsg()) == 0) return 6;
+  if (pm_set_root(c, NULL, p) != PM_OK || pm_commit(c) != PM_OK) return 7;
+  pm_close(c);
+  c = pm_open(path, NULL);
+  if (!c) return 8;
+  p = pm_root(c, NULL);
+  if (!p || pm_is_data(c, p) != 0 || pm_is_data(c, p->next) != 1) return 9;
+  if (strcmp((const char*)p->next, "abcdeU") != 0) return 10;
+  if (pm_free(c, p->next) != PM_OK) return 11;
+  pm_close(c);
+  return 0;
+}

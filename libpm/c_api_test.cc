@@ -3,8 +3,14 @@
 #include "testutil/temp_dir.h"
 
 extern "C" int c_api_roundtrip(const char* path);
+extern "C" int c_api_data_blocks(const char* path);
 
 TEST(CApiTest, RoundTripFromC) {
   pm::test::TempDir dir;
   EXPECT_EQ(c_api_roundtrip(dir.file("c.pm").c_str()), 0);
+}
+
+TEST(CApiTest, DataBlocksFromC) {
+  pm::test::TempDir dir;
+  EXPECT_EQ(c_api_data_blocks(dir.file("d.pm").c_str()), 0);
 }

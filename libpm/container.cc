@@ -85,7 +85,8 @@ class ContainerImpl final : public Container {
 
   Status commit() override;
   Status abort() override;
-  Result<void*> alloc(size_t n) override;
+  using Container::alloc;
+  Result<void*> alloc(size_t n, AllocKind kind) override;
   Status free(void* p) override;
   Result<BlockInfo> find_block(const void* p) const override;
   void* root(std::string_view name) const override { return heap_->root(name); }
@@ -513,10 +514,10 @@ Status ContainerImpl::abort() {
   return heap_->reload(mapped_.load());
 }
 
-Result<void*> ContainerImpl::alloc(size_t n) {
+Result<void*> ContainerImpl::alloc(size_t n, AllocKind kind) {
   if (!g_planted_bugs.mutate_after_failed_writeback) PM_TRY(usable());
   MutationGuard g(*this);
-  return heap_->alloc(n);
+  return heap_->alloc(n, kind);
 }
 
 Status ContainerImpl::free(void* p) {

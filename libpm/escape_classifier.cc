@@ -11,6 +11,12 @@ namespace {
 // binary, 0x55..-0x56..) and mmap'ed memory and stacks (0x7e..-0x7f..).
 constexpr uint64_t kBrkLo = 0x5500'0000'0000ull, kBrkHi = 0x5700'0000'0000ull;
 constexpr uint64_t kMmapLo = 0x7e00'0000'0000ull, kMmapHi = 0x8000'0000'0000ull;
+#if defined(__SANITIZE_ADDRESS__)
+// ASan's shadow memory and the gap between its halves (x86-64): mappings of
+// this process that no program stores a pointer to, and where ordinary
+// integers land (two 32-bit lengths in one word, 2 GiB .. 16 TiB).
+constexpr uint64_t kAsanLo = 0x7fff'8000ull, kAsanHi = 0x1000'7fff'8000ull;
+#endif
 }  // namespace
 
 EscapeClassifier::EscapeClassifier(uint64_t skip_begin, uint64_t skip_end, bool typical_ranges)
@@ -34,6 +40,9 @@ EscapeClassifier::EscapeClassifier(uint64_t skip_begin, uint64_t skip_end, bool 
 
 std::string EscapeClassifier::classify(uint64_t v) const {
   if (v >= skip_begin_ && v < skip_end_) return "";
+#if defined(__SANITIZE_ADDRESS__)
+  if (v >= kAsanLo && v < kAsanHi) return "";
+#endif
   auto it = std::upper_bound(maps_.begin(), maps_.end(), v,
                              [](uint64_t x, const Mapping& m) { return x < m.begin; });
   if (it != maps_.begin() && v < std::prev(it)->end) return std::prev(it)->name;

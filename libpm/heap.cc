@@ -100,9 +100,13 @@ Status Heap::load_segments(uint64_t mapped) {
   free_by_size_.clear();
   free_by_addr_.clear();
   for (auto& p : partial_) p.clear();
-  bins_.assign(granular_ ? kMaxSmall / kGranule + 2 : 0, {});
-  bin_mask_.assign((bins_.size() + 63) / 64, 0);
-  hints_ = extents_ = gfree_total_ = gran_next_ = 0;
+  for (uint32_t k : {kGranObjects, kGranData}) {
+    GranArena& a = arenas_[k];
+    a = GranArena();
+    a.entry = page_entry(PageKind::kGran, k);
+    a.bins.assign(granular_ ? kMaxSmall / kGranule + 2 : 0, {});
+    a.bin_mask.assign((a.bins.size() + 63) / 64, 0);
+  }
   indexed_ = false;
   const uint64_t magic = granular_ ? kSegmentMagicV2 : kSegmentMagic;
   const uint64_t end = std::min(header()->heap_size, mapped) / kPage;
@@ -163,6 +167,9 @@ Status Heap::ensure_index() {
       uint64_t span = 1;
       PageKind tail = PageKind::kFree;
       switch (entry_kind(e)) {
+        case PageKind::kDataRunHead:
+          if (s.bits == nullptr) return bad(page, "data run in a slab heap");
+          [[fallthrough]];
         case PageKind::kRunHead:
           span = entry_value(e);
           tail = PageKind::kRunTail;
@@ -181,7 +188,9 @@ Status Heap::ensure_index() {
           break;
         }
         case PageKind::kGran: {
-          if (s.bits == nullptr || entry_value(e) != 0) return bad(page, "granule page entry");
+          if (s.bits == nullptr || entry_value(e) > kGranData) {
+            return bad(page, "granule page entry");
+          }
           uint64_t j = i + 1;
           while (j < s.npages && s.map[j] == e) j++;
           PM_TRY(index_gran_pages(page, j - i));
@@ -331,18 +340,24 @@ Status Heap::grow(uint64_t min_pages) {
   return Status();
 }
 
-Result<void*> Heap::alloc(uint64_t n) {
+Result<void*> Heap::alloc(uint64_t n, AllocKind kind) {
   std::lock_guard<std::mutex> l(mu_);
   PM_TRY(ensure_index());
   if (n == 0) n = 1;
-  if (n <= kMaxSmall) return granular_ ? alloc_gran(n) : alloc_small(size_class_for(n));
+  // Slab heaps (format 1) record no kinds: every block is an object there.
+  if (n <= kMaxSmall) {
+    if (!granular_) return alloc_small(size_class_for(n));
+    return alloc_gran(n, arenas_[kind == AllocKind::kData]);
+  }
+  const bool data = kind == AllocKind::kData && granular_;
   if (n > max_size_) {
     return Status::no_space("alloc(" + std::to_string(n) + "): larger than the container's " +
                             "max_size; create it with a larger max_size");
   }
   uint64_t npages = (n + kPage - 1) / kPage;
   Result<uint64_t> page =
-      alloc_pages(npages, PageKind::kRunHead, static_cast<uint32_t>(npages), PageKind::kRunTail);
+      alloc_pages(npages, data ? PageKind::kDataRunHead : PageKind::kRunHead,
+                  static_cast<uint32_t>(npages), PageKind::kRunTail);
   if (!page.ok()) return page.status();
   zero_tail(page_addr(*page), n, npages * kPage);
   HeapHeader* h = header();
@@ -395,30 +410,39 @@ Result<void*> Heap::alloc_small(int cls) {
   return static_cast<void*>(page_addr(page) + sc.first_off + uint64_t{idx} * sc.size);
 }
 
-Result<uint64_t> Heap::block_head(uint64_t off, PageKind* kind) {
+// The first page of the block holding heap offset `off`, with that page's
+// map entry in *head (a granule page: the page itself).
+Result<uint64_t> Heap::block_head(uint64_t off, uint32_t* head) {
   if (off >= header()->heap_size) return Status::not_found("address outside the heap");
   uint64_t page = off / kPage;
   const Segment* seg = segment_of(page);
   if (seg == nullptr) return Status::not_found("address in the heap header");
   uint32_t e = seg->map[page - seg->first_page];
-  *kind = entry_kind(e);
-  if (*kind == PageKind::kGran) {
+  PageKind kind = entry_kind(e);
+  if (kind == PageKind::kGran) {
     if (seg->bits == nullptr) return Status::corruption("bad page map entry");
+    *head = e;
     return page;
   }
-  if (*kind == PageKind::kRunTail || *kind == PageKind::kSlabTail) {
+  if (kind == PageKind::kRunTail || kind == PageKind::kSlabTail) {
     if (entry_value(e) > page - seg->first_page) return Status::corruption("bad page map entry");
     page -= entry_value(e);
-    *kind = *kind == PageKind::kRunTail ? PageKind::kRunHead : PageKind::kSlabHead;
+    e = seg->map[page - seg->first_page];
+    bool run = entry_kind(e) == PageKind::kRunHead || entry_kind(e) == PageKind::kDataRunHead;
+    if (kind == PageKind::kRunTail ? !run : entry_kind(e) != PageKind::kSlabHead) {
+      return Status::corruption("bad page map entry");
+    }
+    kind = entry_kind(e);
   }
-  if (*kind != PageKind::kRunHead && *kind != PageKind::kSlabHead) {
+  if (kind != PageKind::kRunHead && kind != PageKind::kDataRunHead &&
+      kind != PageKind::kSlabHead) {
     return Status::not_found("address in free or metadata pages");
   }
-  uint32_t head = seg->map[page - seg->first_page];
-  if (entry_kind(head) != *kind ||
-      (*kind == PageKind::kSlabHead && static_cast<int>(entry_value(head)) >= size_class_count())) {
+  if ((kind == PageKind::kSlabHead && static_cast<int>(entry_value(e)) >= size_class_count()) ||
+      (kind == PageKind::kDataRunHead && seg->bits == nullptr)) {
     return Status::corruption("bad page map entry");
   }
+  *head = e;
   return page;
 }
 
@@ -430,17 +454,17 @@ Status Heap::free(void* p) {
 
 Status Heap::free_locked(void* p) {
   auto off = static_cast<uint64_t>(static_cast<std::byte*>(p) - base_);
-  PageKind kind;
-  Result<uint64_t> head = block_head(off, &kind);
+  uint32_t e = 0;
+  Result<uint64_t> head = block_head(off, &e);
   auto invalid = [&] {
     return Status::invalid_argument("free(" + std::to_string(reinterpret_cast<uintptr_t>(p)) +
                                     "): not the start of an allocated block");
   };
   if (!head.ok()) return invalid();
-  if (kind == PageKind::kGran) return free_gran(off);
-  if (kind == PageKind::kSlabHead) return free_small(*head, static_cast<std::byte*>(p));
+  if (entry_kind(e) == PageKind::kGran) return free_gran(off, e);
+  if (entry_kind(e) == PageKind::kSlabHead) return free_small(*head, static_cast<std::byte*>(p));
   if (off != *head * kPage) return invalid();
-  uint64_t npages = entry_value(entry(*head));
+  uint64_t npages = entry_value(e);
   free_pages(*head, npages);
   HeapHeader* h = header();
   note(h, sizeof *h);
@@ -490,15 +514,17 @@ Result<BlockInfo> Heap::find_block(const void* p) {
 }
 
 Result<BlockInfo> Heap::find_block_locked(uint64_t off) {
-  PageKind kind;
-  Result<uint64_t> head = block_head(off, &kind);
+  uint32_t e = 0;
+  Result<uint64_t> head = block_head(off, &e);
   if (!head.ok()) return head.status();
-  if (kind == PageKind::kGran) return find_gran(off);
+  const PageKind kind = entry_kind(e);
+  if (kind == PageKind::kGran) return find_gran(off, e);
   std::byte* start = page_addr(*head);
-  if (kind == PageKind::kRunHead) {
-    return BlockInfo{start, uint64_t{entry_value(entry(*head))} * kPage};
+  if (kind == PageKind::kRunHead || kind == PageKind::kDataRunHead) {
+    return BlockInfo{start, uint64_t{entry_value(e)} * kPage,
+                     kind == PageKind::kDataRunHead ? AllocKind::kData : AllocKind::kObject};
   }
-  const SizeClass& sc = size_class(static_cast<int>(entry_value(entry(*head))));
+  const SizeClass& sc = size_class(static_cast<int>(entry_value(e)));
   uint64_t rel = off - *head * kPage;
   if (rel < sc.first_off) return Status::not_found("address in a slab header");
   uint64_t idx = (rel - sc.first_off) / sc.size;
@@ -603,7 +629,8 @@ void Heap::visit_blocks_locked(const std::function<void(std::byte*, uint64_t)>& 
         while (j < s.npages && s.map[j] == e) j++;
         visit_gran_pages(s.first_page + i, j - i, fn);
         i = j;
-      } else if (entry_kind(e) == PageKind::kRunHead && entry_value(e) > 0) {
+      } else if ((entry_kind(e) == PageKind::kRunHead || entry_kind(e) == PageKind::kDataRunHead) &&
+                 entry_value(e) > 0) {
         fn(at, uint64_t{entry_value(e)} * kPage);
         i += entry_value(e);
       } else if (entry_kind(e) == PageKind::kSlabHead &&

@@ -7,7 +7,8 @@
 //
 // Objects up to kMaxSmall bytes live in granule pages (heap format 2) or
 // size-class slabs (format 1, files made before granule pages); larger
-// ones are page runs.
+// ones are page runs. Data blocks (AllocKind::kData, format 2 only) have
+// granule pages and page runs of their own kind (heap_layout.h).
 //
 // Thread safety: every public method locks mu_. The container additionally
 // holds the commit gate (shared) around calls that write.
@@ -49,7 +50,7 @@ class Heap {
   // Forgets the DRAM index; the persistent state changed underneath (abort).
   Status reload(uint64_t mapped);
 
-  Result<void*> alloc(uint64_t n);
+  Result<void*> alloc(uint64_t n, AllocKind kind);
   Status free(void* p);
   Result<BlockInfo> find_block(const void* p);
   Status reserve(uint64_t heap_bytes);
@@ -68,17 +69,19 @@ class Heap {
   };
   Stats stats();
 
-  // Full consistency check of the persistent heap metadata: page maps, slab
-  // headers and bitmaps, counters. Appends one line per problem to `problems`.
+  // Full consistency check of the persistent heap metadata: page maps (data
+  // block kinds included), slab headers and bitmaps, counters. Appends one
+  // line per problem to `problems`.
   void check(std::vector<std::string>* problems);
 
   // Visits every allocated block (start, size), for checks and collection.
   void for_each_block(const std::function<void(void*, uint64_t)>& fn);
 
   // Reachability (reach.cc). collect() frees what mark() does not reach;
-  // find_escapes() reports words of reachable blocks that `is_volatile`
-  // classifies as pointers out of the container (it returns a description,
-  // empty for "not a pointer out").
+  // find_escapes() reports words of reachable object blocks that
+  // `is_volatile` classifies as pointers out of the container (it returns a
+  // description, empty for "not a pointer out"). Data blocks are marked
+  // when reached but never scanned.
   Status collect(bool dry_run, CollectReport* report);
   using Classifier = std::function<std::string(uint64_t value)>;
   void find_escapes(const Classifier& is_volatile, CheckReport* report);
@@ -124,43 +127,68 @@ class Heap {
   Result<BlockInfo> find_block_locked(uint64_t off);
   void visit_blocks_locked(const std::function<void(std::byte*, uint64_t)>& fn);
   // Marks blocks reachable from the roots in `marks` (a bit per 8-byte granule of
-  // heap) and calls `visit` once per reachable block.
-  void mark(std::vector<uint64_t>* marks, const std::function<void(std::byte*, uint64_t)>& visit);
+  // heap) and calls `visit` once per reachable block. Words of data blocks
+  // are not followed.
+  void mark(std::vector<uint64_t>* marks, const std::function<void(const BlockInfo&)>& visit);
 
   void zero_tail(std::byte* block, uint64_t n, uint64_t size);
   Result<void*> alloc_small(int cls);
   Status free_small(uint64_t slab_page, std::byte* p);
-  Result<uint64_t> block_head(uint64_t off, PageKind* kind);
+  Result<uint64_t> block_head(uint64_t off, uint32_t* head);
 
   // Granule pages (heap_granules.cc). Granule g covers heap bytes
-  // [8g, 8g+8); extents are [g, g+len).
+  // [8g, 8g+8); extents are [g, g+len). Object and data granule pages are
+  // two arenas that never share a page, an object or a free extent; each
+  // has its own free-extent index.
+  struct GranArena {
+    uint32_t entry = 0;                       // page map entry of its pages
+    std::vector<std::vector<uint64_t>> bins;  // free extent hints by length
+    std::vector<uint64_t> bin_mask;           // bit b: bins[b] is not empty
+    uint64_t hints = 0;                       // entries in bins
+    uint64_t extents = 0;                     // free extents (maximal runs of free granules)
+    uint64_t gfree_total = 0;                 // free granules in the arena's pages
+    uint64_t next = 0;                        // page after the last taken for the arena
+  };
+  // The page map entry of `page`, or 0 (free) outside the segments.
+  uint32_t map_entry(uint64_t page) const {
+    const Segment* s = segment_of(page);
+    return s != nullptr ? s->map[page - s->first_page] : 0;
+  }
   bool is_gran_page(uint64_t page) const {
     const Segment* s = segment_of(page);
     return s != nullptr && s->bits != nullptr &&
            entry_kind(s->map[page - s->first_page]) == PageKind::kGran;
   }
+  // A granule page with page map entry `e` (of one arena).
+  bool in_arena(uint64_t page, uint32_t e) const {
+    const Segment* s = segment_of(page);
+    return s != nullptr && s->bits != nullptr && s->map[page - s->first_page] == e;
+  }
+  // REQUIRES: e is the entry of a granule page, validated (value 0 or 1).
+  GranArena& arena_for(uint32_t e) { return arenas_[e & kGranData]; }
   // REQUIRES: page is in a format-2 segment.
   GranuleBits* bits_of(uint64_t page) const {
     const Segment* s = segment_of(page);
     return s->bits + (page - s->first_page);
   }
-  Result<void*> alloc_gran(uint64_t n);
-  uint64_t take_fit(uint64_t k, bool align16);
-  Status free_gran(uint64_t off);
-  Result<BlockInfo> find_gran(uint64_t off);
+  Result<void*> alloc_gran(uint64_t n, GranArena& a);
+  uint64_t take_fit(GranArena& a, uint64_t k, bool align16);
+  // e: the page map entry of off's page (it says which arena).
+  Status free_gran(uint64_t off, uint32_t e);
+  Result<BlockInfo> find_gran(uint64_t off, uint32_t e);
   Status index_gran_pages(uint64_t page, uint64_t npages);
   void visit_gran_pages(uint64_t page, uint64_t npages,
                         const std::function<void(std::byte*, uint64_t)>& fn);
-  Result<uint64_t> object_granules(uint64_t g);
-  Status take_gran_pages(uint64_t granules);
+  Result<uint64_t> object_granules(uint64_t g, uint32_t e);
+  Status take_gran_pages(GranArena& a, uint64_t granules);
   void set_bits(uint64_t g, uint64_t len, bool on);
-  bool is_free_granule(uint64_t g) const;
-  uint64_t free_run_end(uint64_t g) const;
-  uint64_t free_run_start(uint64_t g) const;
-  void push_hint(uint64_t g, uint64_t len);
-  uint64_t next_bin(uint64_t b) const;
-  void add_free_extent(uint64_t g, uint64_t len);
-  Status compact_hints();
+  bool is_free_granule(uint64_t g, uint32_t e) const;
+  uint64_t free_run_end(uint64_t g, uint32_t e) const;
+  uint64_t free_run_start(uint64_t g, uint32_t e) const;
+  void push_hint(GranArena& a, uint64_t g, uint64_t len);
+  uint64_t next_bin(const GranArena& a, uint64_t b) const;
+  void add_free_extent(GranArena& a, uint64_t g, uint64_t len);
+  Status compact_hints(GranArena& a);
   uint64_t unused_bitmap_pages() const;
   void check_gran_page(const Segment& s, uint64_t i, uint64_t* used, uint64_t* blocks,
                        std::vector<std::string>* problems);
@@ -180,13 +208,7 @@ class Heap {
   std::map<uint64_t, uint64_t> free_by_addr_;             // page -> npages
   std::vector<std::set<uint64_t>> partial_;               // per class: slab pages
   bool granular_ = false;                                 // heap format 2
-  // Free granule extents (heap_granules.cc): bins of hints by length.
-  std::vector<std::vector<uint64_t>> bins_;
-  std::vector<uint64_t> bin_mask_;  // bit b: bins_[b] is not empty
-  uint64_t hints_ = 0;              // entries in bins_
-  uint64_t extents_ = 0;            // free extents (maximal runs of free granules)
-  uint64_t gfree_total_ = 0;        // free granules in granule pages
-  uint64_t gran_next_ = 0;          // page after the last taken for granules
+  GranArena arenas_[2];  // object granule pages, data granule pages
 };
 
 }  // namespace pm

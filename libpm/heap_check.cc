@@ -37,16 +37,20 @@ void check_slab(const std::byte* at, uint64_t page, int cls, uint64_t* used, uin
 
 }  // namespace
 
-// One granule page: start bits only on allocated granules, every run of
-// allocated granules begins with one (a run may continue from the previous
-// page when that is a granule page), objects no longer than kMaxSmall.
+// One granule page: its entry says object or data page, start bits only on
+// allocated granules, every run of allocated granules begins with one (a run
+// may continue from the previous page when that is a granule page of the
+// same kind), objects no longer than kMaxSmall.
 void Heap::check_gran_page(const Segment& s, uint64_t i, uint64_t* used, uint64_t* blocks,
                            std::vector<std::string>* problems) {
   const uint64_t page = s.first_page + i;
   const GranuleBits* b = s.bits + i;
   std::string where = "granule page " + std::to_string(page);
-  if (entry_value(s.map[i]) != 0) problems->push_back(where + ": page map entry has a value");
-  bool after_gran = i > 0 && entry_kind(s.map[i - 1]) == PageKind::kGran;
+  if (entry_value(s.map[i]) > kGranData) {
+    problems->push_back(where + ": page map entry has an unknown value " +
+                        std::to_string(entry_value(s.map[i])));
+  }
+  bool after_gran = i > 0 && s.map[i - 1] == s.map[i];
   uint64_t carry = after_gran ? s.bits[i - 1].alloc[kGranulesPerPage / 64 - 1] >> 63 : 0;
   for (uint64_t w = 0; w < kGranulesPerPage / 64; w++) {
     uint64_t a = b->alloc[w], st = b->start[w];
@@ -59,7 +63,7 @@ void Heap::check_gran_page(const Segment& s, uint64_t i, uint64_t* used, uint64_
     *blocks += static_cast<uint64_t>(std::popcount(st));
     for (uint64_t bits = st & a; bits != 0; bits &= bits - 1) {
       uint64_t g = page * kGranulesPerPage + w * 64 + static_cast<uint64_t>(std::countr_zero(bits));
-      Result<uint64_t> len = object_granules(g);
+      Result<uint64_t> len = object_granules(g, s.map[i]);
       if (!len.ok()) problems->push_back(where + ": " + len.status().message());
     }
   }
@@ -105,7 +109,12 @@ void Heap::check(std::vector<std::string>* problems) {
         i++;
         continue;
       }
-      if (k == PageKind::kRunHead) {
+      if (k == PageKind::kDataRunHead && s.bits == nullptr) {
+        problems->push_back("page " + std::to_string(page) + ": data run in a slab heap");
+        i++;
+        continue;
+      }
+      if (k == PageKind::kRunHead || k == PageKind::kDataRunHead) {
         span = entry_value(e);
         tail = PageKind::kRunTail;
         used += span * 4096;

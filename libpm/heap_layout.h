@@ -16,6 +16,12 @@
 // the segment's metadata so that objects pack tightly, may cross into the
 // next granule page, and free neighbours coalesce. A heap keeps its format
 // for life (growth appends segments of the same version).
+//
+// Data blocks (pointer-free, AllocKind::kData; heap format 2 only) are told
+// apart by their pages, as conservative collectors keep atomic objects in
+// blocks of their own: granule pages with value 1 hold only data objects,
+// and a data page run has kind kDataRunHead. Files without data blocks are
+// unchanged, so earlier files read as they are (every block an object).
 #ifndef LIBPM_HEAP_LAYOUT_H_
 #define LIBPM_HEAP_LAYOUT_H_
 
@@ -65,13 +71,18 @@ static_assert(sizeof(SegmentHeader) == 64);
 // Page map entry kinds (frozen).
 enum class PageKind : uint32_t {
   kFree = 0,
-  kMeta = 1,      // segment header / page map
-  kRunHead = 2,   // value: pages in the run
-  kRunTail = 3,   // value: distance back to the head page
-  kSlabHead = 4,  // value: size class
-  kSlabTail = 5,  // value: distance back to the head page
-  kGran = 6,      // value 0: granule page (version-2 segments only)
+  kMeta = 1,         // segment header / page map
+  kRunHead = 2,      // value: pages in the run
+  kRunTail = 3,      // value: distance back to the head page
+  kSlabHead = 4,     // value: size class
+  kSlabTail = 5,     // value: distance back to the head page
+  kGran = 6,         // value: kGranObjects or kGranData (version-2 segments only)
+  kDataRunHead = 7,  // value: pages in the run; a pointer-free block (version-2 segments)
 };
+// Values of a kGran entry: which objects the granule page holds. An object
+// runs on into the next page only if that page has the same entry.
+inline constexpr uint32_t kGranObjects = 0;
+inline constexpr uint32_t kGranData = 1;
 inline constexpr uint32_t kPageValueMask = (1u << 28) - 1;
 inline uint32_t page_entry(PageKind k, uint64_t v) {
   return (static_cast<uint32_t>(k) << 28) | static_cast<uint32_t>(v);

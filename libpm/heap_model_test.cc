@@ -6,7 +6,8 @@
 // uniform sizes rarely produce.
 //
 // PM_MODEL_SEED=n picks another seed, PM_MODEL_STEPS=n another length; a
-// failure names the seed and step.
+// failure names the seed and step. The second test allocates data blocks
+// (AllocKind::kData) too, half of all, and checks their kind as well.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -39,6 +40,7 @@ struct Block {
   uint64_t n;     // bytes asked for
   uint64_t size;  // bytes find_block reported at allocation
   uint8_t fill;   // the filled bytes (see fill()) hold this
+  AllocKind kind;
 };
 using Model = std::map<std::byte*, Block>;
 
@@ -97,7 +99,8 @@ class HeapModelTest : public ::testing::Test {
 
   void alloc_one() {
     uint64_t n = random_size();
-    Result<void*> r = c_->alloc(n);
+    AllocKind kind = mixed_kinds_ && rng_() % 2 ? AllocKind::kData : AllocKind::kObject;
+    Result<void*> r = c_->alloc(n, kind);
     ASSERT_TRUE(r.ok()) << "alloc(" << n << "): " << r.status().to_string();
     auto* p = static_cast<std::byte*>(*r);
     ASSERT_EQ(reinterpret_cast<uintptr_t>(p) % alignment_for(n), 0u) << "alloc(" << n << ")";
@@ -105,6 +108,7 @@ class HeapModelTest : public ::testing::Test {
     ASSERT_TRUE(bi.ok()) << bi.status().to_string();
     ASSERT_EQ(bi->start, p);
     ASSERT_GE(bi->size, n);
+    ASSERT_EQ(bi->kind, kind);
     auto next = live_.lower_bound(p);
     if (next != live_.end()) {
       ASSERT_LE(p + bi->size, next->first) << "overlaps the next block";
@@ -115,7 +119,7 @@ class HeapModelTest : public ::testing::Test {
     }
     auto v = static_cast<uint8_t>(rng_());
     fill(p, n, v);
-    live_[p] = {n, bi->size, v};
+    live_[p] = {n, bi->size, v, kind};
     picks_.push_back(p);
   }
 
@@ -146,6 +150,7 @@ class HeapModelTest : public ::testing::Test {
         ASSERT_TRUE(bi.ok()) << bi.status().to_string();
         ASSERT_EQ(bi->start, p);
         ASSERT_EQ(bi->size, b.size);
+        ASSERT_EQ(bi->kind, b.kind);
       }
       ASSERT_TRUE(intact(p, b)) << "the bytes of a block of " << b.n << " changed";
       used += b.size;
@@ -215,29 +220,37 @@ class HeapModelTest : public ::testing::Test {
     }
   }
 
+  void run(uint64_t default_seed) {
+    const uint64_t seed = env_or("PM_MODEL_SEED", default_seed);
+    const uint64_t steps = env_or("PM_MODEL_STEPS", 40000);
+    rng_.seed(seed);
+    for (uint64_t i = 0; i < steps; i++) {
+      SCOPED_TRACE("PM_MODEL_SEED=" + std::to_string(seed) + " step " + std::to_string(i));
+      ASSERT_NO_FATAL_FAILURE(step());
+      if (i % 5000 == 4999) {
+        ASSERT_NO_FATAL_FAILURE(verify(live_));
+      }
+    }
+    ASSERT_NO_FATAL_FAILURE(commit());
+    ASSERT_NO_FATAL_FAILURE(reopen());
+    ASSERT_NO_FATAL_FAILURE(verify(live_));
+  }
+
   test::TempDir dir_;
   std::unique_ptr<Container> c_;
   std::mt19937_64 rng_;
   uint64_t mode_ = 64;
   uint64_t target_ = 5000;  // live blocks the alloc/free mix drifts towards
+  bool mixed_kinds_ = false;  // data blocks too
   Model live_, committed_;
   std::vector<std::byte*> picks_;  // live_'s blocks, for picking one at random
 };
 
-TEST_F(HeapModelTest, RandomOperationsMatchTheModel) {
-  const uint64_t seed = env_or("PM_MODEL_SEED", 2);
-  const uint64_t steps = env_or("PM_MODEL_STEPS", 40000);
-  rng_.seed(seed);
-  for (uint64_t i = 0; i < steps; i++) {
-    SCOPED_TRACE("PM_MODEL_SEED=" + std::to_string(seed) + " step " + std::to_string(i));
-    ASSERT_NO_FATAL_FAILURE(step());
-    if (i % 5000 == 4999) {
-      ASSERT_NO_FATAL_FAILURE(verify(live_));
-    }
-  }
-  ASSERT_NO_FATAL_FAILURE(commit());
-  ASSERT_NO_FATAL_FAILURE(reopen());
-  ASSERT_NO_FATAL_FAILURE(verify(live_));
+TEST_F(HeapModelTest, RandomOperationsMatchTheModel) { run(2); }
+
+TEST_F(HeapModelTest, RandomOperationsWithDataBlocksMatchTheModel) {
+  mixed_kinds_ = true;
+  run(3);
 }
 
 }  // namespace

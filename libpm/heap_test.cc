@@ -79,6 +79,13 @@ class HeapTest : public ::testing::Test {
     c_->will_write(&words[g / 64], 8);
     words[g / 64] ^= 1ull << (g % 64);
   }
+  // The page map entry of the page holding p (segment 0).
+  uint32_t* map_entry_for(const void* p) {
+    auto* base = reinterpret_cast<std::byte*>(c_->info().base_address);
+    auto* map = reinterpret_cast<uint32_t*>(base + 4096 + sizeof(SegmentHeader));
+    uint64_t page = static_cast<uint64_t>(static_cast<const std::byte*>(p) - base) / 4096;
+    return map + (page - 1);
+  }
 
   test::TempDir dir_;
   std::unique_ptr<Container> c_;
@@ -428,6 +435,162 @@ TEST_F(HeapTest, WritesToReusedDroppedPagesAreCommitted) {
   EXPECT_TRUE(problems().empty());
 }
 
+// Data blocks (AllocKind::kData), granule objects and page runs alike, keep
+// their kind in the file: find_block reports it from any address inside,
+// after commit and reopen too, and frees work as for objects.
+TEST_F(HeapTest, DataKindIsKeptAcrossCommitAndReopen) {
+  struct B {
+    std::byte* p;
+    uint64_t n;
+    AllocKind kind;
+  };
+  std::vector<B> blocks;
+  for (uint64_t n : {1, 8, 24, 70, 1152, 4096, 5000, 32 << 10, (32 << 10) + 1, 200000}) {
+    for (AllocKind k : {AllocKind::kObject, AllocKind::kData, AllocKind::kData}) {
+      Result<void*> p = c_->alloc(n, k);
+      ASSERT_TRUE(p.ok()) << p.status().to_string();
+      blocks.push_back({static_cast<std::byte*>(*p), n, k});
+    }
+  }
+  auto verify = [&] {
+    for (const B& b : blocks) {
+      for (uint64_t at : {uint64_t{0}, b.n / 2, b.n - 1}) {
+        Result<BlockInfo> bi = c_->find_block(b.p + at);
+        ASSERT_TRUE(bi.ok()) << b.n << ": " << bi.status().to_string();
+        EXPECT_EQ(bi->start, b.p);
+        EXPECT_GE(bi->size, b.n);
+        EXPECT_EQ(bi->kind, b.kind) << b.n;
+      }
+    }
+    std::vector<std::string> pr = problems();
+    ASSERT_TRUE(pr.empty()) << pr.front();
+  };
+  verify();
+  ASSERT_TRUE(c_->commit().ok());
+  reopen();
+  verify();
+  EXPECT_EQ(c_->info().blocks, blocks.size());
+  for (size_t i = 0; i < blocks.size(); i += 2) ASSERT_TRUE(c_->free(blocks[i].p).ok());
+  EXPECT_EQ(c_->info().blocks, blocks.size() / 2);
+  EXPECT_TRUE(problems().empty());
+}
+
+// Abort undoes data allocations and frees like any others; pages a data
+// allocation took and abort gave back serve objects again.
+TEST_F(HeapTest, AbortCoversDataBlocks) {
+  auto* kept = static_cast<std::byte*>(*c_->alloc(64, AllocKind::kData));
+  ASSERT_TRUE(c_->commit().ok());
+  ASSERT_TRUE(c_->free(kept).ok());
+  auto* small = static_cast<std::byte*>(*c_->alloc(100, AllocKind::kData));
+  auto* run = static_cast<std::byte*>(*c_->alloc(100000, AllocKind::kData));
+  ASSERT_TRUE(c_->abort().ok());
+  EXPECT_EQ(c_->find_block(kept)->kind, AllocKind::kData);  // the free is undone
+  EXPECT_EQ(c_->info().blocks, 1u);
+  // The run's pages and the second granule page are free again; the page
+  // small was in is still the data page of kept.
+  EXPECT_FALSE(c_->find_block(run).ok());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small) / 4096, reinterpret_cast<uintptr_t>(kept) / 4096);
+  std::vector<std::byte*> objects;
+  for (int i = 0; i < 200; i++) objects.push_back(static_cast<std::byte*>(*c_->alloc(1000)));
+  bool reused_run_pages = false;
+  for (std::byte* o : objects) {
+    EXPECT_EQ(c_->find_block(o)->kind, AllocKind::kObject);
+    EXPECT_NE(reinterpret_cast<uintptr_t>(o) / 4096, reinterpret_cast<uintptr_t>(kept) / 4096);
+    reused_run_pages |= o >= run && o < run + 100000;
+  }
+  EXPECT_TRUE(reused_run_pages);
+  EXPECT_TRUE(problems().empty());
+  ASSERT_TRUE(c_->commit().ok());
+  reopen();
+  EXPECT_EQ(c_->find_block(kept)->kind, AllocKind::kData);
+  EXPECT_EQ(c_->find_block(objects[0])->kind, AllocKind::kObject);
+  EXPECT_TRUE(problems().empty());
+}
+
+// Object and data blocks never share a granule page, and an object never
+// runs on into a page of the other kind, through frees and reuse.
+TEST_F(HeapTest, DataAndObjectBlocksNeverShareAGranulePage) {
+  std::mt19937_64 rng(5);
+  std::map<std::byte*, std::pair<uint64_t, AllocKind>> live;
+  for (int round = 0; round < 3; round++) {
+    for (int i = 0; i < 3000; i++) {
+      uint64_t n = 1 + rng() % 3000;
+      AllocKind k = rng() % 2 ? AllocKind::kData : AllocKind::kObject;
+      auto* p = static_cast<std::byte*>(*c_->alloc(n, k));
+      live[p] = {n, k};
+    }
+    std::map<uintptr_t, AllocKind> page_kind;
+    for (const auto& [p, v] : live) {
+      for (const std::byte* at : {p, p + v.first - 1}) {
+        auto [it, fresh] = page_kind.emplace(reinterpret_cast<uintptr_t>(at) / 4096, v.second);
+        ASSERT_EQ(it->second, v.second) << "a page holds both kinds";
+      }
+      ASSERT_EQ(c_->find_block(p + v.first - 1)->kind, v.second);
+    }
+    for (auto it = live.begin(); it != live.end();) {
+      if (rng() % 2 == 0) {
+        ASSERT_TRUE(c_->free(it->first).ok());
+        it = live.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    std::vector<std::string> pr = problems();
+    ASSERT_TRUE(pr.empty()) << pr.front();
+  }
+}
+
+// check() validates the kind marks: a granule page entry with an unknown
+// value, and an object that runs on into a page marked with the other kind
+// (its tail is then allocated granules without a start bit).
+TEST_F(HeapTest, CheckValidatesDataMarks) {
+  std::byte* crossing = nullptr;
+  for (int i = 0; i < 16 && crossing == nullptr; i++) {
+    auto* p = static_cast<std::byte*>(*c_->alloc(1152, AllocKind::kData));
+    if (reinterpret_cast<uintptr_t>(p) / 4096 != reinterpret_cast<uintptr_t>(p + 1151) / 4096) {
+      crossing = p;
+    }
+  }
+  ASSERT_NE(crossing, nullptr);
+  ASSERT_TRUE(c_->commit().ok());
+  ASSERT_TRUE(problems().empty());
+  auto plant = [&](uint32_t* e, uint32_t v) {
+    c_->will_write(e, sizeof *e);
+    *e = v;
+  };
+  // The second page of the object becomes an object page.
+  plant(map_entry_for(crossing + 1151), page_entry(PageKind::kGran, kGranObjects));
+  std::vector<std::string> pr = problems();
+  ASSERT_FALSE(pr.empty());
+  EXPECT_NE(pr.front().find("without a start bit"), std::string::npos) << pr.front();
+  ASSERT_TRUE(c_->abort().ok());
+  EXPECT_TRUE(problems().empty());
+  plant(map_entry_for(crossing), page_entry(PageKind::kGran, 5));
+  pr = problems();
+  ASSERT_FALSE(pr.empty());
+  EXPECT_NE(pr.front().find("unknown value"), std::string::npos) << pr.front();
+  // Damaged marks are corruption for the allocator, not a guess.
+  ASSERT_TRUE(c_->commit().ok());
+  reopen();
+  EXPECT_EQ(c_->alloc(64).status().code(), Code::kCorruption);
+}
+
+// A data page run's tail pages lead back to a data head; check() counts it.
+TEST_F(HeapTest, CheckValidatesDataRuns) {
+  auto* run = static_cast<std::byte*>(*c_->alloc(10 * 4096, AllocKind::kData));
+  ASSERT_TRUE(c_->commit().ok());
+  EXPECT_EQ(c_->find_block(run + 9 * 4096)->kind, AllocKind::kData);
+  uint32_t* tail = map_entry_for(run + 4096);
+  EXPECT_EQ(*tail, page_entry(PageKind::kRunTail, 1));
+  c_->will_write(tail, 4);
+  *tail = page_entry(PageKind::kRunTail, 2);  // points before the head
+  EXPECT_FALSE(problems().empty());
+  ASSERT_TRUE(c_->abort().ok());
+  uint32_t* head = map_entry_for(run);
+  EXPECT_EQ(*head, page_entry(PageKind::kDataRunHead, 10));
+  EXPECT_TRUE(problems().empty());
+}
+
 // Rewrites a fresh (empty) container file as format version 2 made it: a
 // slab heap whose segment has no granule bitmaps.
 void make_format_one_heap(const std::string& path) {
@@ -469,6 +632,21 @@ TEST_F(HeapTest, FormatOneFilesKeepTheirSlabHeap) {
   EXPECT_EQ(c_->find_block(static_cast<std::byte*>(small[1]) + 79)->start, small[1]);
   std::vector<std::string> pr = problems();
   EXPECT_TRUE(pr.empty()) << pr.front();
+}
+
+// Slab heaps record no kinds: data allocations are object blocks there.
+TEST_F(HeapTest, FormatOneFilesMakeObjectBlocksOfDataAllocations) {
+  c_.reset();
+  make_format_one_heap(dir_.file("h.pm"));
+  reopen();
+  void* small = *c_->alloc(70, AllocKind::kData);
+  void* large = *c_->alloc(100 << 10, AllocKind::kData);
+  EXPECT_EQ(c_->find_block(small)->kind, AllocKind::kObject);
+  EXPECT_EQ(c_->find_block(large)->kind, AllocKind::kObject);
+  ASSERT_TRUE(c_->commit().ok());
+  reopen();
+  EXPECT_EQ(c_->info().blocks, 2u);
+  EXPECT_TRUE(problems().empty());
 }
 
 }  // namespace

@@ -6,7 +6,8 @@
 // encoding of boost::interprocess::offset_ptr: target = &word + value, with
 // 1 meaning null); either one that lands inside an allocated block marks it.
 // Integers that happen to look like pointers keep garbage alive; nothing
-// reachable is ever freed.
+// reachable is ever freed. Data blocks (AllocKind::kData) are marked when
+// reached and never read: their bytes are values, not pointers.
 #include <bit>
 #include <cstring>
 #include <map>
@@ -16,8 +17,7 @@
 
 namespace pm {
 
-void Heap::mark(std::vector<uint64_t>* marks,
-                const std::function<void(std::byte*, uint64_t)>& visit) {
+void Heap::mark(std::vector<uint64_t>* marks, const std::function<void(const BlockInfo&)>& visit) {
   const uint64_t heap = header()->heap_size;
   const auto lo = reinterpret_cast<uintptr_t>(base_);
   marks->assign((heap / kGranule + 63) / 64, 0);
@@ -41,7 +41,8 @@ void Heap::mark(std::vector<uint64_t>* marks,
     BlockInfo b = stack.back();
     stack.pop_back();
     auto* p = static_cast<std::byte*>(b.start);
-    visit(p, b.size);
+    visit(b);
+    if (b.kind == AllocKind::kData) continue;
     for (uint64_t i = 0; i + 8 <= b.size; i += 8) {
       uint64_t v;
       std::memcpy(&v, p + i, 8);
@@ -64,9 +65,9 @@ Status Heap::collect(bool dry_run, CollectReport* r) {
   std::lock_guard<std::mutex> l(mu_);
   PM_TRY(ensure_index());
   std::vector<uint64_t> marks;
-  mark(&marks, [&](std::byte*, uint64_t n) {
+  mark(&marks, [&](const BlockInfo& b) {
     r->live_blocks++;
-    r->live_bytes += n;
+    r->live_bytes += b.size;
   });
   std::vector<std::byte*> dead;
   std::map<uint64_t, uint64_t> by_size;
@@ -88,12 +89,18 @@ void Heap::find_escapes(const Classifier& is_volatile, CheckReport* report) {
   const auto lo = reinterpret_cast<uintptr_t>(base_);
   const uint64_t heap = header()->heap_size;
   std::vector<uint64_t> marks;
-  mark(&marks, [&](std::byte* p, uint64_t n) {
+  mark(&marks, [&](const BlockInfo& b) {
     report->reachable_blocks++;
-    for (uint64_t i = 0; i + 8 <= n; i += 8) {
+    if (b.kind == AllocKind::kData) return;  // values: nothing to report
+    auto* p = static_cast<const std::byte*>(b.start);
+    for (uint64_t i = 0; i + 8 <= b.size; i += 8) {
       uint64_t v;
       std::memcpy(&v, p + i, 8);
       if (v >= lo && v < lo + heap) continue;
+      // An offset_ptr into the container (mark() reads words so too): a
+      // negative offset is a huge value, which may fall in [vsyscall].
+      uint64_t self_relative = reinterpret_cast<uintptr_t>(p + i) + v;
+      if (self_relative >= lo && self_relative < lo + heap) continue;
       std::string where = is_volatile(v);
       if (where.empty()) continue;
       report->escaping.push_back({reinterpret_cast<uintptr_t>(p), i, v, std::move(where)});

@@ -187,6 +187,140 @@ TEST_F(ReachTest, StaleBytesInUnmappedRangesAreNotEscapesInProcess) {
   EXPECT_EQ(c_->check(/*foreign_writer=*/true).escaping.size(), 8u);
 }
 
+// A data block is kept while reachable, but words in it keep nothing alive:
+// a block reached only through it is freed, one also reached from an object
+// block is kept. A data block reached from nowhere is freed as well.
+TEST_F(ReachTest, CollectKeepsReachableDataBlocksButDoesNotTraceThem) {
+  auto** root = static_cast<void**>(*c_->alloc(16));
+  auto** data = static_cast<void**>(*c_->alloc(64, AllocKind::kData));
+  auto** big_data = static_cast<void**>(*c_->alloc(100000, AllocKind::kData));
+  void* only_via_data = *c_->alloc(48);
+  void* only_via_big_data = *c_->alloc(48);
+  void* also_via_root = *c_->alloc(48);
+  void* unreachable_data = *c_->alloc(64, AllocKind::kData);
+  (void)unreachable_data;
+  c_->will_write(root, 16);
+  root[0] = data;
+  root[1] = big_data;
+  c_->will_write(data, 64);
+  std::memset(data, 0, 64);
+  data[0] = only_via_data;
+  data[1] = also_via_root;
+  c_->will_write(big_data, 100000);
+  std::memset(big_data, 0, 100000);
+  big_data[4000] = only_via_big_data;
+  // Self-relative (offset_ptr) encoding, too.
+  big_data[5000] = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(only_via_big_data) -
+                                           reinterpret_cast<uintptr_t>(&big_data[5000]));
+  auto** keeper = static_cast<void**>(*c_->alloc(8));
+  c_->will_write(keeper, 8);
+  *keeper = also_via_root;
+  ASSERT_TRUE(c_->set_root(root).ok());
+  ASSERT_TRUE(c_->set_root(keeper, "keeper").ok());
+  // The kinds are in the file: collect after reopening.
+  ASSERT_TRUE(c_->commit().ok());
+  c_.reset();
+  c_ = std::move(*Container::open(dir_.file("r.pm")));
+  Result<CollectReport> r = c_->collect();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->live_blocks, 5u);  // root, data, big_data, keeper, also_via_root
+  EXPECT_EQ(r->freed_blocks, 3u);
+  EXPECT_TRUE(c_->find_block(data).ok());
+  EXPECT_TRUE(c_->find_block(big_data).ok());
+  EXPECT_TRUE(c_->find_block(also_via_root).ok());
+  EXPECT_FALSE(c_->find_block(only_via_data).ok());
+  EXPECT_FALSE(c_->find_block(only_via_big_data).ok());
+  EXPECT_FALSE(c_->find_block(unreachable_data).ok());
+  EXPECT_TRUE(c_->check().problems.empty());
+}
+
+// Escaping pointers are looked for in object blocks only: the same words in
+// a reachable data block are values.
+TEST_F(ReachTest, CheckDoesNotScanDataBlocks) {
+  int on_stack = 0;
+  auto* on_heap = new int(5);
+  auto** root = static_cast<void**>(*c_->alloc(16));
+  c_->will_write(root, 16);
+  root[1] = nullptr;
+  for (AllocKind k : {AllocKind::kData, AllocKind::kObject}) {
+    for (uint64_t n : {uint64_t{64}, uint64_t{40000}}) {
+      auto** block = static_cast<void**>(*c_->alloc(n, k));
+      c_->will_write(block, n);
+      std::memset(block, 0, n);
+      block[0] = on_heap;
+      block[n / 8 - 1] = &on_stack;
+      c_->will_write(root, 16);
+      root[0] = block;
+      ASSERT_TRUE(c_->set_root(root).ok());
+      CheckReport r = c_->check();
+      EXPECT_EQ(r.reachable_blocks, 2u);
+      EXPECT_EQ(r.escaping.size(), k == AllocKind::kData ? 0u : 2u) << n;
+    }
+  }
+  delete on_heap;
+}
+
+// What `pm kv load` of the value "abcdeU" left in a store: the value's bytes
+// and its padding read as 0x556564636261, an address in the range where
+// PIE programs' heaps are (which pm check counts for files written by other
+// processes). In a data block it is a value.
+TEST_F(ReachTest, ValueThatLooksLikeAHeapAddressInADataBlockIsNotReported) {
+  auto** root = static_cast<void**>(*c_->alloc(8));
+  for (AllocKind k : {AllocKind::kObject, AllocKind::kData}) {
+    auto* entry = static_cast<char*>(*c_->alloc(40, k));
+    c_->will_write(entry, 40);
+    std::memset(entry, 0, 40);
+    std::memcpy(entry + 24, "12345678abcdeU", 14);  // key, then value, then padding
+    uint64_t word;
+    std::memcpy(&word, entry + 32, 8);
+    ASSERT_EQ(word, 0x556564636261ull);
+    c_->will_write(root, 8);
+    *root = entry;
+    ASSERT_TRUE(c_->set_root(root).ok());
+    CheckReport r = c_->check(/*foreign_writer=*/true);
+    EXPECT_TRUE(r.problems.empty());
+    if (k == AllocKind::kObject) {
+      ASSERT_EQ(r.escaping.size(), 1u);
+      EXPECT_EQ(r.escaping[0].target, 0x556564636261ull);
+    } else {
+      EXPECT_TRUE(r.escaping.empty()) << r.escaping[0].where;
+    }
+  }
+}
+
+TEST_F(ReachTest, DebugOptionAcceptsAddressLikeValuesInDataBlocks) {
+  c_.reset();
+  Options o;
+  o.check_escapes_at_commit = true;
+  c_ = std::move(*Container::open(dir_.file("r.pm"), o));
+  int on_stack = 0;
+  auto** values = static_cast<int**>(*c_->alloc(16, AllocKind::kData));
+  c_->will_write(values, 16);
+  values[0] = &on_stack;  // a real stack address, stored as a value
+  values[1] = nullptr;
+  ASSERT_TRUE(c_->set_root(values).ok());
+  Status s = c_->commit();
+  EXPECT_TRUE(s.ok()) << s.to_string();
+}
+
+// A self-relative offset (offset_ptr) to an object 10 MiB below it is
+// 0xffffffffff6.., which x86-64 Linux maps as [vsyscall]: it points into
+// the container, not out of it.
+TEST_F(ReachTest, OffsetPointersIntoTheContainerAreNotEscapes) {
+  constexpr size_t kSize = 11 << 20;
+  auto* block = static_cast<std::byte*>(*c_->alloc(kSize));
+  c_->will_write(block, 8);
+  std::memset(block, 0, 8);
+  std::byte* word = block + 0xa00000 - 8;
+  c_->will_write(word, 8);
+  uint64_t v = reinterpret_cast<uintptr_t>(block) - reinterpret_cast<uintptr_t>(word);
+  std::memcpy(word, &v, 8);
+  ASSERT_EQ(v >> 24, 0xffffffffffull);
+  ASSERT_TRUE(c_->set_root(block).ok());
+  CheckReport r = c_->check(/*foreign_writer=*/true);
+  EXPECT_TRUE(r.escaping.empty()) << r.escaping[0].where;
+}
+
 TEST_F(ReachTest, DebugOptionRefusesCommitsWithEscapingPointers) {
   c_.reset();
   Options o;

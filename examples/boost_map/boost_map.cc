@@ -13,6 +13,7 @@
 #include <functional>
 #include <new>
 #include <string_view>
+#include <utility>
 
 #include "pm/allocator.h"
 #include "pm/container.h"
@@ -34,7 +35,12 @@ int fail(const pm::Status& s) {
 void count(Counts& counts, std::string_view word) {
   auto it = counts.find(word);
   if (it == counts.end()) {
-    it = counts.emplace(String(word.data(), word.size(), counts.get_allocator()), 0).first;
+    String key(word.data(), word.size(), counts.get_allocator());
+    // A short word sits in the string object itself, which moves into the
+    // map's node whole: clear the stack bytes after it first, or `pm check`
+    // reads them as pointers (pm/allocator.h, "Short strings").
+    pm::zero_unused(key);
+    it = counts.emplace(std::move(key), 0).first;
   }
   it->second++;
 }

@@ -46,7 +46,15 @@ pm_errcode pm_commit(pm_container* c);
 pm_errcode pm_abort(pm_container* c);
 
 void* pm_alloc(pm_container* c, size_t n);
+/* Like pm_alloc, for a pointer-free block (pm::AllocKind::kData): values,
+ * strings, raw bytes. Garbage collection (`pm gc`) keeps it while it is
+ * reachable but follows nothing stored in it, and `pm check` does not scan
+ * it for escaping pointers, so it must hold no pointer that keeps another
+ * block alive. The kind is kept in the file. Freed with pm_free. */
+void* pm_alloc_data(pm_container* c, size_t n);
 pm_errcode pm_free(pm_container* c, void* p);
+/* 1 if p lies in a data block, 0 in an object block, -1 in no block of c. */
+int pm_is_data(pm_container* c, const void* p);
 
 void* pm_root(pm_container* c, const char* name); /* name NULL or "" = the root */
 pm_errcode pm_set_root(pm_container* c, const char* name, void* p);

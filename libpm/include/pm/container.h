@@ -95,10 +95,29 @@ struct ContainerInfo {
   JournalState journal = JournalState::kEmpty;
 };
 
+// What a block may hold, chosen at alloc() and kept with the block (in the
+// file: it survives reopen; commit() and abort() cover it like the
+// allocation itself).
+//
+// collect() and check() are conservative: every aligned 8-byte word of a
+// reachable object block is read as a possible pointer, so bytes that
+// merely look like an address (a value ending in "abcdeU", a length pair)
+// keep garbage alive or are reported as escaping pointers. A data block is
+// never read that way, as conservative collectors treat pointer-free
+// ("atomic") objects: collect() keeps it while something reaches it but
+// follows nothing in it, and check() does not scan it. So a data block
+// must hold no pointer that keeps another block alive: values, strings,
+// raw bytes.
+enum class AllocKind : uint8_t {
+  kObject = 0,  // may hold pointers (the default)
+  kData = 1,    // pointer-free
+};
+
 // A block of the heap: what "which block contains this address" answers.
 struct BlockInfo {
   void* start = nullptr;
   size_t size = 0;  // usable bytes (rounded to granules, the size class, or the page run)
+  AllocKind kind = AllocKind::kObject;
 };
 
 class Container {
@@ -154,13 +173,22 @@ class Container {
   // rounds to an odd multiple of 8 (n < 256 only) is 8-byte aligned (no type
   // that needs 16 has such a size). Contents are unspecified. kNoSpace when
   // max_size would be exceeded or the file system is full.
-  virtual Result<void*> alloc(size_t n) = 0;
+  //
+  // `kind` says whether the block may hold pointers (see AllocKind). One
+  // call with the kind as an argument, rather than a second function, so
+  // that layers that forward allocations (pm::allocator, the C API, a
+  // store's entry allocator) pass it through. Containers of format 1 and 2
+  // (slab heaps, made before granule pages) record no kinds: every block
+  // there is an object block, and find_block() says so.
+  virtual Result<void*> alloc(size_t n, AllocKind kind) = 0;
+  Result<void*> alloc(size_t n) { return alloc(n, AllocKind::kObject); }
 
   // Frees a block returned by alloc(). nullptr is a no-op. kInvalidArgument if
   // p is not the start of an allocated block of this container.
   virtual Status free(void* p) = 0;
 
-  // The block containing p, or kNotFound if p is in no allocated block.
+  // The block containing p (its start, size and kind), or kNotFound if p is
+  // in no allocated block.
   virtual Result<BlockInfo> find_block(const void* p) const = 0;
 
   // The root object (or nullptr), and named roots (names up to 47 bytes,
@@ -197,23 +225,28 @@ class Container {
   // (a mount's statfs).
   virtual ContainerInfo usage() const = 0;
 
-  // Verifies the heap metadata (page maps, granule and slab bitmaps,
-  // counters) and reports escaping pointers in objects reachable from the
-  // roots. Takes the commit gate: no mutation runs meanwhile.
+  // Verifies the heap metadata (page maps, granule and slab bitmaps, data
+  // block marks, counters) and reports escaping pointers in object blocks
+  // reachable from the roots (data blocks are not scanned). Takes the
+  // commit gate: no mutation runs meanwhile.
   //
   // A word is an escaping pointer when it points into a mapping of this
   // process outside the container. With `foreign_writer` (a file written by
   // another process, as in `pm check`), words in the address ranges where
   // Linux places other processes' heaps and stacks count too. The check is
-  // conservative: stale bytes that look like such an address (say, unused
-  // bytes of a short-string buffer copied from the stack) are reported too.
+  // conservative: stale bytes of an object block that look like such an
+  // address (say, unused bytes of a short-string buffer copied from the
+  // stack: see pm::zero_unused in pm/allocator.h) are reported too; keep
+  // values in data blocks.
   virtual CheckReport check(bool foreign_writer = false) = 0;
 
   // Frees every block not reachable from the root or the named roots.
   // Reachability is conservative: each aligned 8-byte word of a reachable
-  // block that points into a live block, read as an absolute address or as
-  // a self-relative offset (boost::interprocess::offset_ptr), keeps that
-  // block alive; interior pointers count. Nothing reachable is ever freed.
+  // object block that points into a live block, read as an absolute address
+  // or as a self-relative offset (boost::interprocess::offset_ptr), keeps
+  // that block alive; interior pointers count. Nothing reachable is ever
+  // freed. A reachable data block is kept, but words in it keep nothing
+  // alive: a block reached only through a data block is freed.
   // The frees are ordinary changes: durable at the next commit(), undone by
   // abort(). With dry_run nothing is freed. Cost: proportional to the live
   // heap. kBusy if the calling thread holds a MutationGuard.

@@ -12,6 +12,11 @@
 // named root kNamesRoot ("pm.names"). Creating and destroying objects are
 // container changes like any other: durable at commit(), dropped by abort().
 //
+// The index holds nothing that `pm check` or collect() could misread: long
+// names are in data blocks (allocator<char>, see allocator.h), and a short
+// name's unused buffer bytes are zeroed before the name is moved into its
+// node (zero_unused), so no stale stack bytes are stored.
+//
 // Thread safety: the functions may be called from any thread; they hold the
 // container's MutationGuard and a process-wide lock while they touch the
 // index. Using the returned object needs the caller's own synchronisation.
@@ -138,8 +143,9 @@ Result<T*> construct_entry(Container& c, Index& index, std::string_view name, Ar
     throw;
   }
   try {
-    index.emplace(String(name.data(), name.size(), index.get_allocator()),
-                  Entry{object, sizeof(T), type_tag<T>()});
+    String key(name.data(), name.size(), index.get_allocator());
+    zero_unused(key);  // moved as a whole into the node: no stack bytes with it
+    index.emplace(std::move(key), Entry{object, sizeof(T), type_tag<T>()});
   } catch (...) {
     object->~T();
     (void)c.free(object);
