@@ -152,7 +152,10 @@ Result<Backend::Found> Backend::get(std::string_view key, uint64_t h, std::strin
 Result<BackendEntry*> Backend::new_entry(std::string_view key, std::string_view value,
                                          uint64_t seq, bool ghost) {
   const size_t n = entry_bytes(key.size(), ghost ? sizeof(void*) : value.size());
-  Result<void*> mem = c_->alloc(n);
+  // A data block: the escaping-pointer check must not read keys and values
+  // as pointers. Its links (next, the ghost link) are the backend's own and
+  // invisible to collect(): a store is never collected (pm gc refuses it).
+  Result<void*> mem = c_->alloc(n, pm::AllocKind::kData);
   if (!mem.ok()) return mem.status();
   auto* e = static_cast<BackendEntry*>(*mem);
   c_->will_write(e, n);

@@ -150,6 +150,21 @@ check "missing input file" 1 "$PM" kv load "$dir/x.kv" "$dir/no-such-file"
 has "missing input file named" err "no-such-file"
 [ -e "$dir/x.kv" ] && { echo "FAIL: load of a missing file created the store"; fail=1; }
 
+# pm check on healthy stores: values that look like heap addresses are data.
+printf '12345678\tabcdeU\n' >"$dir/ptr.tsv"
+check "load a value that looks like a pointer" 0 "$PM" kv load "$dir/ptr.kv" "$dir/ptr.tsv"
+check "check a healthy store" 0 "$PM" check "$dir/ptr.kv"
+has "check walks the store" out "store"
+check "check a healthy store, many keys" 0 "$PM" check "$S"
+# pm gc would free entries a store links itself: refused, nothing changed.
+check "gc refuses a store" 1 "$PM" gc "$S"
+has "gc says why" err "key-value store"
+check "the store is intact after gc" 0 "$PM" kv get "$S" bin
+# Salvage copies a store; it will not overwrite.
+check "salvage" 0 "$PM" kv salvage "$S" "$dir/saved.kv"
+check "salvaged keys read back" 0 "$PM" kv get "$dir/saved.kv" bin
+check "salvage refuses an existing target" 1 "$PM" kv salvage "$S" "$dir/saved.kv"
+
 # Usage errors exit 2.
 check "kv without subcommand" 2 "$PM" kv
 check "get without key" 2 "$PM" kv get "$S"

@@ -420,45 +420,11 @@ class Session {
 
   // Runs the session (a crash ending it in a child process exits there).
   Counts run() {
-    std::mt19937_64 rng(o_.seed);
-    auto opener = sim_opener(
-        o_.mode, [this](SimPersist& sp, const std::string& p) { at_point(sp, p); },
-        plan_.durable.empty() ? nullptr : &plan_.durable, [this](SimPersist* sp) {
-          sim_ = sp;
-          if (plan_.fail_sync != 0) sp->fail_at(plan_.fail_sync);
-        });
-    Result<std::unique_ptr<Container>> c = Status::io_error("not opened");
-    if (plan_.create) {
-      c = open_container(plan_.path, w_.options(), true, opener);
-      if (!c.ok()) return fail_or_fault("create", c.status());
-      Status s = w_.setup(**c, rng);
-      if (s.ok()) s = (*c)->commit();
-      if (!s.ok()) return fail_or_fault("setup", s);
-      log_.expect({w_.digest(**c)});
-    } else {
-      log_.expect(plan_.allowed);
-      armed_ = plan_.explore;  // recovery's own persistence points
-      c = open_container(plan_.path, w_.options(), false, opener);
-      if (!c.ok()) return fail_or_fault("reopen", c.status());
-      Status s = w_.resume(**c, log_);
-      if (!s.ok()) return fail_or_fault("resume", s);
-      const uint64_t d = w_.digest(**c);
-      if (std::find(plan_.allowed.begin(), plan_.allowed.end(), d) == plan_.allowed.end()) {
-        failure(plan_.label + ": " + describe(d, plan_.allowed));
-      }
-      log_.expect({d});
+    {
+      std::unique_ptr<Container> c;
+      work(&c);
+      // Closing lets go of the SimPersist (let_go) before the counts go out.
     }
-    armed_ = plan_.explore;
-    for (step_ = 0; step_ < o_.steps && !done(); step_++) {
-      Status s = w_.step(**c, rng, log_);
-      if (s.ok()) continue;
-      if (!faulted()) return fail_or_fault("step " + std::to_string(step_), s);
-      if (!w_.continues_after_failure()) break;
-    }
-    Status s = w_.close(log_);
-    if (!s.ok() && !faulted()) failure(plan_.label + ": close: " + s.to_string());
-    finish_sim();
-    c->reset();
     counts_.schedules = w_.schedules();
     return counts_;
   }
@@ -493,10 +459,58 @@ class Session {
   }
 
  private:
-  Counts fail_or_fault(const std::string& what, const Status& s) {
+  // Opens (creates, or recovers) the container into *c, runs the steps,
+  // closes what runs on it; the caller closes the container.
+  void work(std::unique_ptr<Container>* c) {
+    std::mt19937_64 rng(o_.seed);
+    auto opener = sim_opener(
+        o_.mode, [this](SimPersist& sp, const std::string& p) { at_point(sp, p); },
+        plan_.durable.empty() ? nullptr : &plan_.durable, [this](SimPersist* sp) {
+          sim_ = sp;
+          if (plan_.fail_sync != 0) sp->fail_at(plan_.fail_sync);
+          sp->on_close([this](const SimPersist& closing) { let_go(closing); });
+        });
+    if (!plan_.create) {
+      log_.expect(plan_.allowed);
+      armed_ = plan_.explore;  // recovery's own persistence points
+    }
+    Result<std::unique_ptr<Container>> r = open_container(plan_.path, w_.options(), plan_.create,
+                                                          opener);
+    if (!r.ok()) return fail_or_fault(plan_.create ? "create" : "reopen", r.status());
+    *c = std::move(*r);
+    Status s = plan_.create ? setup(**c, rng) : resume(**c);
+    if (!s.ok()) return fail_or_fault(plan_.create ? "setup" : "resume", s);
+    armed_ = plan_.explore;
+    for (step_ = 0; step_ < o_.steps && !done(); step_++) {
+      s = w_.step(**c, rng, log_);
+      if (s.ok()) continue;
+      if (!faulted()) return fail_or_fault("step " + std::to_string(step_), s);
+      if (!w_.continues_after_failure()) break;
+    }
+    s = w_.close(log_);
+    if (!s.ok() && !faulted()) failure(plan_.label + ": close: " + s.to_string());
+  }
+
+  Status setup(Container& c, std::mt19937_64& rng) {
+    PM_TRY(w_.setup(c, rng));
+    PM_TRY(c.commit());
+    log_.expect({w_.digest(c)});
+    return Status();
+  }
+
+  // A recovered container must show a state the previous session allowed.
+  Status resume(Container& c) {
+    PM_TRY(w_.resume(c, log_));
+    const uint64_t d = w_.digest(c);
+    if (std::find(plan_.allowed.begin(), plan_.allowed.end(), d) == plan_.allowed.end()) {
+      failure(plan_.label + ": " + describe(d, plan_.allowed));
+    }
+    log_.expect({d});
+    return Status();
+  }
+
+  void fail_or_fault(const std::string& what, const Status& s) {
     if (!faulted()) failure(plan_.label + ": " + w_.name() + ": " + what + ": " + s.to_string());
-    finish_sim();
-    return counts_;
   }
 
   void failure(const std::string& why) {
@@ -506,17 +520,12 @@ class Session {
     }
   }
 
-  // Writes into holes; and the durable image the close leaves behind is
-  // written out when the container lets go of its SimPersist.
-  void finish_sim() {
-    if (sim_ == nullptr) return;
-    fault_fired_ = sim_->fault_fired();
-    for (const std::string& v : sim_->violations()) failure(plan_.label + ": " + v);
-    if (!plan_.durable_out.empty()) {
-      sim_->on_close([out = plan_.durable_out](const SimPersist& sp) {
-        (void)write_file(out, sp.durable_image());
-      });
-    }
+  // The container lets go of its SimPersist (a close, or a failed open):
+  // what it saw, and the durable image the session leaves behind.
+  void let_go(const SimPersist& sp) {
+    fault_fired_ |= sp.fault_fired();
+    for (const std::string& v : sp.violations()) failure(plan_.label + ": " + v);
+    if (!plan_.durable_out.empty()) (void)write_file(plan_.durable_out, sp.durable_image());
     sim_ = nullptr;
   }
 

@@ -20,14 +20,31 @@
 namespace pm::crash {
 namespace {
 
+bool env_is(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v == '1';
+}
+
 // PM_CRASH_LONG=1 multiplies the work by 10 (release checks); PM_CRASH_QUICK=1
-// divides it by 4 (sanitizer builds, which run everything several times slower).
+// divides it by 8 (sanitizer builds: they run everything several times
+// slower and look for memory errors, not for rare states).
 int scaled(int n) {
-  const char* l = std::getenv("PM_CRASH_LONG");
-  const char* q = std::getenv("PM_CRASH_QUICK");
-  if (l != nullptr && *l == '1') return n * 10;
-  if (q != nullptr && *q == '1') return std::max(1, n / 4);
+  if (env_is("PM_CRASH_LONG")) return n * 10;
+  if (env_is("PM_CRASH_QUICK")) return std::max(1, n / 8);
   return n;
+}
+
+// The options of a mode's runs; quick runs also check fewer images per point.
+HarnessOptions harness(UnitMode mode, int steps, uint64_t seed) {
+  HarnessOptions o;
+  o.mode = mode;
+  o.steps = steps;
+  o.seed = seed;
+  if (env_is("PM_CRASH_QUICK")) {
+    o.random_images = 2;
+    o.recovery_crash_every = 16;
+  }
+  return o;
 }
 
 void report(const char* what, const Counts& c, double seconds) {
@@ -63,10 +80,7 @@ class PowerFailureTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(PowerFailureTest, CommittedStateSurvivesEveryCrashPoint) {
   const Case& k = GetParam();
-  HarnessOptions o;
-  o.mode = k.mode;
-  o.steps = scaled(k.steps);
-  o.seed = 7;
+  const HarnessOptions o = harness(k.mode, scaled(k.steps), 7);
   Counts c = timed(k.name, [&] { return run_power_failures(k.make, o); });
   EXPECT_EQ(c.failures, 0u);
   EXPECT_GT(c.states, 0u);
@@ -74,16 +88,16 @@ TEST_P(PowerFailureTest, CommittedStateSurvivesEveryCrashPoint) {
 
 INSTANTIATE_TEST_SUITE_P(
     Libpm, PowerFailureTest,
-    ::testing::Values(Case{"mutation_pmem", make_mutation_workload, UnitMode::kPmemLines, 560},
+    ::testing::Values(Case{"mutation_pmem", make_mutation_workload, UnitMode::kPmemLines, 400},
                       Case{"mutation_msync", make_mutation_workload, UnitMode::kMsyncPages, 250},
-                      Case{"allocator_pmem", make_allocator_workload, UnitMode::kPmemLines, 380},
+                      Case{"allocator_pmem", make_allocator_workload, UnitMode::kPmemLines, 200},
                       Case{"allocator_msync", make_allocator_workload, UnitMode::kMsyncPages, 180}),
     [](const auto& info) { return std::string(info.param.name); });
 
 INSTANTIATE_TEST_SUITE_P(
     Kvstore, PowerFailureTest,
-    ::testing::Values(Case{"kvstore_pmem", make_kv_workload, UnitMode::kPmemLines, 300},
-                      Case{"kvstore_msync", make_kv_workload, UnitMode::kMsyncPages, 150},
+    ::testing::Values(Case{"kvstore_pmem", make_kv_workload, UnitMode::kPmemLines, 220},
+                      Case{"kvstore_msync", make_kv_workload, UnitMode::kMsyncPages, 120},
                       Case{"kvstore_async_pmem", make_kv_async_workload, UnitMode::kPmemLines, 100},
                       Case{"kvstore_async_msync", make_kv_async_workload, UnitMode::kMsyncPages,
                            60},
@@ -110,13 +124,13 @@ class SessionChainTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(SessionChainTest, EverySessionRecoversWhatThePreviousOneAcknowledged) {
   const Case& k = GetParam();
-  HarnessOptions o;
-  o.mode = k.mode;
-  o.steps = k.steps;
-  o.seed = 11;
-  Counts c = timed(k.name, [&] { return run_session_chains(k.make, o, scaled(3), 4); });
+  // Quick runs: one chain of three shorter sessions.
+  const bool quick = env_is("PM_CRASH_QUICK");
+  const HarnessOptions o = harness(k.mode, quick ? std::max(4, k.steps / 3) : k.steps, 11);
+  const int chains = quick ? 1 : scaled(2), sessions = quick ? 3 : 4;
+  Counts c = timed(k.name, [&] { return run_session_chains(k.make, o, chains, sessions); });
   EXPECT_EQ(c.failures, 0u);
-  EXPECT_GE(c.sessions, static_cast<uint64_t>(scaled(3)) * 4);
+  EXPECT_GE(c.sessions, static_cast<uint64_t>(chains * sessions));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -139,10 +153,7 @@ class FaultTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(FaultTest, AFailedSyncLosesNothingAcknowledged) {
   const Case& k = GetParam();
-  HarnessOptions o;
-  o.mode = k.mode;
-  o.steps = k.steps;
-  o.seed = 5;
+  const HarnessOptions o = harness(k.mode, k.steps, 5);
   Counts c = timed(k.name, [&] { return run_faults(k.make, o, scaled(150)); });
   EXPECT_EQ(c.failures, 0u);
   EXPECT_GT(c.faults, 0u);
@@ -221,7 +232,12 @@ std::function<Counts()> power(std::unique_ptr<Workload> (*make)(), UnitMode mode
   };
 }
 std::function<Counts()> chains(std::unique_ptr<Workload> (*make)(), UnitMode mode, int steps) {
-  return [=] { return run_session_chains(make, self_test(mode, steps, 11), 12, 4); };
+  return [=] {
+    HarnessOptions o = self_test(mode, steps, 11);
+    o.exhaustive_limit = 2;  // chains reach a bug through their sessions, not their images
+    o.random_images = 1;
+    return run_session_chains(make, o, 12, 4);
+  };
 }
 std::function<Counts()> faults(std::unique_ptr<Workload> (*make)(), UnitMode mode, int steps) {
   return [=] { return run_faults(make, self_test(mode, steps, 5), 200); };
@@ -267,7 +283,7 @@ const Planted kPlanted[] = {
     // Found by the session chains while this harness was built: recovery
     // replayed a journal that a kill had left only in the page cache.
     {"replay_unsynced_journal", &g_planted_bugs.replay_unsynced_journal,
-     chains(make_allocator_workload, UnitMode::kMsyncPages, 30)},
+     chains(make_mutation_workload, UnitMode::kMsyncPages, 30)},
     // Defect 5: found by the file-space check of the persistence model.
     {"sparse_file", &g_planted_bugs.sparse_file,
      power(make_mutation_workload, UnitMode::kPmemLines, 20)},

@@ -203,6 +203,11 @@ is_mounted && FAIL "SIGTERM left the mount"
 "$PM" mount "$S" "$M" || FAIL "mount in the background"
 eq "background mount serves" "$(cat "$M/f")" new
 fusermount3 -u "$M" || FAIL "unmount of the background mount"
+# The daemon lets go of the store's lock as it exits.
+for i in $(seq 50); do "$PM" info "$S" >/dev/null 2>&1 && break; sleep 0.1; done
+
+# A store the mount wrote checks clean (file contents are data, not pointers).
+"$PM" check "$S" >"$dir/check.out" 2>&1 || { cat "$dir/check.out"; FAIL "pm check of the mount's store"; }
 
 [ "$fail" -eq 0 ] && echo "PASS"
 exit "$fail"
