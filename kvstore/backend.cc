@@ -306,12 +306,15 @@ Status Backend::purge_ghosts(uint64_t min_live_seq) {
   // `link` is where the pointer to the current ghost is stored: the root, or
   // the (unaligned) link after a ghost's key; hence memcpy.
   void* link = &root_->ghost_head;
+  // The bound is taken before the walk: every ghost purged lowers ghosts(),
+  // and a bound read as we go would call a long healthy list a cycle.
+  const uint64_t limit = max_chain();
   for (uint64_t n = 0;; n++) {
     BackendEntry* g;
     std::memcpy(&g, link, sizeof g);
     if (g == nullptr) return Status();
     PM_TRY(check_entry(g));
-    if (!is_ghost(g) || n > max_chain()) {
+    if (!is_ghost(g) || n > limit) {
       return Status::corruption("store backend: the ghost list is damaged");
     }
     BackendEntry* next = ghost_link(g);

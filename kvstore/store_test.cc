@@ -368,3 +368,63 @@ TEST(StoreRecoveryTest, StaleRecordOfAnOlderSessionBeyondTheTailIsIgnored) {
 
 }  // namespace
 }  // namespace kv
+
+namespace kv {
+namespace {
+
+// One epoch purging thousands of ghosts at once (an `rm -rf` of a large tree
+// on the mount). The ghost list's loop guard once compared the entries walked
+// with the count of ghosts left, which the purge itself lowers: past about
+// a thousand purged ghosts it called a healthy list damaged and stopped the
+// store, and every reopen stopped again.
+TEST(StoreStressTest, AnEpochPurgingThousandsOfGhostsLeavesAHealthyStore) {
+  pm::test::TempDir dir;
+  auto s = must(Store::open(dir.file("kv.pm"), small_store(false)));
+  ASSERT_NE(s, nullptr);
+  for (int i = 0; i < 3000; i++) ASSERT_TRUE(s->put("k" + std::to_string(i), "v").ok());
+  ASSERT_TRUE(s->checkpoint().ok());
+  for (int i = 0; i < 3000; i++) ASSERT_TRUE(s->remove("k" + std::to_string(i)).ok());
+  Status st = s->checkpoint();
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  ASSERT_TRUE(s->put("after", "1").ok());
+  EXPECT_EQ(s->stats().backend_ghosts, 0u);
+}
+
+// Creating and removing thousands of keys while background epochs purge
+// ghosts: the pattern of `rm -rf` on the mount (each file a put, later a
+// remove), with writers racing the gleaners and epochs.
+TEST(StoreStressTest, ManyRemovesWhileEpochsPurgeGhostsKeepTheStoreWritable) {
+  pm::test::TempDir dir;
+  StoreOptions o = small_store(true);
+  o.logs = 4;
+  o.log_bytes = 64 << 10;
+  o.epoch_ms = 1;
+  o.max_gleaners = 2;
+  o.min_gleaners = 2;
+  auto s = must(Store::open(dir.file("kv.pm"), o));
+  ASSERT_NE(s, nullptr);
+  const std::string value(40, 'v');
+  for (int round = 0; round < 6; round++) {
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 4; t++) {
+      ts.emplace_back([&, t] {
+        for (int i = 0; i < 500; i++) {
+          const std::string k = "many/" + std::to_string(t) + "/f" + std::to_string(i);
+          ASSERT_TRUE(s->put(k, value).ok());
+          ASSERT_TRUE(s->put(k, value + "x").ok());  // a second version to collapse
+        }
+        for (int i = 0; i < 500; i++) {
+          const std::string k = "many/" + std::to_string(t) + "/f" + std::to_string(i);
+          Status st = s->remove(k);
+          ASSERT_TRUE(st.ok()) << "round " << round << " " << k << ": " << st.to_string();
+        }
+      });
+    }
+    for (std::thread& t : ts) t.join();
+    ASSERT_TRUE(s->put("alive", std::to_string(round)).ok()) << "round " << round;
+  }
+  ASSERT_TRUE(s->checkpoint().ok());
+}
+
+}  // namespace
+}  // namespace kv

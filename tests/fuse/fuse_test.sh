@@ -35,9 +35,9 @@ is_mounted() { grep -q " $M fuse" /proc/mounts; }
 # mount [pm mount flags...]: the daemon in the foreground, in the background
 # of this shell, so that its pid is known.
 mount_fs() {
-  "$PM" mount "$S" "$M" -f "$@" 2>"$dir/daemon.err" &
+  "$PM" mount "$S" "$M" -f "$@" 2>>"$dir/daemon.err" &
   pid=$!
-  for _ in $(seq 100); do
+  for _ in $(seq 300); do  # 30 s: a sanitizer build on a loaded machine is slow
     is_mounted && return 0
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
@@ -51,6 +51,7 @@ umount_fs() {
   wait "$pid"; local rc=$?
   pid=""
   eq "daemon exit after fusermount3 -u" "$rc" 0
+  [ "$rc" -eq 0 ] || cat "$dir/daemon.err"
 }
 
 # ---------------------------------------------------------------- errors first
@@ -199,6 +200,7 @@ umount_fs
 mount_fs
 kill -TERM "$pid"; wait "$pid"; rc=$?; pid=""
 eq "daemon exit after SIGTERM" "$rc" 0
+[ "$rc" -eq 0 ] || cat "$dir/daemon.err"
 is_mounted && FAIL "SIGTERM left the mount"
 "$PM" mount "$S" "$M" || FAIL "mount in the background"
 eq "background mount serves" "$(cat "$M/f")" new
@@ -209,5 +211,5 @@ for i in $(seq 50); do "$PM" info "$S" >/dev/null 2>&1 && break; sleep 0.1; done
 # A store the mount wrote checks clean (file contents are data, not pointers).
 "$PM" check "$S" >"$dir/check.out" 2>&1 || { cat "$dir/check.out"; FAIL "pm check of the mount's store"; }
 
-[ "$fail" -eq 0 ] && echo "PASS"
+if [ "$fail" -eq 0 ]; then echo "PASS"; else echo "daemon's messages:"; cat "$dir/daemon.err"; fi
 exit "$fail"
