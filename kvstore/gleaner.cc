@@ -19,7 +19,7 @@ Status Gleaner::apply(const Op& op, LogRef ref, uint64_t seq) {
   Reclaimer::Guard g;
   const Item* it = env_.frontend->peek(op.key, h);
   if (it == nullptr || it->lentry != ref) {  // superseded: write collapsing
-    env_.counters->collapsed.fetch_add(1, std::memory_order_relaxed);
+    env_.counters->add(Counter::kCollapsed);
     return Status();
   }
   if (op.op == OpCode::kRemove) {
@@ -30,7 +30,7 @@ Status Gleaner::apply(const Op& op, LogRef ref, uint64_t seq) {
     PM_TRY(env_.backend->apply_put(op.key, h, op.value, seq));
   }
   it->applied_epoch.store(committed_epoch_.load() + 1, std::memory_order_release);
-  env_.counters->applied.fetch_add(1, std::memory_order_relaxed);
+  env_.counters->add(Counter::kApplied);
   return Status();
 }
 
@@ -124,7 +124,7 @@ Status Gleaner::advance_epoch() {
       env_.logs->release(env_.logs->at(i), cursors_[i]->pos.load());
     }
     committed_epoch_.fetch_add(1, std::memory_order_acq_rel);
-    env_.counters->epochs.fetch_add(1, std::memory_order_relaxed);
+    env_.counters->add(Counter::kEpochs);
     std::lock_guard<std::mutex> l(tomb_mu_);
     tombs.swap(tomb_keys_);
   }

@@ -187,7 +187,7 @@ Status StoreImpl::check_sizes(std::string_view key, std::string_view value) cons
 }
 
 Status StoreImpl::get(std::string_view key, std::string* value) {
-  n_.gets.fetch_add(1, std::memory_order_relaxed);
+  n_.add(Counter::kGets);
   if (key.empty() || key.size() > limits_.max_key) return Status::not_found("no such key");
   const uint64_t h = hash_key(key);
   bool tomb = false;
@@ -212,7 +212,7 @@ Result<bool> StoreImpl::contains(std::string_view key) {
 }
 
 Status StoreImpl::miss(std::string_view key, uint64_t h, std::string* value, bool* found) {
-  n_.misses.fetch_add(1, std::memory_order_relaxed);
+  n_.add(Counter::kMisses);
   Frontend::Locked lk(&fe_, h);
   if (const Item* it = lk.find(key, h)) {  // installed meanwhile
     *found = !it->tombstone;
@@ -325,7 +325,7 @@ Result<LogState*> StoreImpl::log_for(uint64_t n) {
       continue;
     }
     // Every log is full: glean and end an epoch here (back-pressure).
-    n_.writer_waits.fetch_add(1, std::memory_order_relaxed);
+    n_.add(Counter::kWriterWaits);
     bg_cv_.notify_all();
     Result<uint64_t> g = gleaner_->glean(UINT64_MAX);
     if (!g.ok()) return g.status();
@@ -408,7 +408,7 @@ Status StoreImpl::update(std::vector<Update>& ups, bool single) {
   for (size_t i : which) {
     const Update& u = ups[i];
     fe_.replace(bucket[i], old[i], Item::make(u.hash, seq, ref, u.key, u.value, u.remove));
-    (u.remove ? n_.removes : n_.puts).fetch_add(1, std::memory_order_relaxed);
+    n_.add(u.remove ? Counter::kRemoves : Counter::kPuts);
   }
   for (Frontend::Bucket* b : held) Frontend::unlock(b);
   held.clear();
@@ -464,14 +464,14 @@ StoreStats StoreImpl::stats() {
   st.container_file_bytes = ci.file_bytes;
   st.log_bytes = logs_->capacity_bytes();
   st.log_used_bytes = logs_->used_bytes();
-  st.puts = n_.puts;
-  st.removes = n_.removes;
-  st.gets = n_.gets;
-  st.misses = n_.misses;
-  st.records_applied = n_.applied;
-  st.records_collapsed = n_.collapsed;
-  st.epochs = n_.epochs;
-  st.writer_waits = n_.writer_waits;
+  st.puts = n_.value(Counter::kPuts);
+  st.removes = n_.value(Counter::kRemoves);
+  st.gets = n_.value(Counter::kGets);
+  st.misses = n_.value(Counter::kMisses);
+  st.records_applied = n_.value(Counter::kApplied);
+  st.records_collapsed = n_.value(Counter::kCollapsed);
+  st.epochs = n_.value(Counter::kEpochs);
+  st.writer_waits = n_.value(Counter::kWriterWaits);
   st.gleaners_active = active_gleaners_.load();
   st.recovered_records = n_.recovered_records;
   st.recovery_us = n_.recovery_us;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "kvstore/counters.h"
 #include "pm/options.h"
 #include "pm/status.h"
 
@@ -53,11 +54,9 @@ class StopLatch {
   std::atomic<bool> stopped_{false};
 };
 
-// Event counters (relaxed: statistics only).
-struct StoreCounters {
-  std::atomic<uint64_t> puts{0}, removes{0}, gets{0}, misses{0};
-  std::atomic<uint64_t> applied{0}, collapsed{0}, epochs{0}, writer_waits{0};
-  uint64_t recovered_records = 0, recovery_us = 0;
+// Event counters (statistics only): per-thread lines, counters.h.
+struct StoreCounters : Counters {
+  uint64_t recovered_records = 0, recovery_us = 0;  // set once, by recovery
 };
 
 // Busy-waits ns nanoseconds (slower-PM emulation, StoreOptions::emulate_*).
