@@ -44,9 +44,10 @@ inline std::string_view bytes_view(const unsigned char* p, size_t n) {
   return {reinterpret_cast<const char*>(p), n};
 }
 
-// Slower-PM emulation as the kvstore understands it (kv::StoreOptions).
+// Slower-PM read emulation of our engines (kv::StoreOptions::emulate_read_ns):
+// a busy-wait per PM read. Barriers are slowed for every engine alike, by
+// bench/barrier_delay.h.
 struct Emulation {
-  uint32_t persist_ns = 0;
   uint32_t read_ns = 0;
 };
 
@@ -58,7 +59,7 @@ std::unique_ptr<KvEngine> make_volatile_engine();
 
 // The kvstore's persistent backend hash table alone, in a container at
 // `path` with a commit() after every put; the emulation adds a read delay
-// per lookup and two persist delays per commit.
+// per lookup.
 Result<std::unique_ptr<KvEngine>> make_phash_engine(const std::string& path, uint64_t keys,
                                                     Emulation emulation);
 

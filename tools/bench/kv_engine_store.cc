@@ -16,7 +16,6 @@ constexpr uint64_t kMiB = 1ull << 20;
 
 kv::StoreOptions kvstore_options(Emulation emulation, uint64_t dram_budget_bytes) {
   kv::StoreOptions o;
-  o.emulate_persist_ns = emulation.persist_ns;
   o.emulate_read_ns = emulation.read_ns;
   o.dram_budget_bytes = dram_budget_bytes;
   return o;

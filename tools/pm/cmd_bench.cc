@@ -64,7 +64,7 @@ void add_kv_command(CLI::App* bench, const Globals& g, std::vector<Command>* out
   CLI::Option* seconds = kv->add_option("--seconds", cfg->seconds, "seconds per cell (default 2)")
                              ->check(CLI::PositiveNumber);
   kv->add_option("--emulate-persist-ns", cfg->emulate_persist_ns,
-                 "slower-PM emulation: busy-wait per persist barrier (phash, kvstore)");
+                 "slower-PM emulation: busy-wait per persist barrier (every engine)");
   kv->add_option("--emulate-read-ns", cfg->emulate_read_ns,
                  "slower-PM emulation: busy-wait per PM read (phash, kvstore)");
   kv->add_option("--dram-budget-mib", *budget_mib,
