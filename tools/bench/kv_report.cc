@@ -67,6 +67,37 @@ Table throughput_table(const KvRun& run, const KvConfig& cfg) {
   return t;
 }
 
+// CPU time per operation: the figure that does not depend on how many cores
+// the machine has (background threads included).
+Table cpu_table(const KvRun& run, const KvConfig& cfg) {
+  Table t;
+  t.title = fmt::format(
+      "CPU time per operation, microseconds (whole process: workers and background threads; "
+      "getrusage) and ratio to volatile{}",
+      emulation_label(cfg));
+  t.columns = cell_columns();
+  const EngineRun* base = find_engine(run, "volatile");
+  for (const EngineRun& e : run.engines) {
+    t.columns.push_back({e.name, e.name + "_cpu_us_per_op", Format::kMicros});
+    if (base != nullptr && &e != base) {
+      t.columns.push_back({"vs volatile", e.name + "_cpu_vs_volatile", Format::kRatio});
+    }
+  }
+  const size_t ncells = run.engines.empty() ? 0 : run.engines.front().cells.size();
+  for (size_t i = 0; i < ncells; i++) {
+    std::vector<Cell> row = cell_prefix(run.engines.front().cells[i].spec);
+    for (const EngineRun& e : run.engines) {
+      row.emplace_back(e.cells[i].cpu_us_per_op());
+      if (base != nullptr && &e != base) {
+        row.push_back(ratio(e.cells[i].cpu_us_per_op(), base->cells[i].cpu_us_per_op()));
+      }
+    }
+    t.add_row(std::move(row));
+  }
+  t.notes.push_back("a ratio above 1 costs more CPU per operation than volatile (lower is better)");
+  return t;
+}
+
 Table latency_table(const KvRun& run, const KvConfig& cfg) {
   Table t;
   t.title = fmt::format("latency per operation type, microseconds{}", emulation_label(cfg));
@@ -251,7 +282,7 @@ std::string emulation_label(const KvConfig& cfg) {
 
 std::vector<Table> kv_tables(const KvRun& run, const KvConfig& cfg) {
   std::vector<Table> out = {prefill_table(run, cfg), throughput_table(run, cfg),
-                            latency_table(run, cfg)};
+                            cpu_table(run, cfg), latency_table(run, cfg)};
   std::vector<std::string>& notes = out[1].notes;
   for (const std::string& s : run.skipped) notes.push_back(s);
   if (!cfg.emulated()) {
@@ -315,6 +346,8 @@ nlohmann::json kv_engines_json(const KvRun& run) {
                        {"settle_seconds", c.settle_seconds},
                        {"ops", c.ops()},
                        {"ops_per_s", c.ops_per_s()},
+                       {"cpu_seconds", c.cpu_seconds},
+                       {"cpu_us_per_op", c.cpu_us_per_op()},
                        {"get", histogram_json(c.get_ns)},
                        {"put", histogram_json(c.put_ns)}});
     }

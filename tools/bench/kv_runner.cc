@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <sys/resource.h>
+
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -74,6 +76,14 @@ void work(KvEngine& engine, const std::vector<uint32_t>& stream, int put_percent
 
 }  // namespace
 
+// User and system time of every thread of the process so far.
+static double process_cpu_seconds() {
+  struct rusage u {};
+  ::getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) / 1e6; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
 Result<CellResult> run_cell(KvEngine& engine, const CellSpec& spec, const KeyStreams& streams,
                             double seconds) {
   Signals sig;
@@ -85,6 +95,7 @@ Result<CellResult> run_cell(KvEngine& engine, const CellSpec& spec, const KeyStr
                          &workers[size_t(t)]);
   }
   while (sig.ready.load() < spec.threads) std::this_thread::yield();
+  const double cpu_start = process_cpu_seconds();
   const uint64_t start = now_ns();
   sig.go.store(true, std::memory_order_release);
   const uint64_t until = start + uint64_t(seconds * 1e9);
@@ -97,6 +108,7 @@ Result<CellResult> run_cell(KvEngine& engine, const CellSpec& spec, const KeyStr
   CellResult r;
   r.spec = spec;
   r.seconds = double(now_ns() - start) / 1e9;
+  r.cpu_seconds = process_cpu_seconds() - cpu_start;
   for (const Worker& w : workers) {
     if (!w.error.ok()) return w.error;
     r.get_ns.merge(w.get_ns);

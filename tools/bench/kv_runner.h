@@ -17,10 +17,14 @@ struct CellResult {
   CellSpec spec;
   double seconds = 0;         // from the start signal until every worker stopped
   double settle_seconds = 0;  // KvEngine::settle() after the cell (untimed; not after the last)
+  // CPU time of the whole process during the cell (user + system, every
+  // thread: workers and the engine's background threads; getrusage).
+  double cpu_seconds = 0;
   LatencyHistogram get_ns, put_ns;
 
   uint64_t ops() const { return get_ns.count() + put_ns.count(); }
   double ops_per_s() const { return seconds > 0 ? double(ops()) / seconds : 0; }
+  double cpu_us_per_op() const { return ops() > 0 ? cpu_seconds * 1e6 / double(ops()) : 0; }
 };
 
 // A latency is the time from the end of the thread's previous operation to
