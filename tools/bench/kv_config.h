@@ -3,8 +3,10 @@
 #ifndef TOOLS_BENCH_KV_CONFIG_H_
 #define TOOLS_BENCH_KV_CONFIG_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace pm::bench {
@@ -21,7 +23,10 @@ struct KvConfig {
   // Length of each cell (one distribution, put ratio and thread count).
   double seconds = 2;
   std::vector<int> put_percents = {0, 2, 15, 50, 100};
-  std::vector<int> thread_counts = {1, 2};
+  // Workers per cell: 1, one fewer than the hardware threads (the engine's
+  // background threads get a core, as in Bullet's setup) and all of them
+  // (default_thread_counts(); {1, 2} on two cores).
+  std::vector<int> thread_counts = default_thread_counts();
   double zipf_theta = 0.99;  // YCSB's and Bullet's skew
   // Pre-created key stream per thread and distribution, cycled through.
   uint64_t stream_length = 1u << 20;
@@ -34,6 +39,14 @@ struct KvConfig {
 
   // Throughput vs put ratio as a PNG (empty: none).
   std::string plot_path;
+
+  static std::vector<int> default_thread_counts() {
+    const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    std::vector<int> v = {1, std::max(1, cores - 1), cores};
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    return v;
+  }
 
   bool emulated() const { return emulate_persist_ns != 0 || emulate_read_ns != 0; }
 
