@@ -38,37 +38,71 @@ struct Context {
   const Progress& progress;
 };
 
-// The engine settles (untimed) after every cell but the last, whose backlog
-// the kvstore's recovery measurement replays; before_last runs between the
-// last two cells when set.
-Result<EngineRun> run_engine(const std::string& name, KvEngine& e, const Context& ctx,
-                             const std::function<Status()>& before_last = {}) {
-  EngineRun r;
-  r.name = name;
-  r.prefill_method = e.prefill_method();
-  ctx.progress.step(fmt::format("{}: prefill of {} keys", name, ctx.cfg.keys));
-  const uint64_t t0 = now_ns();
-  Status s = e.prefill(ctx.cfg.keys);
-  if (!s.ok()) return s.with_context(name + ", prefill");
-  r.prefill_seconds = double(now_ns() - t0) / 1e9;
-  for (const CellSpec& spec : ctx.cells) {
-    if (before_last && &spec == &ctx.cells.back()) PM_TRY(before_last());
-    ctx.progress.step(fmt::format("{}: {} keys, {}% puts, {} thread(s)", name,
-                                  key_choice_name(spec.choice), spec.put_percent, spec.threads));
-    Result<CellResult> c = run_cell(e, spec, ctx.streams, ctx.cfg.seconds);
-    if (!c.ok()) {
-      return c.status().with_context(fmt::format("{}, {} keys, {}% puts, {} threads", name,
-                                                 key_choice_name(spec.choice), spec.put_percent,
-                                                 spec.threads));
-    }
-    if (&spec != &ctx.cells.back()) {
-      const uint64_t t1 = now_ns();
-      PM_TRY(e.settle());
-      c->settle_seconds = double(now_ns() - t1) / 1e9;
-    }
-    r.cells.push_back(std::move(*c));
+// One engine of the run: its results, and what runs between its last two
+// cells (the kvstore's snapshot).
+struct Lane {
+  std::string name;
+  std::unique_ptr<KvEngine> engine;
+  std::function<Status()> before_last;
+  EngineRun run;
+};
+
+std::string cell_name(const std::string& engine, const CellSpec& spec) {
+  return fmt::format("{}, {} keys, {}% puts, {} thread(s)", engine, key_choice_name(spec.choice),
+                     spec.put_percent, spec.threads);
+}
+
+// The repetition with the median throughput.
+CellResult median(std::vector<CellResult> reps) {
+  std::sort(reps.begin(), reps.end(),
+            [](const CellResult& a, const CellResult& b) { return a.ops_per_s() < b.ops_per_s(); });
+  return std::move(reps[reps.size() / 2]);
+}
+
+// Every engine is loaded first; then each cell runs on every engine in turn,
+// `repeats` times, the engines' order rotating between repetitions, so that
+// machine noise (another process, frequency changes) lands on every engine
+// alike; a cell reports its median repetition. An engine settles (untimed)
+// after every run but its very last, whose backlog the kvstore's recovery
+// measurement replays.
+Status run_interleaved(std::vector<Lane>& lanes, const Context& ctx) {
+  for (Lane& l : lanes) {
+    l.run.name = l.name;
+    l.run.prefill_method = l.engine->prefill_method();
+    ctx.progress.step(fmt::format("{}: prefill of {} keys", l.name, ctx.cfg.keys));
+    const uint64_t t0 = now_ns();
+    Status s = l.engine->prefill(ctx.cfg.keys);
+    if (!s.ok()) return s.with_context(l.name + ", prefill");
+    l.run.prefill_seconds = double(now_ns() - t0) / 1e9;
   }
-  return r;
+  const int repeats = std::max(1, ctx.cfg.repeats);
+  for (const CellSpec& spec : ctx.cells) {
+    const bool last_cell = &spec == &ctx.cells.back();
+    if (last_cell) {
+      for (Lane& l : lanes) {
+        if (l.before_last) PM_TRY(l.before_last());
+      }
+    }
+    std::vector<std::vector<CellResult>> reps(lanes.size());
+    for (int r = 0; r < repeats; r++) {
+      for (size_t k = 0; k < lanes.size(); k++) {
+        const size_t i = (k + size_t(r)) % lanes.size();
+        Lane& l = lanes[i];
+        ctx.progress.step(cell_name(l.name, spec) +
+                          (repeats > 1 ? fmt::format(" ({}/{})", r + 1, repeats) : ""));
+        Result<CellResult> c = run_cell(*l.engine, spec, ctx.streams, ctx.cfg.seconds);
+        if (!c.ok()) return c.status().with_context(cell_name(l.name, spec));
+        if (!(last_cell && r == repeats - 1)) {
+          const uint64_t t1 = now_ns();
+          PM_TRY(l.engine->settle());
+          c->settle_seconds = double(now_ns() - t1) / 1e9;
+        }
+        reps[i].push_back(std::move(*c));
+      }
+    }
+    for (size_t i = 0; i < lanes.size(); i++) lanes[i].run.cells.push_back(median(std::move(reps[i])));
+  }
+  return Status();
 }
 
 // Reads keys back after the reopen: each must hold its own value.
@@ -111,31 +145,6 @@ Status recover(StoreEngine& e, const Context& ctx, StoreFindings* f) {
   return Status();
 }
 
-Status run_kvstore(const Context& ctx, KvRun* run) {
-  const Emulation em{ctx.cfg.emulate_read_ns};
-  Result<std::unique_ptr<StoreEngine>> e = StoreEngine::create(
-      ctx.dir.dir + "/kv-store.pm", ctx.cfg.keys, kvstore_options(em, ctx.cfg.dram_budget_bytes));
-  if (!e.ok()) return e.status();
-  StoreEngine& store = **e;
-  Result<EngineRun> r = run_engine("kvstore", store, ctx, [&] {
-    ctx.progress.step("kvstore: stats (scans every key)");
-    take_snapshot(store, &run->store);
-    return Status();
-  });
-  if (!r.ok()) return r.status();
-  run->engines.push_back(std::move(*r));
-  return recover(store, ctx, &run->store);
-}
-
-Status run_plain(const std::string& name, Result<std::unique_ptr<KvEngine>> e, const Context& ctx,
-                 KvRun* run) {
-  if (!e.ok()) return e.status();
-  Result<EngineRun> r = run_engine(name, **e, ctx);
-  if (!r.ok()) return r.status();
-  run->engines.push_back(std::move(*r));
-  return Status();
-}
-
 // Empty when rocksdb runs here, else why not.
 std::string rocksdb_skip_reason(const DirInfo& d) {
   if (!rocksdb_built()) {
@@ -151,20 +160,40 @@ std::string rocksdb_skip_reason(const DirInfo& d) {
   return "";
 }
 
+Status add_lane(std::vector<Lane>* lanes, const std::string& name,
+                Result<std::unique_ptr<KvEngine>> e) {
+  if (!e.ok()) return e.status().with_context(name);
+  lanes->push_back({name, std::move(*e), {}, {}});
+  return Status();
+}
+
 Status run_all(const Context& ctx, KvRun* run) {
   const KvConfig& cfg = ctx.cfg;
   const std::string& dir = ctx.dir.dir;
-  PM_TRY(run_plain("volatile", make_volatile_engine(), ctx, run));
-  PM_TRY(run_plain("phash",
-                   make_phash_engine(dir + "/kv-phash.pm", cfg.keys,
-                                     {cfg.emulate_read_ns}),
-                   ctx, run));
-  PM_TRY(run_kvstore(ctx, run));
-  PM_TRY(run_plain("pmemobj", make_pmemobj_engine(dir + "/kv-pmemobj.pool", cfg.keys), ctx, run));
+  std::vector<Lane> lanes;
+  PM_TRY(add_lane(&lanes, "volatile", make_volatile_engine()));
+  PM_TRY(add_lane(&lanes, "phash",
+                  make_phash_engine(dir + "/kv-phash.pm", cfg.keys, {cfg.emulate_read_ns})));
+  Result<std::unique_ptr<StoreEngine>> store = StoreEngine::create(
+      dir + "/kv-store.pm", cfg.keys,
+      kvstore_options({cfg.emulate_read_ns}, cfg.dram_budget_bytes));
+  if (!store.ok()) return store.status();
+  StoreEngine* kvstore = store->get();
+  lanes.push_back({"kvstore", std::move(*store), [&] {
+                     ctx.progress.step("kvstore: stats (scans every key)");
+                     take_snapshot(*kvstore, &run->store);
+                     return Status();
+                   }, {}});
+  PM_TRY(add_lane(&lanes, "pmemobj", make_pmemobj_engine(dir + "/kv-pmemobj.pool", cfg.keys)));
   const std::string skip = rocksdb_skip_reason(ctx.dir);
-  if (skip.empty()) return run_plain("rocksdb", make_rocksdb_engine(dir + "/kv-rocksdb"), ctx, run);
-  run->skipped.push_back(skip);
-  return Status();
+  if (skip.empty()) {
+    PM_TRY(add_lane(&lanes, "rocksdb", make_rocksdb_engine(dir + "/kv-rocksdb")));
+  } else {
+    run->skipped.push_back(skip);
+  }
+  PM_TRY(run_interleaved(lanes, ctx));
+  for (Lane& l : lanes) run->engines.push_back(std::move(l.run));
+  return recover(*kvstore, ctx, &run->store);
 }
 
 void print_config(const KvConfig& cfg, size_t ncells) {
@@ -185,6 +214,9 @@ void print_config(const KvConfig& cfg, size_t ncells) {
   row("cells", fmt::format("{} per engine, {:g} s each (--seconds): zipfian (theta {:g}) and "
                            "uniform keys x {} % puts x {} threads",
                            ncells, cfg.seconds, cfg.zipf_theta, puts, threads));
+  row("", fmt::format("every engine loaded first, then each cell run on every engine in turn, "
+                      "{} time(s) (--repeats), order rotating; the median is reported",
+                      cfg.repeats));
   row("kvstore",
       "kv::Store defaults: background gleaners, Durability::kSync, 8 logs of 8 MiB" +
           (cfg.dram_budget_bytes ? fmt::format(", DRAM budget {} MiB", cfg.dram_budget_bytes >> 20)

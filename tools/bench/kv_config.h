@@ -22,6 +22,8 @@ struct KvConfig {
   uint64_t keys = 1'000'000;
   // Length of each cell (one distribution, put ratio and thread count).
   double seconds = 2;
+  // Runs of each cell per engine, engines interleaved; the median is reported.
+  int repeats = 3;
   std::vector<int> put_percents = {0, 2, 15, 50, 100};
   // Workers per cell: 1, one fewer than the hardware threads (the engine's
   // background threads get a core, as in Bullet's setup) and all of them
@@ -56,6 +58,7 @@ struct KvConfig {
     c.smoke = true;
     c.keys = 2000;
     c.seconds = 0.05;
+    c.repeats = 1;
     c.stream_length = 1u << 14;
     return c;
   }

@@ -324,6 +324,7 @@ nlohmann::json kv_config_json(const KvConfig& c) {
           {"smoke", c.smoke},
           {"keys", c.keys},
           {"seconds_per_cell", c.seconds},
+          {"repeats", c.repeats},
           {"put_percents", c.put_percents},
           {"thread_counts", c.thread_counts},
           {"zipf_theta", c.zipf_theta},

@@ -63,6 +63,10 @@ void add_kv_command(CLI::App* bench, const Globals& g, std::vector<Command>* out
           ->check(CLI::Range(uint64_t{2}, uint64_t{UINT32_MAX}));
   CLI::Option* seconds = kv->add_option("--seconds", cfg->seconds, "seconds per cell (default 2)")
                              ->check(CLI::PositiveNumber);
+  CLI::Option* repeats =
+      kv->add_option("--repeats", cfg->repeats,
+                     "runs of each cell per engine, interleaved; the median is reported (default 3)")
+          ->check(CLI::Range(1, 99));
   kv->add_option("--emulate-persist-ns", cfg->emulate_persist_ns,
                  "slower-PM emulation: busy-wait per persist barrier (every engine)");
   kv->add_option("--emulate-read-ns", cfg->emulate_read_ns,
@@ -73,11 +77,12 @@ void add_kv_command(CLI::App* bench, const Globals& g, std::vector<Command>* out
   kv->add_option("--plot", cfg->plot_path,
                  "write throughput vs put ratio as a PNG (needs gnuplot)");
   kv->add_flag("--smoke", *smoke, "tiny sizes, for a quick check that it works");
-  out->push_back({kv, [cfg, smoke, budget_mib, keys, seconds, &g]() -> Status {
+  out->push_back({kv, [cfg, smoke, budget_mib, keys, seconds, repeats, &g]() -> Status {
                     bench::KvConfig c = *smoke ? bench::KvConfig::smoke_sized() : bench::KvConfig();
                     c.dir = cfg->dir;
                     if (keys->count() > 0) c.keys = cfg->keys;
                     if (seconds->count() > 0) c.seconds = cfg->seconds;
+                    if (repeats->count() > 0) c.repeats = cfg->repeats;
                     c.emulate_persist_ns = cfg->emulate_persist_ns;
                     c.emulate_read_ns = cfg->emulate_read_ns;
                     c.dram_budget_bytes = *budget_mib << 20;
