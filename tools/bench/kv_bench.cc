@@ -172,6 +172,14 @@ Status run_all(const Context& ctx, KvRun* run) {
   const std::string& dir = ctx.dir.dir;
   std::vector<Lane> lanes;
   PM_TRY(add_lane(&lanes, "volatile", make_volatile_engine()));
+  for (auto [name, make] : {std::pair{"cuckoo", &make_cuckoo_engine}, {"tbb", &make_tbb_engine}}) {
+    Result<std::unique_ptr<KvEngine>> e = make();
+    if (e.ok()) {
+      lanes.push_back({name, std::move(*e), {}, {}});
+    } else {
+      run->skipped.push_back(e.status().message());
+    }
+  }
   PM_TRY(add_lane(&lanes, "phash",
                   make_phash_engine(dir + "/kv-phash.pm", cfg.keys, {cfg.emulate_read_ns})));
   Result<std::unique_ptr<StoreEngine>> store = StoreEngine::create(

@@ -63,6 +63,11 @@ std::unique_ptr<KvEngine> make_volatile_engine();
 Result<std::unique_ptr<KvEngine>> make_phash_engine(const std::string& path, uint64_t keys,
                                                     Emulation emulation);
 
+// DRAM anchors for the frontend: libcuckoo's cuckoohash_map and oneTBB's
+// concurrent_hash_map (kNotSupported, saying why, when not built).
+Result<std::unique_ptr<KvEngine>> make_cuckoo_engine();
+Result<std::unique_ptr<KvEngine>> make_tbb_engine();
+
 // A libpmemobj chained hash map (bench/hashmap_pmemobj.h), one transaction
 // per put.
 Result<std::unique_ptr<KvEngine>> make_pmemobj_engine(const std::string& path, uint64_t keys);
