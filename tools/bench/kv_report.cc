@@ -306,7 +306,93 @@ std::vector<Table> kv_tables(const KvRun& run, const KvConfig& cfg) {
   return out;
 }
 
-std::vector<Target> kv_targets(const KvRun& run, const KvConfig&) {
+// The cell of an engine (zipfian keys), or null.
+const CellResult* zipf_cell(const KvRun& run, const std::string& engine, int put_percent,
+                            int threads) {
+  const EngineRun* e = find_engine(run, engine);
+  if (e == nullptr) return nullptr;
+  for (const CellResult& c : e->cells) {
+    if (c.spec.choice == KeyChoice::kZipfian && c.spec.put_percent == put_percent &&
+        c.spec.threads == threads) {
+      return &c;
+    }
+  }
+  return nullptr;
+}
+
+// Issue 14's performance targets, from the zipfian cells.
+std::vector<Target> speed_targets(const KvRun& run, const KvConfig& cfg) {
+  std::vector<Target> out;
+  // a/b of some per-cell figure of two engines; unavailable when a cell is missing.
+  auto versus = [&](Target t, const std::string& a, const std::string& b, int puts, int threads,
+                    double (*figure)(const CellResult&)) {
+    const CellResult* x = zipf_cell(run, a, puts, threads);
+    const CellResult* y = zipf_cell(run, b, puts, threads);
+    t.available = x != nullptr && y != nullptr && figure(*y) > 0;
+    if (t.available) t.measured = figure(*x) / figure(*y);
+    return t;
+  };
+  auto ops = [](const CellResult& c) { return c.ops_per_s(); };
+  auto cpu = [](const CellResult& c) { return c.cpu_us_per_op(); };
+  auto put_p50 = [](const CellResult& c) { return double(c.put_ns.percentile(50)); };
+  // The frontend against the better of the DRAM anchors, at 1 and 2 threads.
+  for (auto [what, puts] : {std::pair{"gets", 0}, {"puts", 100}}) {
+    Target t = Target::at_least_of(
+        fmt::format("frontend {} vs best of cuckoo and tbb, 1 and 2 threads (worst)", what), 1.0,
+        "x");
+    t.available = false;
+    t.measured = 1e9;
+    for (int threads : {1, 2}) {
+      for (const char* anchor : {"cuckoo", "tbb"}) {
+        Target one = versus(t, "volatile", anchor, puts, threads, ops);
+        if (!one.available) continue;
+        t.available = true;
+        t.measured = std::min(t.measured, one.measured);
+      }
+    }
+    out.push_back(t);
+  }
+  const bool emulated = cfg.emulated();
+  Target gets = versus(Target::at_least_of("kvstore gets vs pmemobj, 1 thread, no emulation",
+                                           1.5, "x"),
+                       "kvstore", "pmemobj", 0, 1, ops);
+  if (emulated) gets.not_applicable = "goal is without emulation";
+  out.push_back(gets);
+  out.push_back(versus(Target::at_least_of("kvstore vs frontend, 1 worker, 2% puts", 0.95, "x"),
+                       "kvstore", "volatile", 2, 1, ops));
+  out.push_back(versus(Target::at_least_of("kvstore vs frontend, 1 worker, 15% puts", 0.85, "x"),
+                       "kvstore", "volatile", 15, 1, ops));
+  out.push_back(versus(Target::at_least_of("kvstore vs frontend, 2 workers, 2% puts", 0.9, "x"),
+                       "kvstore", "volatile", 2, 2, ops));
+  out.push_back(versus(Target::at_most_of("kvstore put p50 vs frontend's, 100% puts, 1 thread",
+                                          1.5, "x"),
+                       "kvstore", "volatile", 100, 1, put_p50));
+  out.push_back(versus(Target::at_most_of("kvstore CPU per put vs frontend's, 100% puts, 1 thread",
+                                          2.5, "x"),
+                       "kvstore", "volatile", 100, 1, cpu));
+  out.push_back(versus(Target::at_most_of("kvstore CPU per get vs frontend's, 0% puts, 1 thread",
+                                          1.05, "x"),
+                       "kvstore", "volatile", 0, 1, cpu));
+  // Bullet's setting: 100 ns per barrier (every engine), 300 ns per read (ours).
+  const bool bullet = cfg.emulate_persist_ns == 100 && cfg.emulate_read_ns == 300;
+  Target eputs = versus(Target::at_least_of("kvstore puts vs pmemobj, 100% puts, 1 thread, "
+                                            "emulated 100 ns barrier / 300 ns read",
+                                            2.0, "x"),
+                        "kvstore", "pmemobj", 100, 1, ops);
+  Target egets = versus(Target::at_least_of("kvstore gets vs pmemobj, 0% puts, 1 thread, "
+                                            "emulated 100 ns barrier / 300 ns read",
+                                            1.5, "x"),
+                        "kvstore", "pmemobj", 0, 1, ops);
+  if (!bullet) {
+    eputs.not_applicable = egets.not_applicable =
+        "run with --emulate-persist-ns 100 --emulate-read-ns 300";
+  }
+  out.push_back(eputs);
+  out.push_back(egets);
+  return out;
+}
+
+std::vector<Target> kv_targets(const KvRun& run, const KvConfig& cfg) {
   const double target = memory_target_bytes_per_key();
   const kv::StoreStats& st = run.store.snapshot;
   const double keys = double(std::max<uint64_t>(st.keys, 1));
@@ -316,7 +402,9 @@ std::vector<Target> kv_targets(const KvRun& run, const KvConfig&) {
   dram.available = pm.available = run.store.measured;
   dram.measured = double(st.frontend_bytes) / keys;
   pm.measured = double(st.container_used_bytes) / keys;
-  return {dram, pm};
+  std::vector<Target> out = {dram, pm};
+  for (Target& t : speed_targets(run, cfg)) out.push_back(std::move(t));
+  return out;
 }
 
 nlohmann::json kv_config_json(const KvConfig& c) {
