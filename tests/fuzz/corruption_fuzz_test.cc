@@ -13,7 +13,7 @@
 // sanitizer report or the time limit is a failure; so is a read of a value
 // never written when check found nothing wrong.
 //
-// PM_FUZZ_MUTANTS sets the mutants per seed (default 300; the sanitizer
+// PM_FUZZ_MUTANTS sets the mutants per seed (default 1000; the sanitizer
 // stage runs fewer through PM_CRASH_QUICK), PM_FUZZ_SEED the first seed.
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -495,7 +495,7 @@ TEST(CorruptionFuzzTest, DamagedFilesNeverCrashOrHangAToolAndCheckFlagsBadReads)
   test::TempDir dir;
   fuse_set_log_func([](fuse_log_level, const char*, va_list) {});  // index summaries
   const char* env_n = std::getenv("PM_FUZZ_MUTANTS");
-  const int mutants = env_n != nullptr ? std::atoi(env_n) : scaled(300);
+  const int mutants = env_n != nullptr ? std::atoi(env_n) : scaled(1000);
   const char* env_seed = std::getenv("PM_FUZZ_SEED");
   const uint64_t first_seed = env_seed != nullptr ? std::strtoull(env_seed, nullptr, 10) : 1;
   const Seed seeds[] = {container_seed(dir.path()), store_seed(dir.path()),
