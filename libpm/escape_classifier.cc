@@ -30,6 +30,10 @@ EscapeClassifier::EscapeClassifier(uint64_t skip_begin, uint64_t skip_end, bool 
     std::getline(f >> std::ws, name);
     auto dash = range.find('-');
     if (dash == std::string::npos) continue;
+    // Reservations and guard pages (no access at all) hold no objects: no
+    // program keeps a pointer into them, and TSan reserves most of the
+    // address space this way, where any 6-byte string would land.
+    if (perms.rfind("---", 0) == 0) continue;
     Mapping m{std::stoull(range.substr(0, dash), nullptr, 16),
               std::stoull(range.substr(dash + 1), nullptr, 16), name.empty() ? "anonymous" : name};
     if (m.end <= skip_begin || m.begin >= skip_end) maps_.push_back(std::move(m));

@@ -3,9 +3,11 @@
 // a mapping of this process other than the container's own reservation
 // (the DRAM heap, a stack, a library), or, when asked to (pointers written by
 // another process, `pm check`), in the ranges where Linux on x86-64 places
-// the brk heap of PIE programs and mmap'ed memory and stacks. Under ASan its
-// shadow ranges are not volatile memory: no program points there, and small
-// integer pairs land there.
+// the brk heap of PIE programs and mmap'ed memory and stacks. Mappings with
+// no access (reservations, guard pages; TSan reserves most of the address
+// space so) hold no objects, and under ASan its shadow ranges are not
+// volatile memory either: no program points there, and small integer pairs
+// and string bytes land there.
 #ifndef LIBPM_ESCAPE_CLASSIFIER_H_
 #define LIBPM_ESCAPE_CLASSIFIER_H_
 
