@@ -125,7 +125,11 @@ void Frontend::replace(Bucket* b, Item* old, Item* item) {
   std::atomic<Item*>* link = &b->head;
   while (link->load(std::memory_order_relaxed) != old) link = &link->load()->next;
   link->store(item, std::memory_order_release);
-  bytes_.fetch_add(item->bytes() - old->bytes(), std::memory_order_relaxed);
+  // An overwrite of the same size (the common put) leaves the shared
+  // counter's line alone: even an add of 0 would take it from other cores.
+  if (item->bytes() != old->bytes()) {
+    bytes_.fetch_add(item->bytes() - old->bytes(), std::memory_order_relaxed);
+  }
   Reclaimer::retire(old, &Item::destroy);
 }
 

@@ -37,29 +37,39 @@ Cell micros(const LatencyHistogram& h, double p) {
   return double(h.percentile(p)) / 1e3;
 }
 
-Table throughput_table(const KvRun& run, const KvConfig& cfg) {
+// One figure per engine and cell, each beside its ratio to volatile's.
+Table versus_volatile_table(const KvRun& run, std::string title, const std::string& key,
+                            Format format, double (*figure)(const CellResult&)) {
   Table t;
-  t.title = fmt::format("throughput (operations/s, all threads) and ratio to volatile{}",
-                        emulation_label(cfg));
+  t.title = std::move(title);
   t.columns = cell_columns();
   const EngineRun* base = find_engine(run, "volatile");
   for (const EngineRun& e : run.engines) {
-    t.columns.push_back({e.name, e.name + "_ops_per_s", Format::kRate});
+    t.columns.push_back({e.name, e.name + "_" + key, format});
     if (base != nullptr && &e != base) {
-      t.columns.push_back({"vs volatile", e.name + "_vs_volatile", Format::kRatio});
+      t.columns.push_back({"vs volatile", e.name + "_" + key + "_vs_volatile", Format::kRatio});
     }
   }
   const size_t ncells = run.engines.empty() ? 0 : run.engines.front().cells.size();
   for (size_t i = 0; i < ncells; i++) {
     std::vector<Cell> row = cell_prefix(run.engines.front().cells[i].spec);
     for (const EngineRun& e : run.engines) {
-      row.emplace_back(e.cells[i].ops_per_s());
+      row.emplace_back(figure(e.cells[i]));
       if (base != nullptr && &e != base) {
-        row.push_back(ratio(e.cells[i].ops_per_s(), base->cells[i].ops_per_s()));
+        row.push_back(ratio(figure(e.cells[i]), figure(base->cells[i])));
       }
     }
     t.add_row(std::move(row));
   }
+  return t;
+}
+
+Table throughput_table(const KvRun& run, const KvConfig& cfg) {
+  Table t = versus_volatile_table(
+      run,
+      fmt::format("throughput (operations/s, all threads) and ratio to volatile{}",
+                  emulation_label(cfg)),
+      "ops_per_s", Format::kRate, [](const CellResult& c) { return c.ops_per_s(); });
   t.notes.push_back(fmt::format(
       "each cell runs {:g} s after a prefill of {} keys; every operation picks a prefilled key, "
       "so puts overwrite and gets always hit (and are checked)",
@@ -70,30 +80,12 @@ Table throughput_table(const KvRun& run, const KvConfig& cfg) {
 // CPU time per operation: the figure that does not depend on how many cores
 // the machine has (background threads included).
 Table cpu_table(const KvRun& run, const KvConfig& cfg) {
-  Table t;
-  t.title = fmt::format(
-      "CPU time per operation, microseconds (whole process: workers and background threads; "
-      "getrusage) and ratio to volatile{}",
-      emulation_label(cfg));
-  t.columns = cell_columns();
-  const EngineRun* base = find_engine(run, "volatile");
-  for (const EngineRun& e : run.engines) {
-    t.columns.push_back({e.name, e.name + "_cpu_us_per_op", Format::kMicros});
-    if (base != nullptr && &e != base) {
-      t.columns.push_back({"vs volatile", e.name + "_cpu_vs_volatile", Format::kRatio});
-    }
-  }
-  const size_t ncells = run.engines.empty() ? 0 : run.engines.front().cells.size();
-  for (size_t i = 0; i < ncells; i++) {
-    std::vector<Cell> row = cell_prefix(run.engines.front().cells[i].spec);
-    for (const EngineRun& e : run.engines) {
-      row.emplace_back(e.cells[i].cpu_us_per_op());
-      if (base != nullptr && &e != base) {
-        row.push_back(ratio(e.cells[i].cpu_us_per_op(), base->cells[i].cpu_us_per_op()));
-      }
-    }
-    t.add_row(std::move(row));
-  }
+  Table t = versus_volatile_table(
+      run,
+      fmt::format("CPU time per operation, microseconds (whole process: workers and background "
+                  "threads; getrusage) and ratio to volatile{}",
+                  emulation_label(cfg)),
+      "cpu_us_per_op", Format::kMicros, [](const CellResult& c) { return c.cpu_us_per_op(); });
   t.notes.push_back("a ratio above 1 costs more CPU per operation than volatile (lower is better)");
   return t;
 }
