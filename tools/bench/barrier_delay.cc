@@ -45,8 +45,6 @@ Status set_barrier_delay_ns(uint32_t ns) {
   return Status();
 }
 
-uint64_t thread_barriers() { return t_barriers; }
-
 }  // namespace pm::bench
 
 // libpmem's drain, interposed (see barrier_delay.h). Exported from the `pm`

@@ -21,9 +21,6 @@ namespace pm::bench {
 // internally): the comparison would then not be fair, so none is made.
 Status set_barrier_delay_ns(uint32_t ns);
 
-// Barriers the calling thread has made through libpmem so far.
-uint64_t thread_barriers();
-
 }  // namespace pm::bench
 
 #endif  // TOOLS_BENCH_BARRIER_DELAY_H_
