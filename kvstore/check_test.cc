@@ -16,19 +16,16 @@
 #include "kvstore/frontend.h"
 #include "kvstore/store_impl.h"
 #include "testutil/container_util.h"
+#include "testutil/store_options.h"
 #include "testutil/temp_dir.h"
 
 namespace kv {
 namespace {
 
 StoreOptions small(bool background = false) {
-  StoreOptions o;
-  o.logs = 2;
+  StoreOptions o = pm::test::small_store_options();
   o.log_bytes = 256 << 10;
-  o.max_key_bytes = 64;
-  o.max_value_bytes = 4096;
   o.initial_heap_bytes = 4 << 20;
-  o.max_heap_bytes = 1ull << 30;
   o.background = background;
   return o;
 }

@@ -8,18 +8,13 @@
 #include "crash/scheduler.h"
 #include "kv/store.h"
 #include "kvstore/store_impl.h"
+#include "testutil/store_options.h"
 
 namespace pm::crash {
 
 kv::StoreOptions crash_store_options() {
-  kv::StoreOptions o;
-  o.logs = 2;
-  o.log_bytes = 64 << 10;
+  kv::StoreOptions o = test::small_store_options();  // the workload drives gleaning
   o.max_key_bytes = 32;
-  o.max_value_bytes = 4096;
-  o.initial_heap_bytes = 1 << 20;
-  o.max_heap_bytes = 1ull << 30;
-  o.background = false;  // the workload drives gleaning: deterministic
   return o;
 }
 

@@ -21,6 +21,7 @@
 #include "libpm/planted_bugs.h"
 #include "libpm/superblock.h"
 #include "libpm/sync_point.h"
+#include "testutil/store_options.h"
 #include "testutil/temp_dir.h"
 
 namespace pm::crash {
@@ -88,14 +89,9 @@ class AtPoint {
 };
 
 kv::StoreOptions one_log(kv::Durability d) {
-  kv::StoreOptions o;
+  kv::StoreOptions o = pm::test::small_store_options();
   o.logs = 1;
-  o.log_bytes = 64 << 10;
   o.max_key_bytes = 32;
-  o.max_value_bytes = 4096;
-  o.initial_heap_bytes = 1 << 20;
-  o.max_heap_bytes = 1ull << 30;
-  o.background = false;
   o.durability = d;
   return o;
 }

@@ -43,6 +43,7 @@
 #include "libpm/superblock.h"
 #include "pm/container.h"
 #include "pm/named.h"
+#include "testutil/store_options.h"
 #include "testutil/temp_dir.h"
 
 namespace pm {
@@ -73,17 +74,7 @@ int scaled(int n) {
   return q != nullptr && *q == '1' ? std::max(1, n / 4) : n;
 }
 
-kv::StoreOptions store_options() {
-  kv::StoreOptions o;
-  o.logs = 2;
-  o.log_bytes = 64 << 10;
-  o.max_key_bytes = 64;
-  o.max_value_bytes = 4096;
-  o.initial_heap_bytes = 1 << 20;
-  o.max_heap_bytes = 1ull << 30;
-  o.background = false;
-  return o;
-}
+kv::StoreOptions store_options() { return test::small_store_options(); }
 
 // ---------------------------------------------------------------- seeds
 
