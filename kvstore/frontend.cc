@@ -1,5 +1,6 @@
 #include "kvstore/frontend.h"
 
+#include <sys/mman.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -13,17 +14,26 @@ uint64_t hash_key(std::string_view key) { return XXH3_64bits(key.data(), key.siz
 
 Item* Item::make(uint64_t hash, uint64_t seq, LogRef lentry, std::string_view key,
                  std::string_view value, bool tombstone) {
-  void* mem = std::malloc(sizeof(Item) + key.size() + value.size());
+  // Rounded up to what malloc hands out anyway (16-byte steps): the slack
+  // lets a slightly longer value overwrite the item in place later.
+  const size_t size = (sizeof(Item) + key.size() + value.size() + 15) & ~size_t{15};
+  void* mem = std::malloc(size);
   if (mem == nullptr) throw std::bad_alloc();  // DRAM exhausted: as for any container
+  // Slots keep a tag in a pointer's top 16 bits.
+  if (reinterpret_cast<uintptr_t>(mem) >> 48 != 0) {
+    std::free(mem);
+    throw std::bad_alloc();
+  }
   Item* it = new (mem) Item;
-  it->next.store(nullptr, std::memory_order_relaxed);
   it->hash = hash;
-  it->seq = seq;
-  it->lentry = lentry;
-  it->applied_epoch.store(0, std::memory_order_relaxed);
   it->klen = static_cast<uint32_t>(key.size());
   it->vlen = static_cast<uint32_t>(value.size());
+  it->cap = static_cast<uint32_t>(size - sizeof(Item) - key.size());
   it->tombstone = tombstone;
+  it->next.store(nullptr, std::memory_order_relaxed);
+  it->seq = seq;
+  it->lentry.store(lentry, std::memory_order_relaxed);
+  it->applied_epoch.store(0, std::memory_order_relaxed);
   std::memcpy(it->data, key.data(), key.size());
   if (!value.empty()) std::memcpy(it->data + key.size(), value.data(), value.size());
   return it;
@@ -36,16 +46,27 @@ void Item::destroy(void* p) {
 
 namespace {
 
+// Buckets are read at random: on 4 KiB pages nearly every lookup of a big
+// table also misses the TLB, so the kernel is asked for huge pages (where
+// transparent huge pages are enabled for madvise; a hint, nothing more).
+Frontend::Bucket* new_buckets(uint64_t n) {
+  const size_t bytes = n * sizeof(Frontend::Bucket);
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) throw std::bad_alloc();
+  (void)madvise(mem, bytes, MADV_HUGEPAGE);
+  return new (mem) Frontend::Bucket[n];  // zeroed pages: constructors only for form
+}
+
 Frontend::Table* new_table(uint64_t n) {
   auto* t = new Frontend::Table;
   t->mask = n - 1;
-  t->buckets = new Frontend::Bucket[n];
+  t->buckets = new_buckets(n);
   return t;
 }
 
 void delete_table(void* p) {
   auto* t = static_cast<Frontend::Table*>(p);
-  delete[] t->buckets;
+  munmap(t->buckets, (t->mask + 1) * sizeof(Frontend::Bucket));
   delete t;
 }
 
@@ -57,16 +78,29 @@ Frontend::Frontend(uint64_t initial_buckets) {
   table_.store(new_table(n));
 }
 
+namespace {
+
+// Every item of a bucket (slots, then the overflow chain) to fn(Item*).
+// REQUIRES: the bucket locked or unreachable.
+template <typename Fn>
+void for_items(Frontend::Bucket* b, Fn&& fn) {
+  for (auto& s : b->slot) {
+    const uint64_t x = s.load(std::memory_order_relaxed);
+    if (x != 0) fn(slot_item(x));
+  }
+  Item* it = b->overflow.load(std::memory_order_relaxed);
+  while (it != nullptr && it != kMovedBucket) {
+    Item* next = it->next.load(std::memory_order_relaxed);
+    fn(it);
+    it = next;
+  }
+}
+
+}  // namespace
+
 Frontend::~Frontend() {
   Table* t = current();
-  for (uint64_t i = 0; i <= t->mask; i++) {
-    Item* it = t->buckets[i].head.load();
-    while (it != nullptr && it != kMovedBucket) {
-      Item* next = it->next.load();
-      Item::destroy(it);
-      it = next;
-    }
-  }
+  for (uint64_t i = 0; i <= t->mask; i++) for_items(&t->buckets[i], &Item::destroy);
   delete_table(t);
 }
 
@@ -86,17 +120,32 @@ void Frontend::lock_bucket(Bucket* b) {
   }
 }
 
-void Frontend::unlock(Bucket* b) { b->version.fetch_add(1, std::memory_order_release); }
+// The holder is the only writer of an odd version: a plain release store.
+void Frontend::unlock(Bucket* b) {
+  b->version.store(b->version.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
+Frontend::Bucket* Frontend::lock(uint64_t h) {
+  Reclaimer::Guard g;  // the table may be retired while we look at it
+  Table* t = current();
+  for (;;) {
+    Bucket* b = &t->buckets[h & t->mask];
+    lock_bucket(b);
+    if (b->overflow.load(std::memory_order_relaxed) != kMovedBucket) return b;
+    unlock(b);
+    t = t->next.load(std::memory_order_acquire);
+  }
+}
 
 Frontend::Bucket* Frontend::lock_once(uint64_t h, std::vector<Bucket*>* held) {
-  Reclaimer::Guard g;  // the table may be retired while we look at it
+  Reclaimer::Guard g;
   Table* t = current();
   for (;;) {
     Bucket* b = &t->buckets[h & t->mask];
     // A bucket we hold cannot move meanwhile.
     if (std::find(held->begin(), held->end(), b) != held->end()) return b;
     lock_bucket(b);
-    if (b->head.load(std::memory_order_relaxed) != kMovedBucket) {
+    if (b->overflow.load(std::memory_order_relaxed) != kMovedBucket) {
       held->push_back(b);
       return b;
     }
@@ -106,27 +155,85 @@ Frontend::Bucket* Frontend::lock_once(uint64_t h, std::vector<Bucket*>* held) {
 }
 
 Item* Frontend::find(Bucket* b, std::string_view key, uint64_t h) {
-  Item* it = b->head.load(std::memory_order_relaxed);
+  const uint64_t tag = slot_tag(h);
+  for (auto& s : b->slot) {
+    const uint64_t x = s.load(std::memory_order_relaxed);
+    if (x != 0 && (x >> 48) == tag) {
+      Item* it = slot_item(x);
+      if (it->hash == h && it->key() == key) return it;
+    }
+  }
+  Item* it = b->overflow.load(std::memory_order_relaxed);
   while (it != nullptr && !(it->hash == h && it->key() == key)) {
     it = it->next.load(std::memory_order_relaxed);
   }
   return it;
 }
 
+Item* Frontend::install(Bucket* b, Item* old, uint64_t h, uint64_t seq, LogRef lentry,
+                        std::string_view key, std::string_view value, bool tombstone) {
+#if !defined(__SANITIZE_THREAD__)
+  // In place: readers of this bucket see the version odd, or moved on, and
+  // retry. (ThreadSanitizer would report the seqlock's by-design racing
+  // copies as races, so under it every put makes a new item.)
+  if (old != nullptr && value.size() <= old->cap) {
+    old->vlen = static_cast<uint32_t>(value.size());
+    old->tombstone = tombstone;
+    old->seq = seq;
+    if (!value.empty()) std::memcpy(old->data + old->klen, value.data(), value.size());
+    // This order is what Item::mark_applied relies on.
+    old->lentry.store(lentry, std::memory_order_relaxed);
+    old->applied_epoch.store(0, std::memory_order_release);
+    return old;
+  }
+#endif
+  Item* it = Item::make(h, seq, lentry, key, value, tombstone);
+  replace(b, old, it);
+  return it;
+}
+
+namespace {
+
+// Where `it` is linked in b: its slot or the overflow link pointing to it.
+struct Link {
+  std::atomic<uint64_t>* slot = nullptr;
+  std::atomic<Item*>* link = nullptr;
+};
+
+Link link_of(Frontend::Bucket* b, const Item* it) {
+  for (auto& s : b->slot) {
+    if (slot_item(s.load(std::memory_order_relaxed)) == it) return {&s, nullptr};
+  }
+  std::atomic<Item*>* link = &b->overflow;
+  while (link->load(std::memory_order_relaxed) != it) link = &link->load()->next;
+  return {nullptr, link};
+}
+
+}  // namespace
+
 void Frontend::replace(Bucket* b, Item* old, Item* item) {
   if (old == nullptr) {
-    item->next.store(b->head.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    b->head.store(item, std::memory_order_release);
     items_.fetch_add(1, std::memory_order_relaxed);
     bytes_.fetch_add(item->bytes(), std::memory_order_relaxed);
+    for (auto& s : b->slot) {
+      if (s.load(std::memory_order_relaxed) == 0) {
+        s.store(make_slot(item), std::memory_order_release);
+        return;
+      }
+    }
+    item->next.store(b->overflow.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    b->overflow.store(item, std::memory_order_release);
     return;
   }
-  item->next.store(old->next.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  std::atomic<Item*>* link = &b->head;
-  while (link->load(std::memory_order_relaxed) != old) link = &link->load()->next;
-  link->store(item, std::memory_order_release);
-  // An overwrite of the same size (the common put) leaves the shared
-  // counter's line alone: even an add of 0 would take it from other cores.
+  Link l = link_of(b, old);
+  if (l.slot != nullptr) {
+    l.slot->store(make_slot(item), std::memory_order_release);
+  } else {
+    item->next.store(old->next.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    l.link->store(item, std::memory_order_release);
+  }
+  // A replacement of the same size leaves the shared counter's line alone:
+  // even an add of 0 would take it from other cores.
   if (item->bytes() != old->bytes()) {
     bytes_.fetch_add(item->bytes() - old->bytes(), std::memory_order_relaxed);
   }
@@ -134,9 +241,19 @@ void Frontend::replace(Bucket* b, Item* old, Item* item) {
 }
 
 void Frontend::erase(Bucket* b, Item* item) {
-  std::atomic<Item*>* link = &b->head;
-  while (link->load(std::memory_order_relaxed) != item) link = &link->load()->next;
-  link->store(item->next.load(std::memory_order_relaxed), std::memory_order_release);
+  Link l = link_of(b, item);
+  if (l.slot != nullptr) {
+    // The slot takes the first overflow item, if any: chains stay short.
+    Item* first = b->overflow.load(std::memory_order_relaxed);
+    if (first != nullptr) {
+      b->overflow.store(first->next.load(std::memory_order_relaxed), std::memory_order_release);
+      l.slot->store(make_slot(first), std::memory_order_release);
+    } else {
+      l.slot->store(0, std::memory_order_release);
+    }
+  } else {
+    l.link->store(item->next.load(std::memory_order_relaxed), std::memory_order_release);
+  }
   items_.fetch_sub(1, std::memory_order_relaxed);
   bytes_.fetch_sub(item->bytes(), std::memory_order_relaxed);
   Reclaimer::retire(item, &Item::destroy);
@@ -148,6 +265,23 @@ const Item* Frontend::peek(std::string_view key, uint64_t h) const {
   return found;
 }
 
+namespace {
+
+// Adds `it` to a bucket nobody else can reach yet (grow's new halves).
+void add_unpublished(Frontend::Bucket* b, Item* it) {
+  for (auto& s : b->slot) {
+    if (s.load(std::memory_order_relaxed) == 0) {
+      s.store(make_slot(it), std::memory_order_relaxed);
+      return;
+    }
+  }
+  // Pushed in reverse of the old bucket's order (see grow()).
+  it->next.store(b->overflow.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  b->overflow.store(it, std::memory_order_relaxed);
+}
+
+}  // namespace
+
 bool Frontend::grow() {
   std::unique_lock<std::mutex> l(grow_mu_, std::try_to_lock);
   if (!l.owns_lock()) return false;
@@ -155,33 +289,26 @@ bool Frontend::grow() {
   const uint64_t n = old->mask + 1;
   Table* t = new_table(n * 2);
   old->next.store(t, std::memory_order_release);
+  std::vector<Item*> items;
   for (uint64_t i = 0; i < n; i++) {
     Bucket* b = &old->buckets[i];
     lock_bucket(b);
-    // Split the chain: items keep their order within each half. Readers of
-    // this bucket see the version move and retry.
-    Item* lo = nullptr;
-    Item* hi = nullptr;
-    std::vector<Item*> chain;
-    for (Item* it = b->head.load(std::memory_order_relaxed); it != nullptr;
-         it = it->next.load(std::memory_order_relaxed)) {
-      chain.push_back(it);
+    // Split the bucket. Readers of it see the version move and retry; one
+    // still walking its overflow chain meanwhile must not loop: every
+    // `next` points to an item later in (slots, then chain) order, before
+    // and after the split, as items are added to the halves from the last.
+    items.clear();
+    for_items(b, [&](Item* it) { items.push_back(it); });
+    for (auto it = items.rbegin(); it != items.rend(); ++it) {
+      add_unpublished(&t->buckets[i + (((*it)->hash & n) ? n : 0)], *it);
     }
-    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-      Item*& head = ((*it)->hash & n) ? hi : lo;
-      (*it)->next.store(head, std::memory_order_relaxed);
-      head = *it;
-    }
-    t->buckets[i].head.store(lo, std::memory_order_relaxed);
-    t->buckets[i + n].head.store(hi, std::memory_order_relaxed);
-    b->head.store(kMovedBucket, std::memory_order_release);
+    b->overflow.store(kMovedBucket, std::memory_order_release);
     unlock(b);
   }
   table_.store(t, std::memory_order_release);
   Reclaimer::retire(old, &delete_table);
   return true;
 }
-
 void Frontend::for_each(const std::function<void(const Item&)>& fn) const {
   (void)for_each_from(0, UINT64_MAX, fn);
 }
@@ -190,26 +317,14 @@ uint64_t Frontend::for_each_from(uint64_t first, uint64_t n,
                                  const std::function<void(const Item&)>& fn) const {
   // No growth meanwhile, so no bucket is moved under us.
   std::lock_guard<std::mutex> l(grow_mu_);
-  Reclaimer::Guard g;
   const Table* t = current();
-  std::vector<const Item*> batch;
   const uint64_t end = n > t->mask + 1 - std::min(first, t->mask + 1) ? t->mask + 1 : first + n;
   for (uint64_t i = first; i < end; i++) {
-    const Bucket& b = t->buckets[i];
-    for (;;) {
-      uint64_t v = b.version.load(std::memory_order_acquire);
-      if (v & 1) {
-        cpu_relax();
-        continue;
-      }
-      batch.clear();
-      for (const Item* it = b.head.load(std::memory_order_acquire); it != nullptr;
-           it = it->next.load(std::memory_order_acquire)) {
-        batch.push_back(it);
-      }
-      if (version_after_reads(b.version) == v) break;
-    }
-    for (const Item* x : batch) fn(*x);
+    // Locked, since a put may overwrite an item in place.
+    Bucket* b = &t->buckets[i];
+    lock_bucket(b);
+    for_items(b, [&](const Item* it) { fn(*it); });
+    unlock(b);
   }
   return end > t->mask ? 0 : end;
 }
@@ -219,16 +334,17 @@ uint64_t Frontend::evict(uint64_t want, const std::function<bool(const Item&)>& 
   Table* t = current();
   const uint64_t n = t->mask + 1;
   uint64_t freed = 0;
+  std::vector<Item*> items;
   for (uint64_t step = 0; step < n && freed < want; step++) {
     Bucket* b = &t->buckets[clock_hand_++ & t->mask];
     lock_bucket(b);
-    for (Item* it = b->head.load(std::memory_order_relaxed); it != nullptr;) {
-      Item* next = it->next.load(std::memory_order_relaxed);
+    items.clear();
+    for_items(b, [&](Item* it) { items.push_back(it); });
+    for (Item* it : items) {
       if (!it->tombstone && clean(*it)) {
         freed += it->bytes();
         erase(b, it);
       }
-      it = next;
     }
     unlock(b);
   }

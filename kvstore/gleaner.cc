@@ -18,7 +18,7 @@ Status Gleaner::apply(const Op& op, LogRef ref, uint64_t seq) {
   const uint64_t h = hash_key(op.key);
   Reclaimer::Guard g;
   const Item* it = env_.frontend->peek(op.key, h);
-  if (it == nullptr || it->lentry != ref) {  // superseded: write collapsing
+  if (it == nullptr || it->lentry.load(std::memory_order_relaxed) != ref) {  // superseded: write collapsing
     env_.counters->add(Counter::kCollapsed);
     return Status();
   }
@@ -29,7 +29,7 @@ Status Gleaner::apply(const Op& op, LogRef ref, uint64_t seq) {
   } else {
     PM_TRY(env_.backend->apply_put(op.key, h, op.value, seq));
   }
-  it->applied_epoch.store(committed_epoch_.load() + 1, std::memory_order_release);
+  it->mark_applied(ref, committed_epoch_.load() + 1);
   env_.counters->add(Counter::kApplied);
   return Status();
 }

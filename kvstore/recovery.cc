@@ -75,7 +75,7 @@ Status install(Backend* be, Frontend* fe, const NewestByKey& newest) {
     }
     {
       Frontend::Locked lk(fe, h);
-      lk.replace(lk.find(key, h), Item::make(h, n.seq, n.ref, key, n.value, n.remove));
+      lk.install(lk.find(key, h), h, n.seq, n.ref, key, n.value, n.remove);
     }
     if (fe->wants_growth()) fe->grow();
   }

@@ -407,7 +407,7 @@ Status StoreImpl::update(std::vector<Update>& ups, bool single) {
   const LogRef ref = make_ref(L->log->index(), pos);
   for (size_t i : which) {
     const Update& u = ups[i];
-    fe_.replace(bucket[i], old[i], Item::make(u.hash, seq, ref, u.key, u.value, u.remove));
+    fe_.install(bucket[i], old[i], u.hash, seq, ref, u.key, u.value, u.remove);
     n_.add(u.remove ? Counter::kRemoves : Counter::kPuts);
   }
   for (Frontend::Bucket* b : held) Frontend::unlock(b);

@@ -171,8 +171,9 @@ Status run_all(const Context& ctx, KvRun* run) {
   const KvConfig& cfg = ctx.cfg;
   const std::string& dir = ctx.dir.dir;
   std::vector<Lane> lanes;
-  PM_TRY(add_lane(&lanes, "volatile", make_volatile_engine()));
+  if (cfg.wants("volatile")) PM_TRY(add_lane(&lanes, "volatile", make_volatile_engine()));
   for (auto [name, make] : {std::pair{"cuckoo", &make_cuckoo_engine}, {"tbb", &make_tbb_engine}}) {
+    if (!cfg.wants(name)) continue;
     Result<std::unique_ptr<KvEngine>> e = make();
     if (e.ok()) {
       lanes.push_back({name, std::move(*e), {}, {}});
@@ -180,28 +181,37 @@ Status run_all(const Context& ctx, KvRun* run) {
       run->skipped.push_back(e.status().message());
     }
   }
-  PM_TRY(add_lane(&lanes, "phash",
-                  make_phash_engine(dir + "/kv-phash.pm", cfg.keys, {cfg.emulate_read_ns})));
-  Result<std::unique_ptr<StoreEngine>> store = StoreEngine::create(
-      dir + "/kv-store.pm", cfg.keys,
-      kvstore_options({cfg.emulate_read_ns}, cfg.dram_budget_bytes));
-  if (!store.ok()) return store.status();
-  StoreEngine* kvstore = store->get();
-  lanes.push_back({"kvstore", std::move(*store), [&] {
-                     ctx.progress.step("kvstore: stats (scans every key)");
-                     take_snapshot(*kvstore, &run->store);
-                     return Status();
-                   }, {}});
-  PM_TRY(add_lane(&lanes, "pmemobj", make_pmemobj_engine(dir + "/kv-pmemobj.pool", cfg.keys)));
-  const std::string skip = rocksdb_skip_reason(ctx.dir);
-  if (skip.empty()) {
-    PM_TRY(add_lane(&lanes, "rocksdb", make_rocksdb_engine(dir + "/kv-rocksdb")));
-  } else {
-    run->skipped.push_back(skip);
+  if (cfg.wants("phash")) {
+    PM_TRY(add_lane(&lanes, "phash",
+                    make_phash_engine(dir + "/kv-phash.pm", cfg.keys, {cfg.emulate_read_ns})));
+  }
+  StoreEngine* kvstore = nullptr;
+  if (cfg.wants("kvstore")) {
+    Result<std::unique_ptr<StoreEngine>> store = StoreEngine::create(
+        dir + "/kv-store.pm", cfg.keys,
+        kvstore_options({cfg.emulate_read_ns}, cfg.dram_budget_bytes));
+    if (!store.ok()) return store.status();
+    kvstore = store->get();
+    lanes.push_back({"kvstore", std::move(*store), [&] {
+                       ctx.progress.step("kvstore: stats (scans every key)");
+                       take_snapshot(*kvstore, &run->store);
+                       return Status();
+                     }, {}});
+  }
+  if (cfg.wants("pmemobj")) {
+    PM_TRY(add_lane(&lanes, "pmemobj", make_pmemobj_engine(dir + "/kv-pmemobj.pool", cfg.keys)));
+  }
+  if (cfg.wants("rocksdb")) {
+    const std::string skip = rocksdb_skip_reason(ctx.dir);
+    if (skip.empty()) {
+      PM_TRY(add_lane(&lanes, "rocksdb", make_rocksdb_engine(dir + "/kv-rocksdb")));
+    } else {
+      run->skipped.push_back(skip);
+    }
   }
   PM_TRY(run_interleaved(lanes, ctx));
   for (Lane& l : lanes) run->engines.push_back(std::move(l.run));
-  return recover(*kvstore, ctx, &run->store);
+  return kvstore == nullptr ? Status() : recover(*kvstore, ctx, &run->store);
 }
 
 void print_config(const KvConfig& cfg, size_t ncells) {

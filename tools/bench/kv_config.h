@@ -30,6 +30,11 @@ struct KvConfig {
   // (default_thread_counts(); {1, 2} on two cores).
   std::vector<int> thread_counts = default_thread_counts();
   double zipf_theta = 0.99;  // YCSB's and Bullet's skew
+  // Engines to run (empty: all); see run_all() for the names.
+  std::vector<std::string> engines;
+  bool wants(const std::string& name) const {
+    return engines.empty() || std::find(engines.begin(), engines.end(), name) != engines.end();
+  }
   // Pre-created key stream per thread and distribution, cycled through.
   uint64_t stream_length = 1u << 20;
 

@@ -76,13 +76,26 @@ void add_kv_command(CLI::App* bench, const Globals& g, std::vector<Command>* out
       ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30));
   kv->add_option("--plot", cfg->plot_path,
                  "write throughput vs put ratio as a PNG (needs gnuplot)");
+  CLI::Option* puts =
+      kv->add_option("--puts", cfg->put_percents, "put percentages of the cells (default 0 2 15 50 100)")
+          ->check(CLI::Range(0, 100));
+  CLI::Option* threads =
+      kv->add_option("--threads", cfg->thread_counts,
+                     "worker counts of the cells (default 1, cores - 1 and cores)")
+          ->check(CLI::Range(1, 1024));
+  kv->add_option("--engines", cfg->engines,
+                 "engines to run (default all): volatile cuckoo tbb phash kvstore pmemobj rocksdb")
+      ->check(CLI::IsMember({"volatile", "cuckoo", "tbb", "phash", "kvstore", "pmemobj", "rocksdb"}));
   kv->add_flag("--smoke", *smoke, "tiny sizes, for a quick check that it works");
-  out->push_back({kv, [cfg, smoke, budget_mib, keys, seconds, repeats, &g]() -> Status {
+  out->push_back({kv, [cfg, smoke, budget_mib, keys, seconds, repeats, puts, threads, &g]() -> Status {
                     bench::KvConfig c = *smoke ? bench::KvConfig::smoke_sized() : bench::KvConfig();
                     c.dir = cfg->dir;
                     if (keys->count() > 0) c.keys = cfg->keys;
                     if (seconds->count() > 0) c.seconds = cfg->seconds;
                     if (repeats->count() > 0) c.repeats = cfg->repeats;
+                    if (puts->count() > 0) c.put_percents = cfg->put_percents;
+                    if (threads->count() > 0) c.thread_counts = cfg->thread_counts;
+                    c.engines = cfg->engines;
                     c.emulate_persist_ns = cfg->emulate_persist_ns;
                     c.emulate_read_ns = cfg->emulate_read_ns;
                     c.dram_budget_bytes = *budget_mib << 20;
