@@ -6,6 +6,9 @@
 
 #include <cerrno>
 #include <cstdarg>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +21,40 @@ namespace pmfs {
 
 namespace {
 
+// Mount point paths in /proc/self/mountinfo escape space, tab, newline and
+// backslash as \ooo.
+std::string unescape_mountinfo(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); i++) {
+    if (s[i] == '\\' && i + 3 < s.size()) {
+      out += static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0'));
+      i += 3;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+// Whether something is mounted on `path` already (mounting over it would
+// hide it, and its unmount would then take ours).
+bool is_mount_point(const std::string& path) {
+  char* real = realpath(path.c_str(), nullptr);
+  if (real == nullptr) return false;
+  const std::string want(real);
+  free(real);
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, mnt;
+    if (fields >> id >> parent >> dev >> root >> mnt && unescape_mountinfo(mnt) == want) {
+      return true;
+    }
+  }
+  return false;
+}
+
 pm::Status check_mountpoint(const std::string& path) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
@@ -26,6 +63,12 @@ pm::Status check_mountpoint(const std::string& path) {
   }
   if (!S_ISDIR(st.st_mode)) {
     return pm::Status::invalid_argument(fmt::format("mount point {}: not a directory", path));
+  }
+  if (is_mount_point(path)) {
+    return pm::Status::busy(fmt::format(
+        "mount point {}: something is mounted there already (unmount it first, e.g. "
+        "fusermount3 -u {})",
+        path, path));
   }
   return pm::Status();
 }

@@ -5,12 +5,24 @@
 #include <new>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
+#include <algorithm>
 
 #include "kv/kv.h"
 #include "kv/store.h"
 
 struct kv_store {
   std::unique_ptr<kv::Store> s;
+};
+
+struct kv_txn {
+  std::unique_ptr<kv::Transaction> t;
+};
+
+struct kv_cursor {
+  std::vector<std::pair<std::string, std::string>> pairs;  // sorted by key
+  size_t next = 0;
 };
 
 namespace {
@@ -111,6 +123,87 @@ pm_errcode kv_sync(kv_store* s) {
 
 pm_errcode kv_checkpoint(kv_store* s) {
   return guarded([&] { return s->s->checkpoint(); });
+}
+
+kv_txn* kv_begin(kv_store* s) {
+  try {
+    return new kv_txn{s->s->begin()};
+  } catch (const std::bad_alloc&) {
+    fail(pm::Status::no_space("out of memory"));
+    return nullptr;
+  }
+}
+
+pm_errcode kv_txn_put(kv_txn* t, const char* key, size_t klen, const char* val, size_t vlen) {
+  return guarded([&] { return t->t->put(bytes(key, klen), bytes(val, vlen)); });
+}
+
+pm_errcode kv_txn_remove(kv_txn* t, const char* key, size_t klen) {
+  return guarded([&] { return t->t->remove(bytes(key, klen)); });
+}
+
+pm_errcode kv_commit(kv_txn* t) {
+  std::unique_ptr<kv_txn> owned(t);
+  return guarded([&] { return t->t->commit(); });
+}
+
+void kv_abort(kv_txn* t) { delete t; }  // an uncommitted Transaction aborts
+
+kv_cursor* kv_cursor_open(kv_store* s, const char* prefix, size_t plen) {
+  auto c = std::unique_ptr<kv_cursor>(new (std::nothrow) kv_cursor);
+  if (c == nullptr) {
+    fail(pm::Status::no_space("out of memory"));
+    return nullptr;
+  }
+  pm_errcode e = guarded([&] {
+    PM_TRY(s->s->scan(bytes(prefix, plen), [&](std::string_view k, std::string_view v) {
+      c->pairs.emplace_back(k, v);
+      return true;
+    }));
+    std::sort(c->pairs.begin(), c->pairs.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    return pm::Status();
+  });
+  return e == PM_OK ? c.release() : nullptr;
+}
+
+int kv_cursor_next(kv_cursor* c, const char** key, size_t* klen, const char** val, size_t* vlen) {
+  if (c->next == c->pairs.size()) return 0;
+  const auto& [k, v] = c->pairs[c->next++];
+  *key = k.data();
+  *klen = k.size();
+  *val = v.data();
+  *vlen = v.size();
+  return 1;
+}
+
+void kv_cursor_close(kv_cursor* c) { delete c; }
+
+pm_errcode kv_get_stats(kv_store* s, kv_stats* out) {
+  kv::StoreStats st;
+  pm_errcode e = guarded([&] {
+    st = s->s->stats();
+    return pm::Status();
+  });
+  if (e != PM_OK) return e;
+  *out = kv_stats{};
+  out->keys = st.keys;
+  out->puts = st.puts;
+  out->removes = st.removes;
+  out->gets = st.gets;
+  out->misses = st.misses;
+  out->frontend_items = st.frontend_items;
+  out->frontend_bytes = st.frontend_bytes;
+  out->backend_keys = st.backend_keys;
+  out->container_used_bytes = st.container_used_bytes;
+  out->container_file_bytes = st.container_file_bytes;
+  out->log_bytes = st.log_bytes;
+  out->log_used_bytes = st.log_used_bytes;
+  out->epochs = st.epochs;
+  out->recovered_records = st.recovered_records;
+  out->is_pmem = st.is_pmem ? 1 : 0;
+  out->durability = static_cast<kv_durability>(st.durability);
+  return PM_OK;
 }
 
 void kv_free(void* p) { std::free(p); }

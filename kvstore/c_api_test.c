@@ -46,3 +46,51 @@ int kv_c_api_roundtrip(const char* path) {
   if (strstr(kv_errormsg(), "no such store") == NULL) return 16;
   return 0;
 }
+
+/* Transactions, cursors and statistics. Returns 0 on success, or a step. */
+int kv_c_api_txn_cursor_stats(const char* path) {
+  kv_store* s = kv_open(path, NULL);
+  if (!s) return 1;
+  kv_txn* t = kv_begin(s);
+  if (!t) return 2;
+  if (kv_txn_put(t, "b/2", 3, "two", 3) != PM_OK) return 3;
+  if (kv_txn_put(t, "b/1", 3, "one", 3) != PM_OK) return 4;
+  if (kv_txn_put(t, "a", 1, "x", 1) != PM_OK) return 5;
+  if (kv_txn_remove(t, "nothing", 7) != PM_OK) return 6;
+  if (kv_commit(t) != PM_OK) return 7;
+  /* An aborted group leaves nothing. */
+  t = kv_begin(s);
+  if (kv_txn_put(t, "b/3", 3, "three", 5) != PM_OK) return 8;
+  kv_abort(t);
+  /* A group that cannot apply applies nothing. */
+  t = kv_begin(s);
+  if (kv_txn_put(t, "b/4", 3, "four", 4) != PM_OK) return 9;
+  if (kv_txn_put(t, "", 0, "empty key", 9) != PM_OK) return 10;
+  if (kv_commit(t) != PM_EINVAL || strlen(kv_errormsg()) == 0) return 11;
+  char* v = NULL;
+  size_t n = 0;
+  if (kv_get(s, "b/4", 3, &v, &n) != PM_ENOTFOUND) return 12;
+
+  kv_cursor* c = kv_cursor_open(s, "b/", 2);
+  if (!c) return 13;
+  const char *k, *val;
+  size_t kl, vl;
+  if (kv_cursor_next(c, &k, &kl, &val, &vl) != 1 || kl != 3 || memcmp(k, "b/1", 3) != 0 ||
+      vl != 3 || memcmp(val, "one", 3) != 0) {
+    return 14;
+  }
+  if (kv_cursor_next(c, &k, &kl, &val, &vl) != 1 || memcmp(k, "b/2", 3) != 0) return 15;
+  if (kv_cursor_next(c, &k, &kl, &val, &vl) != 0) return 16;
+  kv_cursor_close(c);
+  c = kv_cursor_open(s, NULL, 0);
+  int all = 0;
+  while (kv_cursor_next(c, &k, &kl, &val, &vl)) all++;
+  kv_cursor_close(c);
+  if (all != 3) return 17;
+
+  kv_stats st;
+  if (kv_get_stats(s, &st) != PM_OK) return 18;
+  if (st.keys != 3 || st.puts < 3 || st.log_bytes == 0 || st.container_file_bytes == 0) return 19;
+  kv_close(s);
+  return 0;
+}

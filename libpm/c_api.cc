@@ -1,4 +1,6 @@
 // C API: Status -> pm_errcode plus a thread-local message.
+#include <algorithm>
+#include <cstring>
 #include <new>
 #include <string>
 
@@ -26,6 +28,9 @@ bool to_options(const pm_options* in, pm::Options* out) {
   if (in->max_size != 0) out->max_size = in->max_size;
   if (in->layout != nullptr) out->layout = in->layout;
   out->create_if_missing = in->create_if_missing != 0;
+  if (in->raw_bytes != 0) out->raw_bytes = in->raw_bytes;
+  out->release_after_commit = in->release_after_commit != 0;
+  out->check_escapes_at_commit = in->check_escapes_at_commit != 0;
   if (in->tracker != nullptr && !pm::parse_tracker(in->tracker, &out->tracker)) {
     fail(pm::Status::invalid_argument(std::string("unknown tracker '") + in->tracker + "'"));
     return false;
@@ -117,6 +122,53 @@ pm_errcode pm_set_root(pm_container* c, const char* name, void* p) {
 void pm_will_write(pm_container* c, const void* p, size_t n) { c->c->will_write(p, n); }
 void pm_begin_mutation(pm_container* c) { c->c->begin_mutation(); }
 void pm_end_mutation(pm_container* c) { c->c->end_mutation(); }
+
+pm_errcode pm_get_info(pm_container* c, pm_info* out) {
+  const pm::ContainerInfo i = c->c->info();
+  *out = pm_info{};
+  out->file_bytes = i.file_bytes;
+  out->heap_bytes = i.heap_bytes;
+  out->raw_bytes = i.raw_bytes;
+  out->max_bytes = i.max_bytes;
+  out->used_bytes = i.used_bytes;
+  out->free_bytes = i.free_bytes;
+  out->footprint_bytes = i.footprint_bytes;
+  out->blocks = i.blocks;
+  out->dirty_pages = i.dirty_pages;
+  out->base_address = i.base_address;
+  out->commits = i.commits;
+  out->is_pmem = i.is_pmem ? 1 : 0;
+  std::memcpy(out->tracker, i.tracker.data(), std::min(i.tracker.size(), sizeof out->tracker - 1));
+  return PM_OK;
+}
+
+pm_errcode pm_check(pm_container* c, pm_check_result* out) {
+  const pm::CheckReport r = c->c->check();
+  if (out != nullptr) {
+    *out = pm_check_result{r.problems.size(), r.escaping.size(), r.blocks, r.used_bytes,
+                           r.reachable_blocks};
+  }
+  if (r.problems.empty() && r.escaping.empty()) return PM_OK;
+  std::string msg;
+  for (size_t i = 0; i < r.problems.size() && i < 3; i++) msg += (msg.empty() ? "" : "; ") + r.problems[i];
+  for (size_t i = 0; i < r.escaping.size() && i < 3; i++) {
+    const pm::EscapingPointer& e = r.escaping[i];
+    msg += (msg.empty() ? "" : "; ") + std::string("escaping pointer at object ") +
+           std::to_string(e.object) + " + " + std::to_string(e.offset) + " to " + e.where;
+  }
+  const size_t more = r.problems.size() + r.escaping.size();
+  if (more > 6) msg += "; and " + std::to_string(more - std::min<size_t>(more, 6)) + " more";
+  return fail(pm::Status::corruption(msg));
+}
+
+pm_errcode pm_collect(pm_container* c, int dry_run, pm_collect_result* out) {
+  pm::Result<pm::CollectReport> r = c->c->collect(dry_run != 0);
+  if (!r.ok()) return fail(r.status());
+  if (out != nullptr) {
+    *out = pm_collect_result{r->live_blocks, r->live_bytes, r->freed_blocks, r->freed_bytes};
+  }
+  return PM_OK;
+}
 
 const char* pm_errormsg(void) { return t_error.c_str(); }
 

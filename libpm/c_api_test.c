@@ -68,3 +68,44 @@ int c_api_data_blocks(const char* path) {
   pm_close(c);
   return 0;
 }
+
+/* Info, check, collect and the options added with them. Returns 0 on
+ * success, or a step number. */
+int c_api_inspect(const char* path) {
+  pm_options o;
+  memset(&o, 0, sizeof o);
+  o.initial_size = 4u << 20;
+  o.tracker = "hints";
+  o.check_escapes_at_commit = 1;
+  pm_container* c = pm_create(path, &o);
+  if (!c) return 1;
+  struct point* kept = pm_alloc(c, sizeof *kept);
+  struct point* lost = pm_alloc(c, sizeof *lost);
+  if (!kept || !lost) return 2;
+  pm_will_write(c, kept, sizeof *kept);
+  kept->next = NULL;
+  kept->x = 1;
+  if (pm_set_root(c, NULL, kept) != PM_OK || pm_commit(c) != PM_OK) return 3;
+
+  pm_info info;
+  if (pm_get_info(c, &info) != PM_OK) return 4;
+  if (info.blocks < 2 || info.heap_bytes == 0 || strcmp(info.tracker, "hints") != 0) return 5;
+  pm_check_result cr;
+  if (pm_check(c, &cr) != PM_OK || cr.problems != 0 || cr.escaping != 0) return 6;
+
+  pm_collect_result gc;
+  if (pm_collect(c, 1, &gc) != PM_OK || gc.freed_blocks != 1) return 7;
+  if (pm_collect(c, 0, &gc) != PM_OK || gc.freed_blocks != 1 || pm_commit(c) != PM_OK) return 8;
+  if (pm_collect(c, 1, &gc) != PM_OK || gc.freed_blocks != 0) return 9;
+
+  /* A pointer to this stack frame, stored in a reachable object. */
+  long local = 7;
+  pm_will_write(c, kept, sizeof *kept);
+  kept->next = (struct point*)&local;
+  if (pm_check(c, &cr) != PM_ECORRUPT || cr.escaping != 1) return 10;
+  if (strstr(pm_errormsg(), "escaping") == NULL) return 11;
+  if (pm_commit(c) != PM_EINVAL) return 12; /* check_escapes_at_commit */
+  if (pm_abort(c) != PM_OK) return 13;
+  pm_close(c);
+  return 0;
+}

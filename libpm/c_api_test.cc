@@ -14,3 +14,10 @@ TEST(CApiTest, DataBlocksFromC) {
   pm::test::TempDir dir;
   EXPECT_EQ(c_api_data_blocks(dir.file("d.pm").c_str()), 0);
 }
+
+extern "C" int c_api_inspect(const char* path);
+
+TEST(CApiTest, InfoCheckAndCollectFromC) {
+  pm::test::TempDir dir;
+  EXPECT_EQ(c_api_inspect(dir.file("i.pm").c_str()), 0);
+}

@@ -282,7 +282,19 @@ TEST_F(ContainerTest, SecondOpenIsRefusedWhileOpen) {
   EXPECT_EQ(again.status().code(), Code::kBusy);
   EXPECT_NE(again.status().message().find("locked by"), std::string::npos)
       << again.status().message();
+  // The path is named once: "open P: locked by ...".
+  const std::string m = again.status().message();
+  EXPECT_EQ(m.find(path_), m.rfind(path_)) << m;
   EXPECT_EQ(Container::remove(path_).code(), Code::kBusy);
+}
+
+TEST(StatusTest, ContextNamesEachThingOnce) {
+  const Status s = Status::busy("/d/f: locked by pid 7");
+  EXPECT_EQ(s.with_context("open /d/f").message(), "open /d/f: locked by pid 7");
+  EXPECT_EQ(s.with_context("open /d/f").with_context("open /d/f").message(),
+            "open /d/f: locked by pid 7");
+  EXPECT_EQ(s.with_context("load").message(), "load: /d/f: locked by pid 7");
+  EXPECT_EQ(Status::io_error("x").with_context("open /d/g").message(), "open /d/g: x");
 }
 
 TEST_F(ContainerTest, LockHolderIsNamedAcrossProcesses) {

@@ -45,6 +45,17 @@ std::string Status::to_string() const {
 
 Status Status::with_context(std::string_view context) const {
   if (ok()) return *this;
+  // Name each thing once: "open X" adds nothing to "open X: ...", and only
+  // its verb to "X: ..." (layers that each name the path they work on).
+  const std::string_view m = msg_;
+  auto begins = [&](std::string_view head) {
+    return !head.empty() && m.starts_with(head) && m.substr(head.size()).starts_with(": ");
+  };
+  if (begins(context)) return *this;
+  const size_t sp = context.rfind(' ');
+  if (sp != std::string_view::npos && begins(context.substr(sp + 1))) {
+    return Status(code_, std::string(context) + std::string(m.substr(context.size() - sp - 1)));
+  }
   return Status(code_, std::string(context) + ": " + msg_);
 }
 

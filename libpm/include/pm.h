@@ -35,6 +35,9 @@ typedef struct pm_options {
   const char* layout;  /* may be NULL */
   const char* tracker; /* "auto", "uffd", "mprotect", "hints"; NULL = auto */
   int create_if_missing;
+  uint64_t raw_bytes;          /* raw region, fixed at create (pm/raw_region.h) */
+  int release_after_commit;    /* drop committed private pages (bounded DRAM) */
+  int check_escapes_at_commit; /* pm_commit fails, naming them, on escaping pointers */
 } pm_options;
 
 pm_container* pm_create(const char* path, const pm_options* opts);
@@ -62,6 +65,36 @@ pm_errcode pm_set_root(pm_container* c, const char* name, void* p);
 void pm_will_write(pm_container* c, const void* p, size_t n);
 void pm_begin_mutation(pm_container* c);
 void pm_end_mutation(pm_container* c);
+
+/* --- inspection and maintenance (pm::Container::info, check, collect) --- */
+typedef struct pm_info {
+  uint64_t file_bytes, heap_bytes, raw_bytes, max_bytes;
+  uint64_t used_bytes, free_bytes, footprint_bytes;
+  uint64_t blocks, dirty_pages;
+  uint64_t base_address;
+  uint64_t commits;
+  int is_pmem;
+  char tracker[16]; /* NUL-terminated: "uffd", "mprotect" or "hints" */
+} pm_info;
+pm_errcode pm_get_info(pm_container* c, pm_info* out);
+
+typedef struct pm_check_result {
+  uint64_t problems;        /* heap metadata inconsistencies */
+  uint64_t escaping;        /* pointers out of the container in reachable objects */
+  uint64_t blocks, used_bytes, reachable_blocks;
+} pm_check_result;
+/* Verifies the heap and looks for escaping pointers. PM_OK when both are
+ * clean; PM_ECORRUPT otherwise, with the first findings in pm_errormsg().
+ * out may be NULL. */
+pm_errcode pm_check(pm_container* c, pm_check_result* out);
+
+typedef struct pm_collect_result {
+  uint64_t live_blocks, live_bytes;
+  uint64_t freed_blocks, freed_bytes;
+} pm_collect_result;
+/* Frees every block not reachable from the roots (durable at the next
+ * pm_commit); with dry_run nonzero only counts them. out may be NULL. */
+pm_errcode pm_collect(pm_container* c, int dry_run, pm_collect_result* out);
 
 /* The calling thread's last error message ("" if none). Valid until the next
  * failing call on this thread. */

@@ -70,6 +70,8 @@ for i in $(seq 40); do printf 'p%s\tfile\np%s/c\tchild\n' "$i" "$i"; done >"$dir
 mount_fs --max-value 262144
 mkdir "$dir/mnt2"
 errs "store mounted already" "Busy" "$PM" mount "$S" "$dir/mnt2"
+errs "mount point in use" "mounted there already" "$PM" mount "$dir/other.kv" "$M"
+[ -e "$dir/other.kv" ] && FAIL "a refused mount created its store"
 
 # ---------------------------------------------------------------- basics
 eq "key put by pm kv is a file" "$(cat "$M/from/kv")" "put by pm kv"

@@ -21,6 +21,22 @@ struct Command {
   std::function<Status()> run;
 };
 
+// A size option ("64MiB", "4096"): units as CLI::AsSizeValue; a negative
+// size is a usage error (exit 2) rather than a wrapped huge number.
+inline CLI::Option* add_size_option(CLI::App* app, const std::string& name, uint64_t& into,
+                                    const std::string& help) {
+  return app->add_option(name, into, help)
+      ->transform(CLI::AsSizeValue(false))
+      ->transform(CLI::Validator(
+          [](std::string& v) {
+            return v.find_first_not_of(" \t") != std::string::npos &&
+                           v[v.find_first_not_of(" \t")] == '-'
+                       ? "'" + v + "' is negative: sizes are 0 or more"
+                       : std::string();
+          },
+          "SIZE"));
+}
+
 // Registration functions, one per command family.
 void add_container_commands(CLI::App& root, const Globals& g, std::vector<Command>* out);
 void add_bench_commands(CLI::App& root, const Globals& g, std::vector<Command>* out);

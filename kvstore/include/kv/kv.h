@@ -66,6 +66,50 @@ pm_errcode kv_sync(kv_store* s);
 /* Applies the logged updates to the backend and commits them. */
 pm_errcode kv_checkpoint(kv_store* s);
 
+/* --- transactions: puts and removes that become durable together (one log
+ * record: a crash keeps all of them or none). Reads do not see a
+ * transaction's pending writes. One thread at a time per transaction. */
+typedef struct kv_txn kv_txn;
+/* NULL only when out of memory. */
+kv_txn* kv_begin(kv_store* s);
+pm_errcode kv_txn_put(kv_txn* t, const char* key, size_t klen, const char* val, size_t vlen);
+pm_errcode kv_txn_remove(kv_txn* t, const char* key, size_t klen);
+/* Applies every operation atomically (removes of absent keys are no-ops) and
+ * frees t, whatever the outcome. PM_EINVAL: a key or value out of the limits,
+ * or the group does not fit in one log record; nothing is applied then. */
+pm_errcode kv_commit(kv_txn* t);
+/* Discards the pending operations and frees t; t may be NULL. */
+void kv_abort(kv_txn* t);
+
+/* --- cursors: every key with a prefix, in byte order (memcmp, shorter
+ * first). The matching pairs are read when the cursor opens: each key
+ * present throughout kv_cursor_open is returned exactly once, and later
+ * updates do not show. Memory: the matching keys and values. */
+typedef struct kv_cursor kv_cursor;
+/* prefix may be NULL with plen 0: every key. NULL on failure. */
+kv_cursor* kv_cursor_open(kv_store* s, const char* prefix, size_t plen);
+/* 1 and the next pair (pointers valid until the next call on c), or 0 at
+ * the end. */
+int kv_cursor_next(kv_cursor* c, const char** key, size_t* klen, const char** val, size_t* vlen);
+/* c may be NULL. */
+void kv_cursor_close(kv_cursor* c);
+
+/* --- statistics: a subset of kv::StoreStats (kv/store.h has the meaning of
+ * each field). */
+typedef struct kv_stats {
+  uint64_t keys;
+  uint64_t puts, removes, gets, misses;
+  uint64_t frontend_items, frontend_bytes;
+  uint64_t backend_keys;
+  uint64_t container_used_bytes, container_file_bytes;
+  uint64_t log_bytes, log_used_bytes;
+  uint64_t epochs;
+  uint64_t recovered_records;
+  int is_pmem;
+  kv_durability durability; /* in force */
+} kv_stats;
+pm_errcode kv_get_stats(kv_store* s, kv_stats* out);
+
 /* Frees a value returned by kv_get; NULL is allowed. */
 void kv_free(void* p);
 
