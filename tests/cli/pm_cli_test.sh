@@ -46,6 +46,26 @@ has "gc says freed" out "freed         3 blocks"
 check "gc again finds nothing" 0 "$PM" --json gc --dry-run "$dir/f.pm"
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['unreachable_blocks']==0, d" "$dir/out" || { echo "FAIL: gc was not durable"; fail=1; }
 check "usage error" 2 "$PM" frobnicate
+has "the unknown word is named" err "'frobnicate' is not a pm command"
+check "unknown flag" 2 "$PM" info --frobnicate "$dir/a.pm"
+has "the unknown flag is named" err "frobnicate"
+check "negative size" 2 "$PM" create "$dir/neg.pm" --size -5MiB
+has "negative size explained" err "negative"
+check "not a number" 2 "$PM" create "$dir/neg.pm" --max-size lots
+[ -e "$dir/neg.pm" ] && { echo "FAIL: a usage error created a file"; fail=1; }
+check "--version" 0 "$PM" --version
+has "version printed" out "^pm (libpm) [0-9][0-9.]*$"
+# A second open names the file once, with the holder.
+check "create b" 0 "$PM" create "$dir/b.pm" --size 4MiB
+python3 - "$dir/b.pm" "$PM" "$dir" <<'PY' || { echo "FAIL: busy message"; fail=1; }
+import fcntl, os, subprocess, sys
+path, pm, d = sys.argv[1:]
+fd = os.open(path, os.O_RDWR)
+fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # what an open container holds
+r = subprocess.run([pm, "info", path], capture_output=True, text=True)
+assert r.returncode == 1, r
+assert "locked by" in r.stderr and r.stderr.count(path) == 1, r.stderr
+PY
 check "no subcommand" 2 "$PM"
 [ $fail -eq 0 ] && echo "cli tests passed"
 exit $fail
