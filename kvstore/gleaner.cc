@@ -167,12 +167,14 @@ bool Gleaner::behind() const {
   return false;
 }
 
-int64_t Gleaner::unapplied_key_delta() {
+uint64_t Gleaner::live_keys() {
+  std::vector<std::unique_lock<std::mutex>> held;
+  for (auto& c : cursors_) held.emplace_back(c->mu);
+  const uint64_t backend_keys = env_.backend->count();
   std::unordered_set<std::string> keys;
   Record rec;
   for (uint32_t i = 0; i < env_.logs->size(); i++) {
     LogState* L = env_.logs->at(i);
-    std::lock_guard<std::mutex> gl(cursors_[i]->mu);
     const uint64_t tail = L->tail.load(std::memory_order_acquire);
     for (uint64_t pos = cursors_[i]->pos.load(); pos < tail; pos += rec.header.len) {
       if (!L->log->read(pos, env_.limits, &rec)) break;
@@ -195,7 +197,7 @@ int64_t Gleaner::unapplied_key_delta() {
     const bool in_backend = f.ok() && f->present;
     delta += static_cast<int64_t>(live) - static_cast<int64_t>(in_backend);
   }
-  return delta;
+  return static_cast<uint64_t>(std::max<int64_t>(static_cast<int64_t>(backend_keys) + delta, 0));
 }
 
 }  // namespace kv

@@ -69,10 +69,11 @@ class Gleaner {
   }
   // True when records remain between the gleaned position and the tail.
   bool behind() const;
-  // Live keys added (or, if negative, removed) by records not yet applied
-  // to the backend: what StoreStats::keys adds to the backend's count.
-  // Reads only those records (bounded by the logs, not by the data).
-  int64_t unapplied_key_delta();
+  // Live keys: the backend's count plus what the records not yet applied to
+  // it add or remove (StoreStats::keys). Reads only those records (bounded
+  // by the logs, not by the data), with every log's cursor held, so that no
+  // glean is between an apply and its cursor's move meanwhile.
+  uint64_t live_keys();
 
  private:
   struct Cursor {

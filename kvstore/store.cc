@@ -452,8 +452,7 @@ StoreStats StoreImpl::stats() {
   StoreStats st;
   // The backend's count plus what the records not yet applied change: no
   // scan of the data (exact when no update runs meanwhile).
-  const int64_t keys = static_cast<int64_t>(be_->count()) + gleaner_->unapplied_key_delta();
-  st.keys = static_cast<uint64_t>(std::max<int64_t>(keys, 0));
+  st.keys = gleaner_->live_keys();
   st.frontend_items = fe_.items();
   st.frontend_bytes = fe_.bytes();
   st.frontend_buckets = fe_.buckets();

@@ -31,6 +31,7 @@ bool to_options(const pm_options* in, pm::Options* out) {
   if (in->raw_bytes != 0) out->raw_bytes = in->raw_bytes;
   out->release_after_commit = in->release_after_commit != 0;
   out->check_escapes_at_commit = in->check_escapes_at_commit != 0;
+  out->uffd_chunk_mode_above = in->uffd_chunk_mode_above;
   if (in->tracker != nullptr && !pm::parse_tracker(in->tracker, &out->tracker)) {
     fail(pm::Status::invalid_argument(std::string("unknown tracker '") + in->tracker + "'"));
     return false;

@@ -357,7 +357,8 @@ Status ContainerImpl::map_and_attach() {
   is_pmem_ = persist_->is_pmem();
   raw_ = std::make_unique<RawRegionImpl>(&persist_, &view_mu_, kHeapOffset, heap_off_ - kHeapOffset);
   std::string why;
-  Result<std::unique_ptr<DirtyTracker>> t = make_tracker(options_.tracker, sb_.max_size, &why);
+  Result<std::unique_ptr<DirtyTracker>> t = make_tracker(options_.tracker, sb_.max_size,
+                                                               options_.uffd_chunk_mode_above, &why);
   if (!t.ok()) return t.status();
   tracker_ = std::move(*t);
   PM_TRY(tracker_->track(reservation_.base(), heap_size));

@@ -423,6 +423,38 @@ TEST_F(ContainerTest, SystemCallsCanWriteIntoAnnouncedRanges) {
 sigjmp_buf g_jump;
 void test_segv_handler(int) { siglongjmp(g_jump, 1); }
 
+// What the default options promise (container.h): with the uffd tracker a
+// system call may write into container memory, here read(2) into a freshly
+// allocated 100 kB block of a 64 MiB container, and the commit keeps it.
+TEST_F(ContainerTest, ReadSystemCallIntoContainerMemoryWorksUnderTheDefaultTracker) {
+  const std::string t = test::test_tracker();
+  if ((t != "uffd" && t != "auto") || std::getenv("PM_UFFD_CHUNK_MIN_MB") != nullptr) {
+    GTEST_SKIP() << "the uffd tracker without chunk mode only";
+  }
+  auto c = must(Container::create(path_, Options()));  // 64 MiB heap, tracker auto
+  if (c->info().tracker != "uffd") GTEST_SKIP() << "this kernel has no uffd tracker";
+  constexpr size_t kBytes = 100'000;
+  char* p = static_cast<char*>(*c->alloc(kBytes, AllocKind::kData));
+  std::string src = path_ + ".src";
+  {
+    std::string data(kBytes, 'r');
+    FILE* f = std::fopen(src.c_str(), "w");
+    ASSERT_EQ(std::fwrite(data.data(), 1, kBytes, f), kBytes);
+    std::fclose(f);
+  }
+  int fd = ::open(src.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::read(fd, p, kBytes), static_cast<ssize_t>(kBytes)) << std::strerror(errno);
+  ::close(fd);
+  ::unlink(src.c_str());
+  ASSERT_TRUE(c->set_root(p).ok());
+  ASSERT_TRUE(c->commit().ok());
+  c.reset();
+  auto again = must(Container::open(path_));
+  const char* q = static_cast<const char*>(again->root());
+  EXPECT_EQ(std::string(q, kBytes), std::string(kBytes, 'r'));
+}
+
 TEST_F(ContainerTest, ForeignSegfaultsReachThePreviousHandler) {
   if (test::hints_only()) GTEST_SKIP() << "the hints tracker installs no handler";
   pid_t pid = fork();

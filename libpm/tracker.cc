@@ -31,7 +31,7 @@ bool parse_tracker(std::string_view name, TrackerKind* kind) {
 }
 
 Result<std::unique_ptr<DirtyTracker>> make_tracker(TrackerKind kind, uint64_t max_len,
-                                                   std::string* why) {
+                                                   uint64_t uffd_chunks_above, std::string* why) {
   if (kind == TrackerKind::kAuto) {
     const char* env = std::getenv("PM_TRACKER");
     if (env != nullptr && *env != '\0') {
@@ -46,7 +46,7 @@ Result<std::unique_ptr<DirtyTracker>> make_tracker(TrackerKind kind, uint64_t ma
   }
   switch (kind) {
     case TrackerKind::kUffd:
-      return make_uffd_tracker(max_len);
+      return make_uffd_tracker(max_len, uffd_chunks_above);
     case TrackerKind::kMprotect:
       return make_mprotect_tracker(max_len);
     case TrackerKind::kHints:
@@ -54,7 +54,7 @@ Result<std::unique_ptr<DirtyTracker>> make_tracker(TrackerKind kind, uint64_t ma
     case TrackerKind::kAuto:
       break;
   }
-  Result<std::unique_ptr<DirtyTracker>> uffd = make_uffd_tracker(max_len);
+  Result<std::unique_ptr<DirtyTracker>> uffd = make_uffd_tracker(max_len, uffd_chunks_above);
   if (uffd.ok()) {
     *why = "auto: userfaultfd async write-protect available";
     return uffd;

@@ -52,11 +52,13 @@ class DirtyTracker {
 
 // The tracker for `kind` (kAuto resolved from PM_TRACKER, then availability).
 // `why` receives a sentence for the log saying what was chosen and why.
+// `uffd_chunks_above`: Options::uffd_chunk_mode_above.
 Result<std::unique_ptr<DirtyTracker>> make_tracker(TrackerKind kind, uint64_t max_len,
-                                                   std::string* why);
+                                                   uint64_t uffd_chunks_above, std::string* why);
 
 // Implementations (tracker_uffd.cc, tracker_mprotect.cc).
-Result<std::unique_ptr<DirtyTracker>> make_uffd_tracker(uint64_t max_len);
+Result<std::unique_ptr<DirtyTracker>> make_uffd_tracker(uint64_t max_len,
+                                                        uint64_t chunks_above);
 std::unique_ptr<DirtyTracker> make_mprotect_tracker(uint64_t max_len);
 std::unique_ptr<DirtyTracker> make_hints_tracker(uint64_t max_len);
 

@@ -13,8 +13,8 @@
 // (2 MiB chunks cost ~45 us per fault and re-arm here: mprotect rewrites
 // every populated page table entry of the chunk.)
 // In chunk mode, a system call writing into an untouched chunk fails with
-// EFAULT unless the range was announced with will_write(). docs/impl.md has
-// the measurements.
+// EFAULT unless the range was announced with will_write(), so chunk mode is
+// opt-in (Options::uffd_chunk_mode_above). docs/impl.md has the measurements.
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <sys/ioctl.h>
@@ -62,21 +62,22 @@ namespace {
 constexpr uint64_t kChunk = 64ull << 10;
 constexpr uint64_t kPage = 4096;
 
-// Mapped size above which chunk mode pays for itself: a whole scan of 16 MiB
-// costs about as much as one chunk fault. PM_UFFD_CHUNK_MIN_MB overrides it
-// (tests use 0 to run everything in chunk mode).
-uint64_t chunk_mode_min() {
+// Mapped size from which chunk mode is on: Options::uffd_chunk_mode_above
+// (0: never), or PM_UFFD_CHUNK_MIN_MB, which overrides it (tests use 0 to run
+// everything in chunk mode).
+uint64_t chunk_mode_min(uint64_t chunks_above) {
   const char* env = std::getenv("PM_UFFD_CHUNK_MIN_MB");
-  return env != nullptr ? std::strtoull(env, nullptr, 10) << 20 : uint64_t{16} << 20;
+  if (env != nullptr) return std::strtoull(env, nullptr, 10) << 20;
+  return chunks_above == 0 ? UINT64_MAX : chunks_above;
 }
 
 class UffdTracker final : public DirtyTracker, private WriteFaultSink {
  public:
-  UffdTracker(int uffd, int pagemap, uint64_t max_len)
+  UffdTracker(int uffd, int pagemap, uint64_t max_len, uint64_t chunks_above)
       : uffd_(uffd),
         pagemap_(pagemap),
         chunks_(max_len / kChunk + 1),
-        chunk_min_(chunk_mode_min()) {}
+        chunk_min_(chunk_mode_min(chunks_above)) {}
   ~UffdTracker() override {
     ::close(uffd_);
     ::close(pagemap_);
@@ -238,7 +239,8 @@ class UffdTracker final : public DirtyTracker, private WriteFaultSink {
 
 }  // namespace
 
-Result<std::unique_ptr<DirtyTracker>> make_uffd_tracker(uint64_t max_len) {
+Result<std::unique_ptr<DirtyTracker>> make_uffd_tracker(uint64_t max_len,
+                                                        uint64_t chunks_above) {
   int uffd = static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
   if (uffd < 0) {
     return Status::from_errno(
@@ -261,7 +263,7 @@ Result<std::unique_ptr<DirtyTracker>> make_uffd_tracker(uint64_t max_len) {
     ::close(uffd);
     return Status::from_errno("open /proc/self/pagemap", err);
   }
-  return std::unique_ptr<DirtyTracker>(new UffdTracker(uffd, pagemap, max_len));
+  return std::unique_ptr<DirtyTracker>(new UffdTracker(uffd, pagemap, max_len, chunks_above));
 }
 
 }  // namespace pm

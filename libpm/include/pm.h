@@ -38,6 +38,7 @@ typedef struct pm_options {
   uint64_t raw_bytes;          /* raw region, fixed at create (pm/raw_region.h) */
   int release_after_commit;    /* drop committed private pages (bounded DRAM) */
   int check_escapes_at_commit; /* pm_commit fails, naming them, on escaping pointers */
+  uint64_t uffd_chunk_mode_above; /* pm::Options::uffd_chunk_mode_above (0: never) */
 } pm_options;
 
 pm_container* pm_create(const char* path, const pm_options* opts);

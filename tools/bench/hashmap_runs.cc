@@ -124,6 +124,7 @@ Options libpm_options(const LibpmVariant& v, const Config& cfg) {
   o.max_size = std::max(kGiB, round_up(o.initial_size * 4, kGiB));
   o.tracker = v.tracker;
   o.release_after_commit = v.release_after_commit;
+  o.uffd_chunk_mode_above = v.uffd_chunk_mode_above;
   return o;
 }
 

@@ -19,6 +19,7 @@ struct LibpmVariant {
   TrackerKind tracker;
   uint64_t commit_every;  // inserts per commit()
   bool release_after_commit;
+  uint64_t uffd_chunk_mode_above = 0;  // Options::uffd_chunk_mode_above
 };
 
 struct VariantResult {

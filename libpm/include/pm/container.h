@@ -17,7 +17,9 @@
 // Trackers. With TrackerKind::kHints only ranges announced through
 // will_write() are committed. With kMprotect a system call that writes into
 // container memory (read(2) into an object) fails with EFAULT unless the range
-// was announced with will_write() first; kUffd has no such limit.
+// was announced with will_write() first. kUffd (what kAuto picks where the
+// kernel has userfaultfd's asynchronous write-protect, Linux 6.7+) has no
+// such limit, unless Options::uffd_chunk_mode_above is set.
 #ifndef PM_CONTAINER_H_
 #define PM_CONTAINER_H_
 
