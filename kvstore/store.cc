@@ -461,6 +461,9 @@ StoreStats StoreImpl::stats() {
   pm::ContainerInfo ci = c_->usage();
   st.container_used_bytes = ci.used_bytes;
   st.container_file_bytes = ci.file_bytes;
+  st.max_key_bytes = limits_.max_key;
+  st.max_value_bytes = limits_.max_value;
+  st.max_record_bytes = limits_.max_record;
   st.log_bytes = logs_->capacity_bytes();
   st.log_used_bytes = logs_->used_bytes();
   st.puts = n_.value(Counter::kPuts);

@@ -132,17 +132,30 @@ json "jsonl keys and values" "d == [{'key':'j\\0two','value':'a\\tb'},{'key':'j1
 check "load from stdin" 0 "$PM" kv load "$dir/stdin.kv" - <"$dir/10k.tsv"
 has "load from stdin reports the count" out "loaded 10000 keys"
 
-# Bad input stops the load at the line, naming it; the lines before it stay.
+# A load is all or nothing: a bad line is named and nothing is loaded (not
+# even the store is created). --partial keeps the lines before it.
 printf 'a\t1\nb\t2\nc\t3\nno tab here\nd\t4\n' >"$dir/bad.tsv"
 check "malformed line" 1 "$PM" kv load "$dir/bad.kv" "$dir/bad.tsv"
-has "malformed line named" err "bad.tsv: line 4: expected key<TAB>value"
+has "malformed line named" err "nothing loaded from $dir/bad.tsv: line 4: expected key<TAB>value"
+[ -e "$dir/bad.kv" ] && { echo "FAIL: a refused load created its store"; fail=1; }
+check "malformed line, --partial" 1 "$PM" kv load "$dir/bad.kv" "$dir/bad.tsv" --partial
+has "malformed line named (--partial)" err "bad.tsv: line 4: expected key<TAB>value"
 has "count before the bad line" out "loaded 3 keys"
-check "keys before a bad line are kept" 0 "$PM" kv get "$dir/bad.kv" c
+check "keys before a bad line are kept (--partial)" 0 "$PM" kv get "$dir/bad.kv" c
 check "keys after a bad line are not loaded" 1 "$PM" kv get "$dir/bad.kv" d
-printf 'a\t1\n%s\tv\n' "$long" >"$dir/long.tsv"
-check "too-long key in load" 1 "$PM" kv load "$dir/long.kv" "$dir/long.tsv"
-has "too-long key line named" err "line 2: key of 2000 bytes is over the limit"
-has "count before the too-long key" out "loaded 1 key into"
+# Into a store that has keys: a line over the limits leaves every old value.
+"$PM" kv put "$S" keep old >/dev/null
+printf 'keep\tnew\nfresh\t1\n%s\tv\n' "$long" >"$dir/long.tsv"
+check "too-long key in load" 1 "$PM" kv load "$S" "$dir/long.tsv"
+has "too-long key line named" err "line 3: key of 2000 bytes is outside 1..1024"
+check "old value kept" 0 "$PM" kv get "$S" keep
+has "old value kept, exactly" out "^old$"
+check "nothing new" 1 "$PM" kv get "$S" fresh
+# Batches are sized to the store's log: many values near a small store's
+# limit load as several transactions.
+for i in $(seq 1 200); do printf 'u%s\t%s\n' "$i" "$(head -c 990 /dev/zero | tr '\0' x)"; done >"$dir/many.tsv"
+check "a load of several transactions" 0 "$PM" kv load "$dir/small.kv" "$dir/many.tsv"
+check "its last key" 0 "$PM" kv get "$dir/small.kv" u200
 printf '%s\n' '{"key":"a","value":"1"}' '{"key":"b"' '{"key":"c","value":3}' >"$dir/bad.jsonl"
 check "malformed jsonl" 1 "$PM" kv load "$dir/badj.kv" "$dir/bad.jsonl" --format jsonl
 has "malformed jsonl line named" err "line 2: not valid JSON"

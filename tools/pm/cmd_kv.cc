@@ -15,6 +15,7 @@
 #include <istream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -219,6 +220,7 @@ Status run_ls(const LsArgs& a, bool json) {
 struct LoadArgs {
   StoreArgs store;
   std::string file, format = "tsv";
+  bool partial = false;  // line by line: keep what precedes a bad line
 };
 
 // One input line to a key and a value: "key<TAB>value" (the value may hold
@@ -248,10 +250,12 @@ struct LoadCount {
   uint64_t lines = 0, keys = 0;
 };
 
-// Puts every line of `in`; stops at the first bad one.
-Status load_lines(std::istream& in, const std::string& format, kv::Store* s, LoadCount* n) {
-  constexpr uint64_t kProgressEvery = 100000;
-  const bool tty = isatty(2);
+constexpr uint64_t kProgressEvery = 100000;  // keys between progress lines on a TTY
+
+// --partial: puts every line of `in` as it comes; stops at the first bad
+// one, keeping the lines before it.
+Status load_partial(std::istream& in, const std::string& format, kv::Store* s, LoadCount* n) {
+  const bool tty = isatty(STDERR_FILENO);
   std::string line, key, value;
   while (std::getline(in, line)) {
     ++n->lines;
@@ -265,6 +269,105 @@ Status load_lines(std::istream& in, const std::string& format, kv::Store* s, Loa
   }
   if (tty && n->keys >= kProgressEvery) std::fprintf(stderr, "\r\033[K");
   if (in.bad()) return Status::io_error("read error");
+  return Status();
+}
+
+struct Pair {
+  uint64_t line;
+  std::string key, value;
+};
+
+// Every line of `in`, parsed; the first bad one fails the whole input.
+Status parse_all(std::istream& in, const std::string& format, std::vector<Pair>* out,
+                 LoadCount* n) {
+  std::string line;
+  while (std::getline(in, line)) {
+    ++n->lines;
+    if (line.empty()) continue;
+    Pair p{n->lines, {}, {}};
+    PM_TRY(parse_line(format, line, &p.key, &p.value).with_context(fmt::format("line {}", n->lines)));
+    out->push_back(std::move(p));
+  }
+  if (in.bad()) return Status::io_error("read error");
+  return Status();
+}
+
+// Restores what the batches in `done` overwrote, last batch first.
+template <typename Undo>
+Status undo(kv::Store* s, std::vector<Undo>* done) {
+  for (auto b = done->rbegin(); b != done->rend(); ++b) {
+    std::unique_ptr<kv::Transaction> t = s->begin();
+    for (auto& [key, old] : b->old) PM_TRY(old ? t->put(key, *old) : t->remove(key));
+    PM_TRY(t->commit());
+  }
+  return Status();
+}
+
+// The default: all or nothing. The input is parsed first (a bad line loads
+// nothing and creates no store), then applied in transactions of bounded
+// size, each remembering what its keys held; when one fails (a key or value
+// over the store's limits, a full disk) the ones before it are undone in
+// reverse order. Another writer of the same keys meanwhile may see, and
+// lose to, the undo.
+Status load_all(const std::vector<Pair>& pairs, kv::Store* s, LoadCount* n) {
+  // Every pair against the store's limits first: a bad line is named and
+  // nothing is applied.
+  const kv::StoreStats st0 = s->stats();
+  for (const Pair& p : pairs) {
+    if (p.key.empty() || p.key.size() > st0.max_key_bytes) {
+      return Status::invalid_argument(fmt::format(
+          "line {}: key of {} bytes is outside 1..{} (the store's limit)", p.line, p.key.size(),
+          st0.max_key_bytes));
+    }
+    if (p.value.size() > st0.max_value_bytes) {
+      return Status::invalid_argument(
+          fmt::format("line {}: value of {} bytes is over the limit of {}", p.line,
+                      p.value.size(), st0.max_value_bytes));
+    }
+  }
+  // Batches well within one log record (a quarter of a log).
+  const size_t kBatchBytes = std::min<uint64_t>(64 << 10, st0.max_record_bytes / 4);
+  constexpr size_t kBatchOps = 512;
+  struct Undo {
+    std::vector<std::pair<std::string, std::optional<std::string>>> old;  // key, prior value
+  };
+  std::vector<Undo> done;
+  const bool tty = isatty(STDERR_FILENO);
+  for (size_t i = 0; i < pairs.size();) {
+    std::unique_ptr<kv::Transaction> t = s->begin();
+    Undo u;
+    size_t bytes = 0;
+    const size_t first = i;
+    for (; i < pairs.size() && (i == first || (bytes < kBatchBytes && i - first < kBatchOps)); i++) {
+      const Pair& p = pairs[i];
+      std::string v;
+      Status g = s->get(p.key, &v);
+      if (!g.ok() && !g.is_not_found()) return g.with_context(fmt::format("line {}", p.line));
+      u.old.emplace_back(p.key, g.ok() ? std::optional<std::string>(std::move(v)) : std::nullopt);
+      PM_TRY(t->put(p.key, p.value));
+      bytes += p.key.size() + p.value.size();
+    }
+    Status st = t->commit();
+    if (!st.ok()) {
+      const std::string where = i - first == 1 ? fmt::format("line {}", pairs[first].line)
+                                              : fmt::format("lines {}-{}", pairs[first].line,
+                                                            pairs[i - 1].line);
+      Status undone = undo(s, &done);
+      n->keys = 0;
+      if (!undone.ok()) {
+        return Status::io_error(fmt::format("{}: {}; undoing the {} keys loaded before failed "
+                                            "too, so some of them remain: {}",
+                                            where, st.message(), first, undone.message()));
+      }
+      return st.with_context(where);
+    }
+    done.push_back(std::move(u));
+    n->keys = i;
+    if (tty && i / kProgressEvery != first / kProgressEvery) {
+      std::fprintf(stderr, "\rloaded %llu keys", static_cast<unsigned long long>(n->keys));
+    }
+  }
+  if (tty && n->keys >= kProgressEvery) std::fprintf(stderr, "\r\033[K");
   return Status();
 }
 
@@ -285,18 +388,21 @@ Status run_load(LoadArgs a, bool json) {
     if (!file) return Status::from_errno("open " + a.file, errno);
   }
   std::istream& in = a.file == "-" ? std::cin : file;
+  LoadCount n;
+  std::vector<Pair> pairs;
+  const std::string nothing = "nothing loaded from " + a.file;
+  if (!a.partial) PM_TRY(parse_all(in, a.format, &pairs, &n).with_context(nothing));
   // Nothing is acknowledged before the checkpoint below, which makes every
   // loaded key durable, so the puts need not be durable one by one.
   a.store.async = true;
   Result<std::unique_ptr<kv::Store>> s = open_store(a.store, /*creates=*/true);
   if (!s.ok()) return s.status();
-  LoadCount n;
-  Status st = load_lines(in, a.format, s->get(), &n);
+  Status st = a.partial ? load_partial(in, a.format, s->get(), &n) : load_all(pairs, s->get(), &n);
   Status cp = (*s)->checkpoint();
   if (!cp.ok()) return cp.with_context(fmt::format("checkpoint {}", a.store.path));
-  // The keys before a bad line stay loaded: report them, then the line.
-  print_load(a, n, json);
-  if (!st.ok()) return st.with_context(a.file);
+  // With --partial the keys before a bad line stay loaded: report them too.
+  if (st.ok() || a.partial) print_load(a, n, json);
+  if (!st.ok()) return st.with_context(a.partial ? a.file : nothing);
   return Status();
 }
 
@@ -383,6 +489,9 @@ void add_ls_load_stats(CLI::App* kv, const Globals& g, std::vector<Command>* out
   ld->add_option("--format", load->format, "tsv: key<TAB>value lines; jsonl: {\"key\",\"value\"}")
       ->check(CLI::IsMember({"tsv", "jsonl"}))
       ->capture_default_str();
+  ld->add_flag("--partial", load->partial,
+               "line by line: a bad line stops the load but the lines before it stay loaded "
+               "(default: all or nothing)");
   out->push_back({ld, [load, &g] { return run_load(*load, g.json); }});
 
   auto stats = std::make_shared<StoreArgs>();

@@ -115,6 +115,9 @@ struct StoreStats {
   uint64_t backend_ghosts = 0;   // remembered removals (see docs/kvstore.md)
   uint64_t container_used_bytes = 0;
   uint64_t container_file_bytes = 0;
+  uint32_t max_key_bytes = 0;    // the limits fixed at create
+  uint32_t max_value_bytes = 0;
+  uint64_t max_record_bytes = 0; // largest log record: bounds one transaction
   uint64_t log_bytes = 0;        // total log capacity
   uint64_t log_used_bytes = 0;   // not yet reclaimed by an epoch
   uint64_t puts = 0, removes = 0, gets = 0, misses = 0;
