@@ -53,6 +53,13 @@ check "negative size" 2 "$PM" create "$dir/neg.pm" --size -5MiB
 has "negative size explained" err "negative"
 check "not a number" 2 "$PM" create "$dir/neg.pm" --max-size lots
 [ -e "$dir/neg.pm" ] && { echo "FAIL: a usage error created a file"; fail=1; }
+# --json covers failures: one JSON document on stdout, the message on stderr.
+check "--json failure" 1 "$PM" --json info "$dir/missing.pm"
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['error']['code']=='Not found' and 'missing.pm' in d['error']['message'], d" "$dir/out" || { echo "FAIL: --json failure document"; fail=1; }
+check "--json usage error" 2 "$PM" --json frobnicate
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['error']['code']=='usage', d" "$dir/out" || { echo "FAIL: --json usage document"; fail=1; }
+check "--json check of a damaged file" 1 "$PM" --json check "$dir/a.pm"
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['ok'] is False, d" "$dir/out" || { echo "FAIL: check --json prints one report"; fail=1; }
 check "--version" 0 "$PM" --version
 has "version printed" out "^pm (libpm) [0-9][0-9.]*$"
 # A second open names the file once, with the holder.

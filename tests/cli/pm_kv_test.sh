@@ -151,6 +151,48 @@ has "too-long key line named" err "line 3: key of 2000 bytes is outside 1..1024"
 check "old value kept" 0 "$PM" kv get "$S" keep
 has "old value kept, exactly" out "^old$"
 check "nothing new" 1 "$PM" kv get "$S" fresh
+# JSON without loss: bytes that are not UTF-8 go as base64, and what ls
+# prints loads back byte for byte.
+printf '\xff\x00\xfe' >"$dir/bytes"
+check "put a binary value under a non-UTF-8 key" 0 "$PM" kv put "$dir/rt.kv" "$(printf 'k\xe9y')" <"$dir/bytes"
+check "put a UTF-8 pair" 0 "$PM" kv put "$dir/rt.kv" plain "héllo wörld"
+check "ls --json --values of bytes" 0 "$PM" kv ls "$dir/rt.kv" --json --values
+cp "$dir/out" "$dir/dump.json"
+has "non-UTF-8 key as base64" dump.json '"key_base64": "a+l5"'
+has "binary value as base64" dump.json '"value_base64": "/wD+"'
+has "UTF-8 stays readable" dump.json '"value": "héllo wörld"'
+check "load --format json" 0 "$PM" kv load "$dir/rt2.kv" "$dir/dump.json" --format json
+check "ls of the copy" 0 "$PM" kv ls "$dir/rt2.kv" --json --values
+cmp -s "$dir/out" "$dir/dump.json" || { echo "FAIL: ls --json | load --format json does not round-trip"; fail=1; }
+check "get --json of bytes" 0 "$PM" kv get "$dir/rt2.kv" "$(printf 'k\xe9y')" --json
+has "get --json uses base64 too" out '"value_base64": "/wD+"'
+printf '%s\n' '{"key_base64":"a+l5","value_base64":"/wD+"}' '{"key":"x","value_base64":"!!"}' >"$dir/b64.jsonl"
+check "bad base64 in jsonl" 1 "$PM" kv load "$dir/b64.kv" "$dir/b64.jsonl" --format jsonl
+has "bad base64 named" err 'line 2: "value_base64" is not valid base64'
+
+# Two commands at once: the second waits for the first (--wait, 10 s by
+# default) instead of failing with Busy; --wait 0 fails at once, naming the
+# holder.
+for i in $(seq 8); do "$PM" kv put "$dir/two.kv" "a$i" x & "$PM" kv put "$dir/two.kv" "b$i" y & wait; done
+check "both writers of each round landed" 0 "$PM" kv ls "$dir/two.kv"
+[ "$(wc -l <"$dir/out")" -eq 16 ] || { echo "FAIL: concurrent puts: $(wc -l <"$dir/out") of 16 keys"; fail=1; }
+python3 - "$PM" "$dir/two.kv" <<'PY' || { echo "FAIL: --wait"; fail=1; }
+import fcntl, os, subprocess, sys, time
+pm, path = sys.argv[1:]
+fd = os.open(path, os.O_RDWR)
+fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # what an open store holds
+r = subprocess.run([pm, "kv", "get", path, "a1", "--wait", "0"], capture_output=True, text=True)
+assert r.returncode == 1 and "locked by" in r.stderr, r
+t = time.time()
+r = subprocess.run([pm, "kv", "get", path, "a1", "--wait", "0.5"], capture_output=True, text=True)
+assert r.returncode == 1 and "waited 0.5 s" in r.stderr and time.time() - t >= 0.4, r
+p = subprocess.Popen([pm, "kv", "get", path, "a1"], stdout=subprocess.PIPE, text=True)
+time.sleep(0.3)
+os.close(fd)  # the holder goes away: the waiting get goes on
+out, _ = p.communicate(timeout=20)
+assert p.returncode == 0 and out == "x", (p.returncode, out)
+PY
+
 # Batches are sized to the store's log: many values near a small store's
 # limit load as several transactions.
 for i in $(seq 1 200); do printf 'u%s\t%s\n' "$i" "$(head -c 990 /dev/zero | tr '\0' x)"; done >"$dir/many.tsv"

@@ -108,6 +108,7 @@ Status run_check(const std::string& path, bool json) {
           "{}\n",
           nlohmann::json{{"path", path}, {"ok", false}, {"problems", {c.status().message()}}}.dump(
               2));
+      g_json_report_printed = true;
     }
     return c.status();
   }
@@ -124,6 +125,7 @@ Status run_check(const std::string& path, bool json) {
   }
   if (tty) std::fprintf(stderr, "\r\033[K");
   print_check(r, info, store ? &*store : nullptr, json);
+  g_json_report_printed = json;
   if (!r.problems.empty()) {
     return Status::corruption(fmt::format("{} problem(s) in the heap metadata", r.problems.size()));
   }

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <thread>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -24,6 +26,7 @@
 #include "kv/check.h"
 #include "kv/store.h"
 #include "pm/command.h"
+#include "pm/json_bytes.h"
 
 namespace pm::cli {
 
@@ -41,6 +44,7 @@ struct StoreArgs {
   uint32_t max_value = kv::StoreOptions().max_value_bytes;
   bool async = false;
   bool no_create = false;
+  double wait_seconds = 10;  // for a store another process has open
 };
 
 void add_store_args(CLI::App* app, StoreArgs* a) {
@@ -63,6 +67,10 @@ void add_store_args(CLI::App* app, StoreArgs* a) {
   app->add_flag("--async", a->async,
                 "a write returns before it is durable; the command syncs before it exits");
   app->add_flag("--no-create", a->no_create, "fail instead of creating a missing store");
+  app->add_option("--wait", a->wait_seconds,
+                  "seconds to wait for a store another process has open (0: fail at once)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
 }
 
 // False only when the path is known to be missing; other stat errors are
@@ -88,7 +96,22 @@ Result<std::unique_ptr<kv::Store>> open_store(const StoreArgs& a, bool creates) 
             ? fmt::format("{}: no such store (--no-create is given)", a.path)
             : fmt::format("{}: no such store; 'pm kv put' or 'pm kv load' creates one", a.path));
   }
-  return kv::Store::open(a.path, o);
+  // Another pm command (or a mount) holding the store: wait for it, as two
+  // `pm kv put` in a row from two shells expect, then report the holder.
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration<double>(a.wait_seconds);
+  auto pause = std::chrono::milliseconds(2);
+  for (;;) {
+    Result<std::unique_ptr<kv::Store>> s = kv::Store::open(a.path, o);
+    if (s.ok() || !s.status().is_busy()) return s;
+    if (std::chrono::steady_clock::now() + pause > deadline) {
+      return a.wait_seconds == 0
+                 ? s.status()
+                 : s.status().with_context(fmt::format("waited {:g} s (--wait)", a.wait_seconds));
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(100));
+  }
 }
 
 // A key as messages show it: quoted, non-printable bytes escaped, long keys cut.
@@ -163,7 +186,12 @@ Status run_get(const KeyArgs& a, bool json) {
     return Status::not_found(fmt::format("{}: no key {}", a.store.path, shown(a.key)));
   }
   if (!st.ok()) return st;
-  if (json) return write_out(dump({{"key", a.key}, {"value", value}}) + "\n");
+  if (json) {
+    Json obj = Json::object();
+    put_bytes(obj, "key", a.key);
+    put_bytes(obj, "value", value);
+    return write_out(dump(obj) + "\n");
+  }
   return write_out(value);
 }
 
@@ -202,7 +230,10 @@ Status run_ls(const LsArgs& a, bool json) {
   if (json) {
     Json arr = Json::array();
     for (const auto& [k, v] : rows) {
-      arr.push_back(a.values ? Json{{"key", k}, {"value", v}} : Json{{"key", k}});
+      Json obj = Json::object();
+      put_bytes(obj, "key", k);
+      if (a.values) put_bytes(obj, "value", v);
+      arr.push_back(std::move(obj));
     }
     return write_out(dump(arr) + "\n");
   }
@@ -224,7 +255,14 @@ struct LoadArgs {
 };
 
 // One input line to a key and a value: "key<TAB>value" (the value may hold
-// more tabs), or a JSON object {"key": string, "value": string}.
+// more tabs), or a JSON object {"key": string, "value": string}, either
+// field possibly as "..._base64" (pm/json_bytes.h).
+Status pair_of(const Json& j, std::string* key, std::string* value) {
+  if (!j.is_object()) return Status::invalid_argument(R"(expected {"key": string, "value": string})");
+  PM_TRY(get_bytes(j, "key", key));
+  return get_bytes(j, "value", value);
+}
+
 Status parse_line(const std::string& format, const std::string& line, std::string* key,
                   std::string* value) {
   if (format == "tsv") {
@@ -236,14 +274,7 @@ Status parse_line(const std::string& format, const std::string& line, std::strin
   }
   const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Status::invalid_argument("not valid JSON");
-  const auto k = j.is_object() ? j.find("key") : j.end();
-  const auto v = j.is_object() ? j.find("value") : j.end();
-  if (k == j.end() || v == j.end() || !k->is_string() || !v->is_string()) {
-    return Status::invalid_argument(R"(expected {"key": string, "value": string})");
-  }
-  *key = k->get<std::string>();
-  *value = v->get<std::string>();
-  return Status();
+  return pair_of(j, key, value);
 }
 
 struct LoadCount {
@@ -280,6 +311,18 @@ struct Pair {
 // Every line of `in`, parsed; the first bad one fails the whole input.
 Status parse_all(std::istream& in, const std::string& format, std::vector<Pair>* out,
                  LoadCount* n) {
+  if (format == "json") {  // one array of objects: what `pm kv ls --json --values` prints
+    const Json doc = Json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded() || !doc.is_array()) {
+      return Status::invalid_argument("not a JSON array of {\"key\", \"value\"} objects");
+    }
+    for (const Json& e : doc) {
+      Pair p{++n->lines, {}, {}};
+      PM_TRY(pair_of(e, &p.key, &p.value).with_context(fmt::format("element {}", n->lines)));
+      out->push_back(std::move(p));
+    }
+    return Status();
+  }
   std::string line;
   while (std::getline(in, line)) {
     ++n->lines;
@@ -309,19 +352,20 @@ Status undo(kv::Store* s, std::vector<Undo>* done) {
 // over the store's limits, a full disk) the ones before it are undone in
 // reverse order. Another writer of the same keys meanwhile may see, and
 // lose to, the undo.
-Status load_all(const std::vector<Pair>& pairs, kv::Store* s, LoadCount* n) {
+Status load_all(const std::vector<Pair>& pairs, std::string_view unit, kv::Store* s,
+                LoadCount* n) {
   // Every pair against the store's limits first: a bad line is named and
   // nothing is applied.
   const kv::StoreStats st0 = s->stats();
   for (const Pair& p : pairs) {
     if (p.key.empty() || p.key.size() > st0.max_key_bytes) {
       return Status::invalid_argument(fmt::format(
-          "line {}: key of {} bytes is outside 1..{} (the store's limit)", p.line, p.key.size(),
+          "{} {}: key of {} bytes is outside 1..{} (the store's limit)", unit, p.line, p.key.size(),
           st0.max_key_bytes));
     }
     if (p.value.size() > st0.max_value_bytes) {
       return Status::invalid_argument(
-          fmt::format("line {}: value of {} bytes is over the limit of {}", p.line,
+          fmt::format("{} {}: value of {} bytes is over the limit of {}", unit, p.line,
                       p.value.size(), st0.max_value_bytes));
     }
   }
@@ -342,15 +386,15 @@ Status load_all(const std::vector<Pair>& pairs, kv::Store* s, LoadCount* n) {
       const Pair& p = pairs[i];
       std::string v;
       Status g = s->get(p.key, &v);
-      if (!g.ok() && !g.is_not_found()) return g.with_context(fmt::format("line {}", p.line));
+      if (!g.ok() && !g.is_not_found()) return g.with_context(fmt::format("{} {}", unit, p.line));
       u.old.emplace_back(p.key, g.ok() ? std::optional<std::string>(std::move(v)) : std::nullopt);
       PM_TRY(t->put(p.key, p.value));
       bytes += p.key.size() + p.value.size();
     }
     Status st = t->commit();
     if (!st.ok()) {
-      const std::string where = i - first == 1 ? fmt::format("line {}", pairs[first].line)
-                                              : fmt::format("lines {}-{}", pairs[first].line,
+      const std::string where = i - first == 1 ? fmt::format("{} {}", unit, pairs[first].line)
+                                              : fmt::format("{}s {}-{}", unit, pairs[first].line,
                                                             pairs[i - 1].line);
       Status undone = undo(s, &done);
       n->keys = 0;
@@ -391,13 +435,17 @@ Status run_load(LoadArgs a, bool json) {
   LoadCount n;
   std::vector<Pair> pairs;
   const std::string nothing = "nothing loaded from " + a.file;
-  if (!a.partial) PM_TRY(parse_all(in, a.format, &pairs, &n).with_context(nothing));
+  // A JSON document is read whole, even with --partial.
+  const bool whole = !a.partial || a.format == "json";
+  if (whole) PM_TRY(parse_all(in, a.format, &pairs, &n).with_context(nothing));
   // Nothing is acknowledged before the checkpoint below, which makes every
   // loaded key durable, so the puts need not be durable one by one.
   a.store.async = true;
   Result<std::unique_ptr<kv::Store>> s = open_store(a.store, /*creates=*/true);
   if (!s.ok()) return s.status();
-  Status st = a.partial ? load_partial(in, a.format, s->get(), &n) : load_all(pairs, s->get(), &n);
+  const std::string_view unit = a.format == "json" ? "element" : "line";
+  Status st = !whole ? load_partial(in, a.format, s->get(), &n)
+                     : load_all(pairs, unit, s->get(), &n);
   Status cp = (*s)->checkpoint();
   if (!cp.ok()) return cp.with_context(fmt::format("checkpoint {}", a.store.path));
   // With --partial the keys before a bad line stay loaded: report them too.
@@ -444,6 +492,7 @@ Status run_salvage(const SalvageArgs& a, bool json) {
                "keys", r->keys, r->from_logs, "damaged entries", r->damaged_entries);
     for (const std::string& p : r->problems) fmt::print("{:<18}{}\n", "not read", p);
   }
+  g_json_report_printed = json;
   // Something could not be read: the copy is incomplete; exit 1.
   if (!r->problems.empty()) {
     return Status::corruption(fmt::format("{} part(s) of {} could not be read; {} has the rest",
@@ -486,8 +535,11 @@ void add_ls_load_stats(CLI::App* kv, const Globals& g, std::vector<Command>* out
       "load", "put every line of FILE ('-': stdin), then checkpoint; creates the store");
   add_store_args(ld, &load->store);
   ld->add_option("file", load->file, "input file")->required();
-  ld->add_option("--format", load->format, "tsv: key<TAB>value lines; jsonl: {\"key\",\"value\"}")
-      ->check(CLI::IsMember({"tsv", "jsonl"}))
+  ld->add_option("--format", load->format,
+                 "tsv: key<TAB>value lines; jsonl: one {\"key\",\"value\"} object per line; "
+                 "json: an array of them (kv ls --json --values); \"key_base64\"/\"value_base64\" "
+                 "for bytes that are not UTF-8")
+      ->check(CLI::IsMember({"tsv", "jsonl", "json"}))
       ->capture_default_str();
   ld->add_flag("--partial", load->partial,
                "line by line: a bad line stops the load but the lines before it stay loaded "

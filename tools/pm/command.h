@@ -16,6 +16,10 @@ struct Globals {
   bool json = false;
 };
 
+// Set by a command that printed its JSON report before failing (pm check,
+// pm kv salvage): main then adds no {"error": ...} document to stdout.
+inline bool g_json_report_printed = false;
+
 struct Command {
   CLI::App* app;
   std::function<Status()> run;

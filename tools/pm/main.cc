@@ -1,8 +1,29 @@
 // pm: the libpm command-line tool. Results go to stdout, diagnostics to
 // stderr. Exit codes: 0 done, 1 failed, 2 usage.
 #include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <string>
 
 #include "pm/command.h"
+
+namespace {
+
+// With --json a failure is a JSON object on stdout too, so that a script
+// reading stdout never gets a table or nothing: {"error": {"code", "message"}}.
+void json_error(const std::string& code, const std::string& message) {
+  const nlohmann::json j = {{"error", {{"code", code}, {"message", message}}}};
+  std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+}
+
+bool wants_json(int argc, char** argv) {
+  for (int i = 1; i < argc; i++) {
+    if (std::strcmp(argv[i], "--json") == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"pm: persistent containers and the tools around them"};
@@ -25,8 +46,10 @@ int main(int argc, char** argv) {
       const auto subs = app.get_subcommands([&](CLI::App* a) { return a->check_name(argv[i]); });
       if (!subs.empty()) break;
       std::fprintf(stderr, "pm: '%s' is not a pm command; run pm --help for the list\n", argv[i]);
+      if (wants_json(argc, argv)) json_error("usage", std::string("'") + argv[i] + "' is not a pm command");
       return 2;
     }
+    if (e.get_exit_code() != 0 && wants_json(argc, argv)) json_error("usage", e.what());
     return app.exit(e) == 0 ? 0 : 2;
   }
   for (const auto& c : commands) {
@@ -34,6 +57,7 @@ int main(int argc, char** argv) {
     pm::Status s = c.run();
     if (!s.ok()) {
       std::fprintf(stderr, "pm %s: %s\n", c.app->get_name().c_str(), s.to_string().c_str());
+      if (g.json && !pm::cli::g_json_report_printed) json_error(s.to_string().substr(0, s.to_string().find(':')), s.message());
       return 1;
     }
     return 0;
