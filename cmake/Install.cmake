@@ -8,6 +8,7 @@ install(TARGETS pm pm_shared kvstore kvstore_shared EXPORT libpmTargets
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY libpm/include/ kvstore/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS pm_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(PROGRAMS tools/pmfs DESTINATION ${CMAKE_INSTALL_BINDIR})  # mount -t fuse.pmfs
 install(FILES README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(DIRECTORY docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR})
 

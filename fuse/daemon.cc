@@ -5,7 +5,9 @@
 #include <syslog.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdarg>
+#include <thread>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -95,7 +97,15 @@ kv::StoreOptions store_options(const MountOptions& o) {
 class Session {
  public:
   Session(Fs* fs, const MountOptions& o) {
-    std::string opts = "default_permissions,fsname=pmfs,subtype=pmfs";
+    // The store's path is the mount's source (mount, df and findmnt show it,
+    // as sshfs shows its remote); fuse_opt splits on ',' and takes '\' as an
+    // escape, so both are escaped.
+    std::string fsname;
+    for (char c : o.store_path) {
+      if (c == ',' || c == '\\') fsname += '\\';
+      fsname += c;
+    }
+    std::string opts = "default_permissions,subtype=pmfs,fsname=" + fsname;
     if (o.allow_other) opts += ",allow_other";
     args_ = {"pm", "-o", opts};
     if (o.debug) args_.push_back("-d");
@@ -160,7 +170,17 @@ void log_to_syslog() { fuse_set_log_func(syslog_line); }
 
 pm::Status mount(const MountOptions& o) {
   PM_TRY(check_mountpoint(o.mountpoint));
+  // Right after fusermount3 -u returns, the previous daemon may still hold
+  // the store for a moment while it exits: wait for it (bounded).
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(o.wait_seconds);
   auto store = kv::Store::open(o.store_path, store_options(o));
+  for (auto pause = std::chrono::milliseconds(2);
+       !store.ok() && store.status().is_busy() && std::chrono::steady_clock::now() < deadline;
+       pause = std::min(pause * 2, std::chrono::milliseconds(100))) {
+    std::this_thread::sleep_for(pause);
+    store = kv::Store::open(o.store_path, store_options(o));
+  }
   if (!store.ok()) return store.status().with_context(fmt::format("open {}", o.store_path));
   Fs fs(std::move(*store), o);
   PM_TRY(fs.build_index().with_context(fmt::format("index {}", o.store_path)));

@@ -69,7 +69,8 @@ for i in $(seq 40); do printf 'p%s\tfile\np%s/c\tchild\n' "$i" "$i"; done >"$dir
 "$PM" kv load "$S" "$dir/pairs.tsv" >/dev/null
 mount_fs --max-value 262144
 mkdir "$dir/mnt2"
-errs "store mounted already" "Busy" "$PM" mount "$S" "$dir/mnt2"
+errs "store mounted already" "Busy" "$PM" mount "$S" "$dir/mnt2" --wait 0.2
+grep -q "^$S $M fuse.pmfs " /proc/mounts || FAIL "the mount's source is not the store's path: $(grep " $M " /proc/mounts)"
 errs "mount point in use" "mounted there already" "$PM" mount "$dir/other.kv" "$M"
 [ -e "$dir/other.kv" ] && FAIL "a refused mount created its store"
 
@@ -207,6 +208,20 @@ is_mounted && FAIL "SIGTERM left the mount"
 "$PM" mount "$S" "$M" || FAIL "mount in the background"
 eq "background mount serves" "$(cat "$M/f")" new
 fusermount3 -u "$M" || FAIL "unmount of the background mount"
+# A mount right after fusermount3 -u returns waits for the exiting daemon's lock.
+"$PM" mount "$S" "$M" 2>"$dir/remount.err" || { cat "$dir/remount.err"; FAIL "mount right after fusermount3 -u"; }
+eq "the quick remount serves" "$(cat "$M/f")" new
+fusermount3 -u "$M" || FAIL "unmount of the quick remount"
+# What mount -t fuse.pmfs runs: mount.fuse3, which runs tools/pmfs (mount(8)
+# itself resets PATH, so it finds pmfs only where it is installed). Root only.
+if [ "$(id -u)" -eq 0 ] && command -v mount.fuse3 >/dev/null; then
+  PATH="$(dirname "$PM"):$PATH" mount.fuse3 "$S" "$M" -t pmfs -o nosuid,nodev,threads=4,wait=5 \
+    2>"$dir/mount8.err" || { cat "$dir/mount8.err"; FAIL "mount.fuse3 -t pmfs"; }
+  eq "mount.fuse3 -t pmfs serves the store" "$(cat "$M/f")" new
+  grep -q "^$S $M fuse.pmfs rw,nosuid,nodev" /proc/mounts || FAIL "fuse.pmfs mount: $(grep " $M " /proc/mounts)"
+  umount "$M" || FAIL "umount of the fuse.pmfs mount"
+  errs "pmfs refuses an unknown option" "unknown option" "$(dirname "$PM")/pmfs" "$S" "$M" -o bogus
+fi
 # The daemon lets go of the store's lock as it exits.
 for i in $(seq 50); do "$PM" info "$S" >/dev/null 2>&1 && break; sleep 0.1; done
 

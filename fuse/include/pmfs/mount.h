@@ -44,6 +44,9 @@ struct MountOptions {
   bool allow_other = false;
   // Per-request log lines through fuse_log (stderr in the foreground).
   bool debug = false;
+  // How long to wait for a store another process holds (a daemon still
+  // exiting after fusermount3 -u returned, a pm command), in seconds.
+  double wait_seconds = 5;
   // Worker threads of the session loop (at most).
   unsigned max_threads = 8;
 
