@@ -43,9 +43,14 @@ Status check_store_options(const StoreOptions& o) {
     return Status::invalid_argument("max_key_bytes must be 1..65535");
   }
   if (uint64_t{o.max_value_bytes} + o.max_key_bytes + 128 > o.log_bytes / 4) {
-    return Status::invalid_argument("max_value_bytes (" + std::to_string(o.max_value_bytes) +
-                                    ") must fit in a quarter of a log (log_bytes " +
-                                    std::to_string(o.log_bytes) + ")");
+    // A record holds the value, the key and 128 bytes of headers.
+    const int64_t most = static_cast<int64_t>(o.log_bytes / 4) - o.max_key_bytes - 128;
+    return Status::invalid_argument(
+        "max_value_bytes (" + std::to_string(o.max_value_bytes) + ") is too large for logs of " +
+        std::to_string(o.log_bytes) + " bytes: a record (the value, a key of up to " +
+        std::to_string(o.max_key_bytes) + " bytes and 128 bytes of headers) must fit in a "
+        "quarter of a log, so at most " + std::to_string(std::max<int64_t>(most, 0)) +
+        " here; use larger logs or a smaller value limit");
   }
   if (o.min_gleaners < 0 || o.max_gleaners < std::max(o.min_gleaners, 1) || o.max_gleaners > 64) {
     return Status::invalid_argument("gleaners: need 0 <= min_gleaners <= max_gleaners <= 64, max >= 1");

@@ -61,7 +61,8 @@ void add_store_args(CLI::App* app, StoreArgs* a) {
       ->capture_default_str()
       ->group(kCreation);
   app->add_option("--max-value", a->max_value,
-                  "longest value in bytes (must fit in a quarter of a log)")
+                  "longest value in bytes (with the longest key and 128 bytes, at most a quarter "
+                  "of a log)")
       ->capture_default_str()
       ->group(kCreation);
   app->add_flag("--async", a->async,
