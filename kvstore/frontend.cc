@@ -194,6 +194,19 @@ Item* Frontend::install(Bucket* b, Item* old, uint64_t h, uint64_t seq, LogRef l
 
 namespace {
 
+// Links `it` into a free slot of b, else at the head of its overflow chain,
+// publishing it with `order`. REQUIRES: b locked or unreachable.
+void link_into(Frontend::Bucket* b, Item* it, std::memory_order order) {
+  for (auto& s : b->slot) {
+    if (s.load(std::memory_order_relaxed) == 0) {
+      s.store(make_slot(it), order);
+      return;
+    }
+  }
+  it->next.store(b->overflow.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  b->overflow.store(it, order);
+}
+
 // Where `it` is linked in b: its slot or the overflow link pointing to it.
 struct Link {
   std::atomic<uint64_t>* slot = nullptr;
@@ -215,14 +228,7 @@ void Frontend::replace(Bucket* b, Item* old, Item* item) {
   if (old == nullptr) {
     items_.fetch_add(1, std::memory_order_relaxed);
     bytes_.fetch_add(item->bytes(), std::memory_order_relaxed);
-    for (auto& s : b->slot) {
-      if (s.load(std::memory_order_relaxed) == 0) {
-        s.store(make_slot(item), std::memory_order_release);
-        return;
-      }
-    }
-    item->next.store(b->overflow.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    b->overflow.store(item, std::memory_order_release);
+    link_into(b, item, std::memory_order_release);
     return;
   }
   Link l = link_of(b, old);
@@ -265,22 +271,6 @@ const Item* Frontend::peek(std::string_view key, uint64_t h) const {
   return found;
 }
 
-namespace {
-
-// Adds `it` to a bucket nobody else can reach yet (grow's new halves).
-void add_unpublished(Frontend::Bucket* b, Item* it) {
-  for (auto& s : b->slot) {
-    if (s.load(std::memory_order_relaxed) == 0) {
-      s.store(make_slot(it), std::memory_order_relaxed);
-      return;
-    }
-  }
-  // Pushed in reverse of the old bucket's order (see grow()).
-  it->next.store(b->overflow.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  b->overflow.store(it, std::memory_order_relaxed);
-}
-
-}  // namespace
 
 bool Frontend::grow() {
   std::unique_lock<std::mutex> l(grow_mu_, std::try_to_lock);
@@ -300,7 +290,8 @@ bool Frontend::grow() {
     items.clear();
     for_items(b, [&](Item* it) { items.push_back(it); });
     for (auto it = items.rbegin(); it != items.rend(); ++it) {
-      add_unpublished(&t->buckets[i + (((*it)->hash & n) ? n : 0)], *it);
+      // Nobody can reach the new halves yet: relaxed stores.
+      link_into(&t->buckets[i + (((*it)->hash & n) ? n : 0)], *it, std::memory_order_relaxed);
     }
     b->overflow.store(kMovedBucket, std::memory_order_release);
     unlock(b);
