@@ -282,7 +282,25 @@ int Fs::commit(Batch& b, int size_errno) {
   return to_errno(s);
 }
 
-int Fs::do_setattr(Ino ino, const struct stat& attr, int to_set, Handle* h, struct stat* out) {
+namespace {
+
+// What Linux does on a local file system (should_remove_suid): a write or a
+// truncation by a process without CAP_FSETID (here: not root) clears
+// set-user-ID, and set-group-ID where the group may execute (without group
+// execute it marks mandatory locking and stays).
+// Returns whether the mode changed.
+bool kill_suid(Meta* m, const Caller& c) {
+  if (c.uid == 0) return false;
+  const uint32_t kill = S_ISUID | ((m->mode & S_IXGRP) ? S_ISGID : 0);
+  if ((m->mode & kill) == 0) return false;
+  m->mode &= ~kill;
+  return true;
+}
+
+}  // namespace
+
+int Fs::do_setattr(Ino ino, const struct stat& attr, int to_set, Handle* h, const Caller& c,
+                   struct stat* out) {
   std::unique_lock<std::mutex> hl;
   if (h != nullptr && writable(h->flags)) hl = std::unique_lock(h->mu);
   std::unique_lock lock(mu_);
@@ -306,6 +324,7 @@ int Fs::do_setattr(Ino ino, const struct stat& attr, int to_set, Handle* h, stru
     const auto size = static_cast<uint64_t>(attr.st_size);
     if (size > o_.max_value_bytes) return EFBIG;
     if (!(to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))) m.mtime_ns = now;
+    if (!(to_set & FUSE_SET_ATTR_MODE)) (void)kill_suid(&m, c);  // the reply carries the mode
     if (hl.owns_lock()) {  // staged with the handle's writes, put at flush
       if (int err = load(h, *n)) return err;
       h->buf.resize(size);
@@ -535,7 +554,7 @@ int Fs::do_rename(Ino parent, const char* name, Ino newparent, const char* newna
 
 // ---------------------------------------------------------------- file data
 
-int Fs::do_open(Ino ino, int flags, Handle** out) {
+int Fs::do_open(Ino ino, int flags, const Caller& c, Handle** out, bool* mode_changed) {
   std::unique_lock lock(mu_);
   Node* n = table_.get(ino);
   if (n == nullptr) return ENOENT;
@@ -547,6 +566,7 @@ int Fs::do_open(Ino ino, int flags, Handle** out) {
     h->staged = h->dirty = true;
     n->size = 0;
     n->meta.mtime_ns = n->meta.ctime_ns = now_ns();
+    *mode_changed = kill_suid(&n->meta, c);  // stored with the truncated content at flush
   }
   n->open_count++;
   *out = h.release();
@@ -578,7 +598,8 @@ int Fs::do_read(Handle* h, size_t size, off_t off, std::string* out) {
   return 0;
 }
 
-int Fs::do_write(Handle* h, const char* data, size_t size, off_t off) {
+int Fs::do_write(Handle* h, const char* data, size_t size, off_t off, const Caller& c,
+                 bool* mode_changed) {
   std::lock_guard hl(h->mu);
   std::unique_lock lock(mu_);
   Node* n = table_.get(h->ino);
@@ -591,6 +612,7 @@ int Fs::do_write(Handle* h, const char* data, size_t size, off_t off) {
   h->dirty = true;
   n->size = h->buf.size();
   n->meta.mtime_ns = n->meta.ctime_ns = now_ns();
+  *mode_changed = kill_suid(&n->meta, c);  // stored with the content at flush
   return 0;
 }
 

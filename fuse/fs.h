@@ -70,7 +70,8 @@ class Fs {
   int do_lookup(Ino parent, const char* name, fuse_entry_param* e);
   void do_forget(Ino ino, uint64_t nlookup);
   int do_getattr(Ino ino, struct stat* st);
-  int do_setattr(Ino ino, const struct stat& attr, int to_set, Handle* h, struct stat* out);
+  int do_setattr(Ino ino, const struct stat& attr, int to_set, Handle* h, const Caller& c,
+                 struct stat* out);
   // A node of mode's type: `value` is a symlink's target (else empty), rdev
   // a device node's number (else 0).
   int do_make(Ino parent, const char* name, mode_t mode, dev_t rdev, std::string_view value,
@@ -78,9 +79,13 @@ class Fs {
   int do_readlink(Ino ino, std::string* target);
   int do_remove(Ino parent, const char* name, bool dir);
   int do_rename(Ino parent, const char* name, Ino newparent, const char* newname, unsigned flags);
-  int do_open(Ino ino, int flags, Handle** out);
+  // do_open and do_write set *mode_changed when they cleared SUID/SGID (a
+  // truncation or write by another user): the kernel's cached attributes
+  // are stale then, and the caller invalidates them once it has replied.
+  int do_open(Ino ino, int flags, const Caller& c, Handle** out, bool* mode_changed);
   int do_read(Handle* h, size_t size, off_t off, std::string* out);
-  int do_write(Handle* h, const char* data, size_t size, off_t off);
+  int do_write(Handle* h, const char* data, size_t size, off_t off, const Caller& c,
+               bool* mode_changed);
   int do_flush(Handle* h);
   int do_fsync(Handle* h);
   int do_sync();
@@ -102,7 +107,13 @@ class Fs {
   int load(Handle* h, const Node& n);
   int commit(Batch& b, int size_errno);
   int rename_tree(Node* src, const std::string& new_key, Batch* b);
+
+ public:
+  // Tells the kernel to drop its cached attributes of ino (attributes only:
+  // safe from a request's handler, which holds no page lock).
   void invalidate_attr(Ino ino);
+
+ private:
 
   std::unique_ptr<kv::Store> store_;
   const MountOptions o_;

@@ -77,7 +77,7 @@ void sfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
                  fuse_file_info* fi) {
   struct stat st;
   Handle* h = fi != nullptr ? handle_of(fi) : nullptr;
-  reply_attr_or_err(req, fs_of(req).do_setattr(ino, *attr, to_set, h, &st), st);
+  reply_attr_or_err(req, fs_of(req).do_setattr(ino, *attr, to_set, h, caller_of(req), &st), st);
 }
 
 // Regular files, FIFOs, sockets and device nodes. The kernel serves FIFOs,
@@ -134,7 +134,8 @@ void sfs_readlink(fuse_req_t req, fuse_ino_t ino) {
 
 void sfs_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Handle* h = nullptr;
-  if (int err = fs_of(req).do_open(ino, fi->flags, &h)) {
+  bool mode_changed = false;
+  if (int err = fs_of(req).do_open(ino, fi->flags, caller_of(req), &h, &mode_changed)) {
     fuse_reply_err(req, err);
     return;
   }
@@ -143,7 +144,12 @@ void sfs_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   // staged writes), so a reader never sees another handle's unflushed data.
   fi->direct_io = 1;
   fi->keep_cache = 0;
-  if (fuse_reply_open(req, fi) != 0) fs_of(req).do_release(h);  // open was interrupted
+  Fs& fs = fs_of(req);
+  if (fuse_reply_open(req, fi) != 0) {
+    fs.do_release(h);  // open was interrupted
+  } else if (mode_changed) {
+    fs.invalidate_attr(ino);
+  }
 }
 
 void sfs_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
@@ -155,7 +161,8 @@ void sfs_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode
     return;
   }
   Handle* h = nullptr;
-  if (int err = fs.do_open(e.ino, fi->flags & ~O_TRUNC, &h)) {
+  bool mode_changed = false;  // (a new file has no SUID to clear)
+  if (int err = fs.do_open(e.ino, fi->flags & ~O_TRUNC, caller_of(req), &h, &mode_changed)) {
     fs.do_forget(e.ino, 1);
     fuse_reply_err(req, err);
     return;
@@ -180,11 +187,13 @@ void sfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_
 
 void sfs_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,
                fuse_file_info* fi) {
-  (void)ino;
-  if (int err = fs_of(req).do_write(handle_of(fi), buf, size, off)) {
+  Fs& fs = fs_of(req);
+  bool mode_changed = false;
+  if (int err = fs.do_write(handle_of(fi), buf, size, off, caller_of(req), &mode_changed)) {
     fuse_reply_err(req, err);
   } else {
     fuse_reply_write(req, size);
+    if (mode_changed) fs.invalidate_attr(ino);
   }
 }
 

@@ -65,7 +65,9 @@ Status walk(pmfs::Fs& fs, pmfs::Ino ino, const std::string& path, Tree* out) {
         PM_TRY(errno_status(fs.do_readlink(e.ino, &entry.data), "readlink " + p));
       } else {
         pmfs::Handle* h = nullptr;
-        PM_TRY(errno_status(fs.do_open(e.ino, O_RDONLY, &h), "open " + p));
+        bool ignored = false;
+        PM_TRY(errno_status(fs.do_open(e.ino, O_RDONLY, pmfs::Caller{0, 0}, &h, &ignored),
+                            "open " + p));
         const int err = fs.do_read(h, 1 << 20, 0, &entry.data);
         fs.do_release(h);
         PM_TRY(errno_status(err, "read " + p));

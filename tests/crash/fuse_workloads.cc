@@ -18,6 +18,8 @@ namespace pm::crash {
 
 namespace {
 
+const pmfs::Caller kRoot{0, 0};  // the workloads run as root
+
 using pmfs::Ino;
 
 kv::StoreOptions store_options() {
@@ -200,8 +202,10 @@ class FuseWorkload final : public Workload {
     // Open (with O_TRUNC when rewriting), write, close: the data is one
     // more transaction, at flush.
     pmfs::Handle* h = nullptr;
-    PM_TRY(errno_status(fs_->do_open(ino_of(path), O_WRONLY | O_TRUNC, &h), "open " + path));
-    const int werr = fs_->do_write(h, data.data(), data.size(), 0);
+    bool ignored = false;  // (root: no set-ID bits cleared)
+    PM_TRY(errno_status(fs_->do_open(ino_of(path), O_WRONLY | O_TRUNC, kRoot, &h, &ignored),
+                        "open " + path));
+    const int werr = fs_->do_write(h, data.data(), data.size(), 0, kRoot, &ignored);
     Tree after = model_;
     after[path].data = data;
     Status s = werr != 0 ? errno_status(werr, "write " + path)
@@ -294,7 +298,7 @@ class FuseWorkload final : public Workload {
     attr.st_mode = perm;
     const Ino ino = ino_of(path);
     return change(log, after, "chmod " + path,
-                  [&] { return fs_->do_setattr(ino, attr, FUSE_SET_ATTR_MODE, nullptr, &out); });
+                  [&] { return fs_->do_setattr(ino, attr, FUSE_SET_ATTR_MODE, nullptr, kRoot, &out); });
   }
 
   Status truncate(std::mt19937_64& rng, CommitLog& log) {
@@ -308,7 +312,7 @@ class FuseWorkload final : public Workload {
     attr.st_size = static_cast<off_t>(size);
     const Ino ino = ino_of(path);
     return change(log, after, "truncate " + path,
-                  [&] { return fs_->do_setattr(ino, attr, FUSE_SET_ATTR_SIZE, nullptr, &out); });
+                  [&] { return fs_->do_setattr(ino, attr, FUSE_SET_ATTR_SIZE, nullptr, kRoot, &out); });
   }
 
   Container* live_ = nullptr;

@@ -225,6 +225,32 @@ fi
 # The daemon lets go of the store's lock as it exits.
 for i in $(seq 50); do "$PM" info "$S" >/dev/null 2>&1 && break; sleep 0.1; done
 
+# A write or a truncation by a user other than root clears set-user-ID (and
+# set-group-ID with group execute), as on a local file system; root's keeps
+# them. Root only (switches to nobody; the mount needs --allow-other).
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
+  chmod 755 "$dir"
+  mount_fs --allow-other
+  as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups sh -c "$1"; }
+  printf 'x' >"$M/suid"
+  chmod 06777 "$M/suid"
+  echo z >>"$M/suid"
+  eq "root's write keeps SUID and SGID" "$(stat -c %a "$M/suid")" 6777
+  as_nobody "echo y >>'$M/suid'" || FAIL "write by nobody"
+  eq "a write by another user clears them" "$(stat -c %a "$M/suid")" 777
+  umount_fs
+  mount_fs --allow-other
+  eq "the cleared mode is stored" "$(stat -c %a "$M/suid")" 777
+  chmod 02767 "$M/suid"
+  as_nobody ": >'$M/suid'" || FAIL "truncation by nobody"
+  eq "without group execute SGID stays" "$(stat -c %a "$M/suid")" 2767
+  chmod 06777 "$M/suid"
+  as_nobody "truncate -s 1 '$M/suid'" || FAIL "truncate by nobody"
+  eq "truncate(2) by another user clears them" "$(stat -c %a "$M/suid")" 777
+  umount_fs
+  for i in $(seq 50); do "$PM" info "$S" >/dev/null 2>&1 && break; sleep 0.1; done
+fi
+
 # A store the mount wrote checks clean (file contents are data, not pointers).
 "$PM" check "$S" >"$dir/check.out" 2>&1 || { cat "$dir/check.out"; FAIL "pm check of the mount's store"; }
 

@@ -176,8 +176,11 @@ Seed mount_seed(const std::string& dir) {
         return false;
       }
       pmfs::Handle* h = nullptr;
-      if (fs.do_open(e.ino, O_WRONLY, &h) != 0) return false;
-      const bool ok = fs.do_write(h, data.data(), data.size(), 0) == 0 && fs.do_flush(h) == 0;
+      bool ignored = false;
+      const pmfs::Caller root{0, 0};
+      if (fs.do_open(e.ino, O_WRONLY, root, &h, &ignored) != 0) return false;
+      const bool ok =
+          fs.do_write(h, data.data(), data.size(), 0, root, &ignored) == 0 && fs.do_flush(h) == 0;
       fs.do_release(h);
       if (!ok) return false;
     }
