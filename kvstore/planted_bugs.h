@@ -23,6 +23,10 @@ struct KvPlantedBugs {
   // recovery accepts records without persisting them (after a kill they may
   // be only in the page cache).
   bool recovery_trusts_page_cache = false;
+  // the gleaner marks an item applied with a plain store, so that a version
+  // overwritten in place meanwhile is marked too (and may be evicted while
+  // only its predecessor is in the backend): Item::mark_applied's invariant.
+  bool mark_applied_unchecked = false;
 };
 
 // Read by kvstore, written only by tests.

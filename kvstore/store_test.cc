@@ -9,6 +9,7 @@
 #include "kvstore/crl.h"
 #include "kvstore/planted_bugs.h"
 #include "kvstore/store_impl.h"
+#include "libpm/sync_point.h"
 #include "pm/container.h"
 #include "testutil/container_util.h"
 #include "testutil/temp_dir.h"
@@ -269,6 +270,45 @@ TEST(StoreScanTest, EachKeyOnceWhileTheBackendSplitsAndMissesInstall) {
 
 // stats() counts keys from the backend's count and the records not yet
 // applied, without scanning the data.
+// Item::mark_applied: a put that overwrites an item in place while a
+// gleaner is between applying the item's older version and marking it must
+// not leave the new version marked applied, or the DRAM budget would evict
+// it with only the older version in the backend.
+Store* g_overwriter = nullptr;
+
+void overwrite_between_apply_and_mark(const char* name, pm::sync_point::Kind) {
+  if (std::string_view(name) != "kv.glean.applied" || g_overwriter == nullptr) return;
+  Store* s = std::exchange(g_overwriter, nullptr);
+  EXPECT_TRUE(s->put("k", "new").ok());  // fits the item: overwritten in place
+}
+
+bool new_version_survives_eviction() {
+  pm::test::TempDir dir;
+  StoreOptions o = small_store(false);
+  o.dram_budget_bytes = 1;  // every clean item is evicted at each epoch
+  auto s = must(Store::open(dir.file("kv.pm"), o));
+  EXPECT_TRUE(s->put("k", "old").ok());
+  g_overwriter = s.get();
+  pm::sync_point::g_hook.store(&overwrite_between_apply_and_mark);
+  Result<uint64_t> g = s->glean(1);  // applies "old"; "new" is logged after it
+  pm::sync_point::g_hook.store(nullptr);
+  EXPECT_TRUE(g.ok());
+  EXPECT_EQ(g_overwriter, nullptr) << "the sync point was not reached";
+  EXPECT_TRUE(s->advance_epoch().ok());  // commits "old", evicts what is clean
+  return get(*s, "k") == "new";
+}
+
+TEST(StoreGleanTest, AnInPlaceOverwriteDuringAnApplyIsNeverMarkedApplied) {
+  EXPECT_TRUE(new_version_survives_eviction());
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "under ThreadSanitizer every put makes a new item (Frontend::install)";
+#endif
+  // The planted bug shows that this test would notice.
+  g_kv_planted_bugs.mark_applied_unchecked = true;
+  EXPECT_FALSE(new_version_survives_eviction()) << "the test missed mark_applied_unchecked";
+  g_kv_planted_bugs = KvPlantedBugs();
+}
+
 TEST(StoreStatsTest, KeysCountsEveryLiveKeyOnce) {
   pm::test::TempDir dir;
   StoreOptions o = small_store(false);
