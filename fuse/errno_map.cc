@@ -18,6 +18,8 @@ int to_errno(const pm::Status& s) {
       return EBUSY;
     case pm::Code::kNotSupported:
       return ENOTSUP;
+    case pm::Code::kReadOnly:
+      return EROFS;
     case pm::Code::kCorruption:
     case pm::Code::kIOError:
       return EIO;

@@ -19,7 +19,7 @@ uint64_t now_us() {
 }  // namespace
 
 void StoreImpl::start_threads() {
-  if (!o_.background) return;
+  if (!o_.background || o_.read_only) return;
   active_gleaners_ = std::max(o_.min_gleaners, 1);
   for (int i = 0; i < o_.max_gleaners; i++) gleaners_.emplace_back([this, i] { gleaner_loop(i); });
   maintenance_ = std::thread([this] { maintenance_loop(); });

@@ -58,6 +58,7 @@ kv::StoreOptions to_options(const kv_options* in) {
   if (in->max_heap_bytes != 0) o.max_heap_bytes = in->max_heap_bytes;
   o.create_if_missing = in->must_exist == 0;
   o.durability = static_cast<kv::Durability>(in->durability);
+  o.read_only = in->read_only != 0;
   return o;
 }
 

@@ -41,6 +41,19 @@ int kv_c_api_roundtrip(const char* path) {
   if (kv_get(s, "gone", 4, &v, &n) != PM_ENOTFOUND || v != NULL || n != 7) return 14;
   kv_close(s);
 
+  /* Read-only: reads work, updates say PM_EROFS. */
+  o.read_only = 1;
+  s = kv_open(path, &o);
+  if (!s) return 17;
+  v = NULL;
+  if (kv_get(s, key, sizeof key, &v, &n) != PM_OK || n != sizeof val) return 18;
+  kv_free(v);
+  if (kv_put(s, "new", 3, "x", 1) != PM_EROFS || strstr(kv_errormsg(), "read-only") == NULL) {
+    return 19;
+  }
+  kv_close(s);
+  o.read_only = 0;
+
   o.must_exist = 1;
   if (kv_open("/nonexistent/dir/kv.pm", &o) != NULL) return 15;
   if (strstr(kv_errormsg(), "no such store") == NULL) return 16;

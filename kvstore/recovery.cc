@@ -100,7 +100,7 @@ uint64_t accepted_records(const BackendRoot& r, bool legacy, uint32_t i, const L
 }
 
 Result<Recovered> recover(pm::Container* c, Backend* be, Frontend* fe, LogWriter* logs,
-                          Gleaner* gleaner, const Limits& limits) {
+                          Gleaner* gleaner, const Limits& limits, bool read_only) {
   BackendRoot* r = be->root();
   const bool legacy = be->legacy();
   Recovered out;
@@ -112,7 +112,7 @@ Result<Recovered> recover(pm::Container* c, Backend* be, Frontend* fe, LogWriter
   // What recovery accepts must be durable before anything follows it: after
   // a process kill it may be only in the page cache (or CPU caches), and
   // later updates persist only their own ranges.
-  if (!g_kv_planted_bugs.recovery_trusts_page_cache) {
+  if (!g_kv_planted_bugs.recovery_trusts_page_cache && !read_only) {
     for (uint32_t i = 0; i < logs->size(); i++) {
       if (ends[i] > r->heads[i]) PM_TRY(logs->at(i)->log->persist(r->heads[i], ends[i] - r->heads[i]));
     }
@@ -120,6 +120,11 @@ Result<Recovered> recover(pm::Container* c, Backend* be, Frontend* fe, LogWriter
   PM_TRY(install(be, fe, newest));
   out.next_seq = std::max(out.next_seq, r->seq_high);
   out.keys = newest.size();
+  for (uint32_t i = 0; i < logs->size(); i++) {
+    logs->restore(i, r->heads[i], ends[i]);
+    gleaner->restore(i, r->heads[i]);
+  }
+  if (read_only) return out;
   // The new session and where it begins each log, durable before any of
   // its records is written.
   if (legacy) {
@@ -128,11 +133,7 @@ Result<Recovered> recover(pm::Container* c, Backend* be, Frontend* fe, LogWriter
   }
   out.session = static_cast<uint32_t>(r->session + 1);
   be->set(&r->session, uint64_t{out.session});
-  for (uint32_t i = 0; i < logs->size(); i++) {
-    be->set(&r->session_start[i], ends[i]);
-    logs->restore(i, r->heads[i], ends[i]);
-    gleaner->restore(i, r->heads[i]);
-  }
+  for (uint32_t i = 0; i < logs->size(); i++) be->set(&r->session_start[i], ends[i]);
   PM_TRY(c->commit());
   return out;
 }

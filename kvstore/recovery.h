@@ -46,9 +46,11 @@ struct Recovered {
   uint64_t keys = 0;      // distinct keys in them
 };
 
+// With read_only, nothing is written: the accepted records are neither
+// persisted nor followed by a new session (the store takes no updates).
 // REQUIRES: logs and gleaner are new (no update ran).
 Result<Recovered> recover(pm::Container* c, Backend* be, Frontend* fe, LogWriter* logs,
-                          Gleaner* gleaner, const Limits& limits);
+                          Gleaner* gleaner, const Limits& limits, bool read_only);
 
 }  // namespace kv
 

@@ -66,6 +66,7 @@ pm::Options container_options(const StoreOptions& o) {
   co.layout = kLayout;
   co.tracker = o.tracker;
   co.logger = o.logger;
+  co.read_only = o.read_only;
   return co;
 }
 
@@ -100,8 +101,9 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& path, const StoreO
   pm::Options co = container_options(o);
   std::unique_ptr<pm::Container> c;
   if (!exists) {
-    if (!o.create_if_missing) {
-      return Status::not_found(path + ": no such store (create_if_missing is off)");
+    if (!o.create_if_missing || o.read_only) {
+      return Status::not_found(path + ": no such store" +
+                               (o.read_only ? " (opening read-only)" : " (create_if_missing is off)"));
     }
     // Formatted before it appears at the path: a crash leaves no file, or
     // a whole store (Options::initialize).
@@ -148,7 +150,7 @@ Status StoreImpl::recover() {
   be_ = std::move(*b);
   const BackendRoot* r = be_->root();
   pmem_ = c_->info().is_pmem;
-  durability_ = o_.durability;
+  durability_ = o_.read_only ? Durability::kSync : o_.durability;  // read-only: nothing to sync
   if (durability_ == Durability::kSyncOnPmem) {
     durability_ = pmem_ ? Durability::kSync : Durability::kAsync;
   }
@@ -160,7 +162,8 @@ Status StoreImpl::recover() {
   gleaner_ = std::make_unique<Gleaner>(Gleaner::Env{c_, be_.get(), &fe_, logs_.get(), &stop_, &n_,
                                                     &next_seq_, limits_, o_.emulate_read_ns,
                                                     o_.emulate_persist_ns});
-  Result<Recovered> rec = kv::recover(c_, be_.get(), &fe_, logs_.get(), gleaner_.get(), limits_);
+  Result<Recovered> rec =
+      kv::recover(c_, be_.get(), &fe_, logs_.get(), gleaner_.get(), limits_, o_.read_only);
   if (!rec.ok()) return rec.status();
   session_ = rec->session;
   next_seq_ = rec->next_seq;
@@ -340,6 +343,7 @@ Result<LogState*> StoreImpl::log_for(uint64_t n) {
 
 Status StoreImpl::update(std::vector<Update>& ups, bool single) {
   pm::sync_point::point("kv.update.begin");
+  PM_TRY(writable());
   PM_TRY(stop_.status());
   // Scratch kept per thread: a put allocates nothing but its item.
   thread_local std::vector<Op> ops;
@@ -431,15 +435,20 @@ Status StoreImpl::sync() { return logs_->sync(); }
 
 // ---------------------------------------------------------------- epochs
 
-Result<uint64_t> StoreImpl::glean(uint64_t max_records) { return gleaner_->glean(max_records); }
+Result<uint64_t> StoreImpl::glean(uint64_t max_records) {
+  PM_TRY(writable());
+  return gleaner_->glean(max_records);
+}
 
 Status StoreImpl::advance_epoch() {
+  PM_TRY(writable());
   PM_TRY(gleaner_->advance_epoch());
   evict_over_budget();
   return Status();
 }
 
 Status StoreImpl::checkpoint() {
+  PM_TRY(writable());
   PM_TRY(gleaner_->checkpoint());
   evict_over_budget();
   return Status();

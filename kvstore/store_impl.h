@@ -70,6 +70,11 @@ class StoreImpl final : public Store {
     uint64_t hash;
   };
   Status check_sizes(std::string_view key, std::string_view value) const;
+  // OK unless opened read-only (StoreOptions::read_only).
+  Status writable() const {
+    if (!o_.read_only) return Status();
+    return Status::read_only(c_->usage().path + ": opened read-only; open it writable to change it");
+  }
   // Logs and installs a group of updates (one record). For a single remove
   // of an absent key: kNotFound.
   Status update(std::vector<Update>& ups, bool single);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
 #include <random>
 #include <thread>
@@ -341,6 +342,49 @@ TEST(StoreOpenTest, RefusesFilesThatAreNotStores) {
   EXPECT_TRUE(Store::open(dir.file("none.pm"), o).status().is_not_found());
   o.max_value_bytes = 1 << 20;  // does not fit a quarter of a 256 KiB log
   EXPECT_EQ(Store::open(dir.file("x.pm"), o).status().code(), Code::kInvalidArgument);
+}
+
+TEST(StoreOpenTest, ReadOnlyReplaysTheLogsInDramAndWritesNothing) {
+  pm::test::TempDir dir;
+  const std::string path = dir.file("kv.pm");
+  StoreOptions o = small_store(false);
+  {
+    auto s = must(Store::open(path, o));
+    for (int i = 0; i < 100; i++) ASSERT_TRUE(s->put("k" + std::to_string(i), "v").ok());
+    ASSERT_TRUE(s->checkpoint().ok());
+    ASSERT_TRUE(s->put("logged", "only").ok());  // in a log, not in the backend
+    ASSERT_TRUE(s->remove("k5").ok());
+  }
+  std::ifstream in(path, std::ios::binary);
+  const std::string before((std::istreambuf_iterator<char>(in)), {});
+  o.read_only = true;
+  o.background = true;  // ignored: a read-only store runs no thread
+  {
+    auto s = must(Store::open(path, o));
+    EXPECT_EQ(get(*s, "logged"), "only");
+    EXPECT_EQ(get(*s, "k5"), "<none>");
+    EXPECT_EQ(get(*s, "k7"), "v");
+    EXPECT_EQ(all(*s).size(), 100u);
+    EXPECT_EQ(s->stats().keys, 100u);
+    for (Status st : {s->put("x", "y"), s->remove("k7"), s->checkpoint(), s->advance_epoch()}) {
+      EXPECT_EQ(st.code(), pm::Code::kReadOnly) << st.to_string();
+    }
+    auto t = s->begin();
+    ASSERT_TRUE(t->put("x", "y").ok());
+    EXPECT_EQ(t->commit().code(), pm::Code::kReadOnly);
+    EXPECT_EQ(get(*s, "x"), "<none>");
+    o.read_only = false;
+    EXPECT_TRUE(Store::open(path, o).status().is_busy());  // no writer beside a reader
+    o.read_only = true;
+  }
+  std::ifstream again(path, std::ios::binary);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(again)), {}), before);
+  EXPECT_TRUE(Store::open(dir.file("none.pm"), o).status().is_not_found());
+  // A writer afterwards still replays what the reader saw.
+  o.read_only = false;
+  auto s = must(Store::open(path, o));
+  EXPECT_EQ(get(*s, "logged"), "only");
+  EXPECT_EQ(get(*s, "k5"), "<none>");
 }
 
 TEST(StoreOpenTest, AsyncDurabilityPersistsOnSyncAndClose) {

@@ -32,6 +32,7 @@ bool to_options(const pm_options* in, pm::Options* out) {
   out->release_after_commit = in->release_after_commit != 0;
   out->check_escapes_at_commit = in->check_escapes_at_commit != 0;
   out->uffd_chunk_mode_above = in->uffd_chunk_mode_above;
+  out->read_only = in->read_only != 0;
   if (in->tracker != nullptr && !pm::parse_tracker(in->tracker, &out->tracker)) {
     fail(pm::Status::invalid_argument(std::string("unknown tracker '") + in->tracker + "'"));
     return false;
@@ -139,6 +140,7 @@ pm_errcode pm_get_info(pm_container* c, pm_info* out) {
   out->base_address = i.base_address;
   out->commits = i.commits;
   out->is_pmem = i.is_pmem ? 1 : 0;
+  out->read_only = i.read_only ? 1 : 0;
   std::memcpy(out->tracker, i.tracker.data(), std::min(i.tracker.size(), sizeof out->tracker - 1));
   return PM_OK;
 }

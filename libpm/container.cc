@@ -113,8 +113,12 @@ class ContainerImpl final : public Container {
   }
   Status recover();
   Status map_and_attach();
-  // OK, or the write-back failure that broke the container (see commit()).
+  // OK, or why the container takes no changes: opened read-only, or a
+  // write-back failure broke it (see commit()).
   Status usable() const {
+    if (options_.read_only) {
+      return Status::read_only(path_ + ": opened read-only; open it writable to change it");
+    }
     if (!broken_.load(std::memory_order_acquire)) return Status();
     std::lock_guard<std::mutex> l(persist_mu_);
     return failed_;
@@ -289,7 +293,8 @@ Status ContainerImpl::init_new(const PersistOpener& opener) {
 }
 
 Status ContainerImpl::init_existing(const PersistOpener& opener) {
-  Result<FileLock> lock = FileLock::acquire(path_, /*create=*/false);
+  const bool ro = options_.read_only;
+  Result<FileLock> lock = FileLock::acquire(path_, /*create=*/false, /*shared=*/ro);
   if (!lock.ok()) return lock.status();
   lock_ = std::move(*lock);
   struct stat st;
@@ -307,7 +312,7 @@ Status ContainerImpl::init_existing(const PersistOpener& opener) {
     return Status::invalid_argument("layout is '" + std::string(sb_.layout) +
                                     "', the program expects '" + options_.layout + "'");
   }
-  Result<std::unique_ptr<Persist>> p = opener(path_);
+  Result<std::unique_ptr<Persist>> p = ro ? open_read_only_file(path_) : opener(path_);
   if (!p.ok()) return p.status();
   persist_ = std::move(*p);
   PM_TRY(recover());
@@ -327,6 +332,12 @@ Status ContainerImpl::recover() {
     return Status();
   }
   if (js.state != JournalState::kPending) return Status();
+  if (options_.read_only) {
+    return Status::read_only("the last session ended inside commit " +
+                             std::to_string(js.header.seq) +
+                             ", which only a writable open can finish; open it with write "
+                             "access once");
+  }
   auto t0 = std::chrono::steady_clock::now();
   PM_TRY(replay_journal(*persist_, js.header, heap_off_).with_context("recovery"));
   journal_state_ = JournalState::kApplied;
@@ -357,7 +368,9 @@ Status ContainerImpl::map_and_attach() {
   is_pmem_ = persist_->is_pmem();
   raw_ = std::make_unique<RawRegionImpl>(&persist_, &view_mu_, kHeapOffset, heap_off_ - kHeapOffset);
   std::string why;
-  Result<std::unique_ptr<DirtyTracker>> t = make_tracker(options_.tracker, sb_.max_size,
+  // Read-only: nothing will be committed, so nothing is tracked.
+  const TrackerKind kind = options_.read_only ? TrackerKind::kHints : options_.tracker;
+  Result<std::unique_ptr<DirtyTracker>> t = make_tracker(kind, sb_.max_size,
                                                                options_.uffd_chunk_mode_above, &why);
   if (!t.ok()) return t.status();
   tracker_ = std::move(*t);
@@ -418,6 +431,7 @@ Status ContainerImpl::commit() {
       return Status::invalid_argument(msg);
     }
   }
+  if (options_.read_only) return usable();
   std::lock_guard<std::mutex> l(persist_mu_);
   if (!failed_.ok() && !g_planted_bugs.mutate_after_failed_writeback) return failed_;
   return commit_locked();
@@ -501,10 +515,12 @@ Status ContainerImpl::abort() {
   // touches the file, so it takes no persist_mu_ (lock order: heap, persist).
   ClosedGate closed(gate_);
   // The home view may hold part of a commit: nothing to roll back to.
-  PM_TRY(usable());
+  if (!options_.read_only) PM_TRY(usable());
   std::vector<PageRun>& pages = dirty_scratch_;
   pages.clear();
   PM_TRY(tracker_->take_dirty(&pages));
+  // Read-only tracks nothing: drop every page.
+  if (options_.read_only) pages.assign(1, PageRun{0, mapped_.load() / kPage});
   // Dropping a private page makes the working view read the file again,
   // which holds the last committed state.
   for (const PageRun& r : pages) {
@@ -625,6 +641,7 @@ ContainerInfo ContainerImpl::usage() const {
   i.is_pmem = is_pmem_;
   i.journal = journal_state_.load();
   i.commits = seq_.load();
+  i.read_only = options_.read_only;
   return i;
 }
 
@@ -678,7 +695,10 @@ Result<CollectReport> ContainerImpl::collect(bool dry_run) {
 Result<std::unique_ptr<Container>> open_container(const std::string& path, const Options& options,
                                                   bool create, const PersistOpener& opener) {
   auto c = std::make_unique<ContainerImpl>(path, options);
-  if (!create && options.create_if_missing && ::access(path.c_str(), F_OK) != 0 &&
+  if (create && options.read_only) {
+    return Status::invalid_argument("create " + path + ": read_only is for opening");
+  }
+  if (!create && options.create_if_missing && !options.read_only && ::access(path.c_str(), F_OK) != 0 &&
       errno == ENOENT) {
     create = true;
   }

@@ -751,5 +751,100 @@ TEST_F(ContainerTest, CommitIsAbsentAfterACrashBeforeTheCommitPoint) {
   EXPECT_EQ(c->root<Node>()->value, 1u);
 }
 
+// ---- read-only opens ---------------------------------------------------------
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+Options read_only() {
+  Options o;
+  o.read_only = true;
+  return o;
+}
+
+TEST_F(ContainerTest, ReadOnlyOpenReadsEverythingAndChangesNothing) {
+  {
+    auto c = must(Container::create(path_, small()));
+    ASSERT_TRUE(c->set_root(push(*c, push(*c, nullptr, 1), 2)).ok());
+    ASSERT_TRUE(c->commit().ok());
+  }
+  const std::string before = file_bytes(path_);
+  auto c = must(Container::open(path_, read_only()));
+  EXPECT_TRUE(c->info().read_only);
+  EXPECT_EQ(values(c->root<Node>()), (std::vector<uint64_t>{2, 1}));
+  EXPECT_TRUE(c->check(false).problems.empty());
+  // Stores land in a private copy: abort() drops them, commit() refuses.
+  c->root<Node>()->value = 7;
+  EXPECT_TRUE(c->abort().ok());
+  EXPECT_EQ(c->root<Node>()->value, 2u);
+  c->root<Node>()->value = 7;
+  Status s = c->commit();
+  EXPECT_EQ(s.code(), Code::kReadOnly) << s.to_string();
+  EXPECT_NE(s.message().find("read-only"), std::string::npos) << s.to_string();
+  EXPECT_EQ(c->alloc(64).status().code(), Code::kReadOnly);
+  EXPECT_EQ(c->set_root(nullptr).code(), Code::kReadOnly);
+  EXPECT_EQ(c->free(c->root<Node>()).code(), Code::kReadOnly);
+  EXPECT_EQ(c->reserve(1 << 20).code(), Code::kReadOnly);
+  EXPECT_EQ(c->collect(false).status().code(), Code::kReadOnly);
+  // A writer is refused while a reader has the file.
+  EXPECT_EQ(Container::open(path_).status().code(), Code::kBusy);
+  c.reset();
+  EXPECT_EQ(file_bytes(path_), before);
+  EXPECT_EQ(Container::create(path_, read_only()).status().code(), Code::kInvalidArgument);
+}
+
+TEST_F(ContainerTest, ReadOnlyOpenOfAnUnfinishedCommitSaysToOpenWritableOnce) {
+  {
+    auto c = must(Container::create(path_, small()));
+    ASSERT_TRUE(c->set_root(push(*c, nullptr, 1)).ok());
+    ASSERT_TRUE(c->commit().ok());
+  }
+  {
+    auto c = must(open_container(path_, Options(), false, crash_after_drains(1)));
+    put(*c, &c->root<Node>()->value, uint64_t{42});
+    ASSERT_TRUE(c->commit().ok());
+  }
+  Result<std::unique_ptr<Container>> ro = Container::open(path_, read_only());
+  ASSERT_FALSE(ro.ok());
+  EXPECT_EQ(ro.status().code(), Code::kReadOnly);
+  EXPECT_NE(ro.status().message().find("write access"), std::string::npos) << ro.status().to_string();
+  must(Container::open(path_)).reset();  // recovers
+  auto c = must(Container::open(path_, read_only()));
+  EXPECT_EQ(c->root<Node>()->value, 42u);
+}
+
+// Returns 0, or the step that failed. Run as a user who may not write path.
+int open_unwritable(const std::string& path) {
+  Result<std::unique_ptr<Container>> c = Container::open(path);
+  if (c.ok() || c.status().code() != Code::kReadOnly) return 1;
+  if (c.status().message().find("no write access") == std::string::npos) return 2;
+  Options o;
+  o.read_only = true;
+  return Container::open(path, o).ok() ? 0 : 3;
+}
+
+TEST_F(ContainerTest, AFileTheUserMayNotWriteOpensOnlyReadOnly) {
+  must(Container::create(path_, small())).reset();
+  ASSERT_EQ(::chmod(path_.c_str(), 0444), 0);
+  if (::geteuid() != 0) {
+    EXPECT_EQ(open_unwritable(path_), 0);
+    return;
+  }
+  // Root writes any file: try it as nobody.
+  ASSERT_EQ(::chmod(std::filesystem::path(path_).parent_path().c_str(), 0711), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) _exit(10);
+    _exit(open_unwritable(path_));
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
 }  // namespace
 }  // namespace pm

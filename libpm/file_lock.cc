@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -44,8 +45,8 @@ FileLock::~FileLock() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-Result<FileLock> FileLock::acquire(const std::string& path, bool create) {
-  int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0);
+Result<FileLock> FileLock::acquire(const std::string& path, bool create, bool shared) {
+  int flags = (shared ? O_RDONLY : O_RDWR) | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0);
   int fd = ::open(path.c_str(), flags, 0600);
   if (fd < 0) {
     int err = errno;
@@ -55,11 +56,15 @@ Result<FileLock> FileLock::acquire(const std::string& path, bool create) {
     if (err == EEXIST) {
       return Status::invalid_argument(path + " already exists; open it, or remove it first");
     }
+    if (!shared && !create && (err == EACCES || err == EROFS || err == EPERM)) {
+      return Status::read_only(path + ": no write access (" + std::strerror(err) +
+                               "); this needs write access, or open it read-only");
+    }
     return Status::from_errno(path, err);
   }
   FileLock l;
   l.fd_ = fd;
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  if (::flock(fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0) {
     int err = errno;
     if (err == EWOULDBLOCK) {
       struct stat st;

@@ -1,5 +1,5 @@
-// FileLock: the container file, opened and locked exclusively (flock) for
-// the life of the object: one process per container.
+// FileLock: the container file, opened and locked (flock) for the life of
+// the object: one writing process per container, or any number of readers.
 #ifndef LIBPM_FILE_LOCK_H_
 #define LIBPM_FILE_LOCK_H_
 
@@ -17,8 +17,10 @@ class FileLock {
   ~FileLock();
 
   // Opens `path` read-write (creating it with mode 0600 when `create`; then
-  // the file must not exist) and locks it. kBusy names the holder's pid.
-  static Result<FileLock> acquire(const std::string& path, bool create);
+  // the file must not exist) and locks it exclusively; kReadOnly when the
+  // user may not write it. With `shared`, opens it read-only under a shared
+  // lock: readers exclude only writers. kBusy names the holder's pid.
+  static Result<FileLock> acquire(const std::string& path, bool create, bool shared = false);
 
   int fd() const { return fd_; }
 

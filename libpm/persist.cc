@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <libpmem.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -150,6 +151,53 @@ class PmemFile final : public Persist {
   std::vector<Range> pending_;
 };
 
+// A read-only open's home view: a private copy-on-write mapping of a file
+// opened O_RDONLY. Stores land in this process's copy and never reach the
+// file; everything that would make them durable fails with kReadOnly (the
+// container refuses changes before they get here).
+class ReadOnlyFile final : public Persist {
+ public:
+  explicit ReadOnlyFile(std::string path) : path_(std::move(path)) {}
+  ~ReadOnlyFile() override {
+    if (base_ != nullptr) ::munmap(base_, len_);
+  }
+
+  Status map() {
+    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Status::from_errno("open " + path_, errno);
+    struct stat st;
+    Status s;
+    if (::fstat(fd, &st) != 0) s = Status::from_errno("stat " + path_, errno);
+    if (s.ok()) {
+      len_ = static_cast<uint64_t>(st.st_size);
+      void* p = ::mmap(nullptr, len_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+      if (p == MAP_FAILED) {
+        s = Status::from_errno("map " + path_, errno);
+      } else {
+        base_ = static_cast<std::byte*>(p);
+      }
+    }
+    ::close(fd);
+    return s;
+  }
+
+  bool is_pmem() const override { return false; }
+  const std::byte* view() const override { return base_; }
+  uint64_t size() const override { return len_; }
+  void write(uint64_t off, const void* src, size_t n) override { std::memcpy(base_ + off, src, n); }
+  void flush(uint64_t, size_t) override {}
+  Status drain() override { return refuse(); }
+  Status persist_range(uint64_t, size_t) override { return refuse(); }
+  Status resize(uint64_t, uint64_t) override { return refuse(); }
+
+ private:
+  Status refuse() const { return Status::read_only(path_ + ": opened read-only"); }
+
+  std::string path_;
+  std::byte* base_ = nullptr;
+  uint64_t len_ = 0;
+};
+
 }  // namespace
 
 Status allocate_file_space(int fd, uint64_t off, uint64_t len, const std::string& path) {
@@ -163,6 +211,12 @@ Status allocate_file_space(int fd, uint64_t off, uint64_t len, const std::string
 
 Result<std::unique_ptr<Persist>> open_pmem_file(const std::string& path) {
   auto f = std::make_unique<PmemFile>(path);
+  PM_TRY(f->map());
+  return std::unique_ptr<Persist>(std::move(f));
+}
+
+Result<std::unique_ptr<Persist>> open_read_only_file(const std::string& path) {
+  auto f = std::make_unique<ReadOnlyFile>(path);
   PM_TRY(f->map());
   return std::unique_ptr<Persist>(std::move(f));
 }

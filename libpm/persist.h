@@ -76,6 +76,11 @@ Status allocate_file_space(int fd, uint64_t off, uint64_t len, const std::string
 // Opens the home view of an existing file through libpmem (pmem_map_file).
 Result<std::unique_ptr<Persist>> open_pmem_file(const std::string& path);
 
+// A private copy of an existing file, opened read-only: write() changes only
+// this process's copy; drain(), persist_range() and resize() fail with
+// kReadOnly.
+Result<std::unique_ptr<Persist>> open_read_only_file(const std::string& path);
+
 // How a container obtains its Persist; tests substitute recording backends.
 using PersistOpener = std::function<Result<std::unique_ptr<Persist>>(const std::string& path)>;
 

@@ -23,6 +23,8 @@ const char* code_name(Code c) {
       return "No space";
     case Code::kNotSupported:
       return "Not supported";
+    case Code::kReadOnly:
+      return "Read-only";
   }
   return "Unknown";
 }
@@ -35,6 +37,7 @@ Status Status::from_errno(std::string what, int err) {
   if (err == EWOULDBLOCK || err == EBUSY || err == EEXIST) code = Code::kBusy;
   if (err == EINVAL) code = Code::kInvalidArgument;
   if (err == ENOSYS || err == EOPNOTSUPP) code = Code::kNotSupported;
+  if (err == EROFS) code = Code::kReadOnly;
   return Status(code, what + ": " + std::strerror(err));
 }
 

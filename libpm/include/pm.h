@@ -25,6 +25,7 @@ typedef enum pm_errcode {
   PM_EBUSY = 5,
   PM_ENOSPC = 6,
   PM_ENOTSUP = 7,
+  PM_EROFS = 8, /* needs write access: the file, or pm_options.read_only */
 } pm_errcode;
 
 /* Options for pm_create/pm_open; zero-initialise and set what you need.
@@ -39,6 +40,7 @@ typedef struct pm_options {
   int release_after_commit;    /* drop committed private pages (bounded DRAM) */
   int check_escapes_at_commit; /* pm_commit fails, naming them, on escaping pointers */
   uint64_t uffd_chunk_mode_above; /* pm::Options::uffd_chunk_mode_above (0: never) */
+  int read_only; /* pm::Options::read_only: shared lock, changes refused (PM_EROFS) */
 } pm_options;
 
 pm_container* pm_create(const char* path, const pm_options* opts);
@@ -76,6 +78,7 @@ typedef struct pm_info {
   uint64_t commits;
   int is_pmem;
   char tracker[16]; /* NUL-terminated: "uffd", "mprotect" or "hints" */
+  int read_only;    /* opened with pm_options.read_only */
 } pm_info;
 pm_errcode pm_get_info(pm_container* c, pm_info* out);
 

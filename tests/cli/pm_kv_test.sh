@@ -223,6 +223,42 @@ check "salvage" 0 "$PM" kv salvage "$S" "$dir/saved.kv"
 check "salvaged keys read back" 0 "$PM" kv get "$dir/saved.kv" bin
 check "salvage refuses an existing target" 1 "$PM" kv salvage "$S" "$dir/saved.kv"
 
+# A store this user may not write: the commands that only read open it
+# read-only (the logs replayed in DRAM only), the others say they need write
+# access, and the file is left as it was. Root writes any file, so as root
+# these run as nobody.
+if [ "$(id -u)" -ne 0 ]; then
+  as_user() { "$@"; }
+elif command -v setpriv >/dev/null; then
+  as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+  chmod 711 "$dir"
+else
+  as_user=
+fi
+if [ "$(type -t as_user)" = function ]; then
+  mkdir -m 755 "$dir/ro"
+  R=$dir/ro/s.kv
+  check "put before read-only" 0 "$PM" kv put "$R" logged-only value
+  chmod 0444 "$R"
+  sum=$(md5sum <"$R")
+  printf 'value' >"$dir/want"
+  check "read-only get" 0 as_user "$PM" kv get "$R" logged-only
+  same "read-only get sees a record still in the log" out "$dir/want"
+  check "read-only ls" 0 as_user "$PM" kv ls "$R"
+  has "read-only ls lists the key" out "logged-only"
+  check "read-only stats" 0 as_user "$PM" kv stats "$R" --json
+  json "read-only stats count the key" "d['keys'] == 1"
+  check "read-only info" 0 as_user "$PM" info "$R"
+  has "info says it opened read-only" out "read-only"
+  check "read-only check" 0 as_user "$PM" check "$R"
+  check "put on a read-only store" 1 as_user "$PM" kv put "$R" k v
+  has "put says it needs write access" err "no write access"
+  check "del on a read-only store" 1 as_user "$PM" kv del "$R" logged-only
+  has "del says it needs write access" err "no write access"
+  [ "$(md5sum <"$R")" = "$sum" ] || { echo "FAIL: read-only commands changed the file"; fail=1; }
+  chmod 0644 "$R"
+fi
+
 # Usage errors exit 2.
 check "kv without subcommand" 2 "$PM" kv
 check "get without key" 2 "$PM" kv get "$S"

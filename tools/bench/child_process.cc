@@ -60,6 +60,8 @@ Status decode_error(Code code, const std::string& msg) {
       return Status::corruption(msg);
     case Code::kBusy:
       return Status::busy(msg);
+    case Code::kReadOnly:
+      return Status::read_only(msg);
     default:
       return Status::io_error(msg);
   }

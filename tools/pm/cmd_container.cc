@@ -14,6 +14,13 @@ namespace pm::cli {
 
 namespace {
 
+// For commands that only read (info, check): see open_read_only().
+Result<std::unique_ptr<Container>> open_for_reading(const std::string& path) {
+  Options o;
+  o.read_only = open_read_only(path);
+  return Container::open(path, o);
+}
+
 std::string mib(uint64_t b) { return fmt::format("{:.1f} MiB", double(b) / (1 << 20)); }
 
 nlohmann::json info_json(const ContainerInfo& i) {
@@ -28,6 +35,7 @@ nlohmann::json info_json(const ContainerInfo& i) {
           {"base_address", i.base_address},
           {"commits", i.commits},
           {"is_pmem", i.is_pmem},
+          {"read_only", i.read_only},
           {"tracker", i.tracker},
           {"layout", i.layout},
           {"journal", journal_state_name(i.journal)}};
@@ -45,6 +53,7 @@ void print_info(const ContainerInfo& i) {
   row("pmem", i.is_pmem ? "yes (cache flushes)" : "no (msync)");
   row("tracker", i.tracker);
   row("journal", fmt::format("{} (last commit {})", journal_state_name(i.journal), i.commits));
+  if (i.read_only) row("opened", "read-only (no write access)");
   row("layout", i.layout.empty() ? "-" : i.layout);
 }
 
@@ -101,7 +110,7 @@ void print_check(const CheckReport& r, const ContainerInfo& i, const kv::StoreCh
 }
 
 Status run_check(const std::string& path, bool json) {
-  Result<std::unique_ptr<Container>> c = Container::open(path);
+  Result<std::unique_ptr<Container>> c = open_for_reading(path);
   if (!c.ok()) {
     if (json) {
       fmt::print(
@@ -217,7 +226,7 @@ void add_container_commands(CLI::App& root, const Globals& g, std::vector<Comman
   CLI::App* info = root.add_subcommand("info", "show size, use, tracker and journal state");
   info->add_option("path", *info_path, "container file")->required();
   out->push_back({info, [info_path, &g]() -> Status {
-                    Result<std::unique_ptr<Container>> c = Container::open(*info_path);
+                    Result<std::unique_ptr<Container>> c = open_for_reading(*info_path);
                     if (!c.ok()) return c.status();
                     ContainerInfo i = (*c)->info();
                     if (g.json) {

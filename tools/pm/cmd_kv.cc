@@ -81,9 +81,12 @@ bool file_exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 || errno != ENOENT;
 }
 
-// Opens a.path. Only put and load create a missing store (`creates`); the
-// readers say so instead of leaving an empty store behind.
-Result<std::unique_ptr<kv::Store>> open_store(const StoreArgs& a, bool creates) {
+// How a command uses the store: only put and load create a missing one; the
+// others say so instead of leaving an empty store behind.
+enum class Access { kRead, kWrite, kCreate };
+
+Result<std::unique_ptr<kv::Store>> open_store(const StoreArgs& a, Access access) {
+  const bool creates = access == Access::kCreate;
   kv::StoreOptions o;
   o.logs = a.logs;
   o.log_bytes = a.log_mib << 20;
@@ -91,6 +94,7 @@ Result<std::unique_ptr<kv::Store>> open_store(const StoreArgs& a, bool creates) 
   o.max_value_bytes = a.max_value;
   o.durability = a.async ? kv::Durability::kAsync : kv::Durability::kSync;
   o.create_if_missing = creates && !a.no_create;
+  o.read_only = access == Access::kRead && open_read_only(a.path);
   if (!o.create_if_missing && !file_exists(a.path)) {
     return Status::not_found(
         creates
@@ -171,7 +175,7 @@ Status run_put(const KeyArgs& a) {
   } else {
     value = a.value;
   }
-  Result<std::unique_ptr<kv::Store>> s = open_store(a.store, /*creates=*/true);
+  Result<std::unique_ptr<kv::Store>> s = open_store(a.store, Access::kCreate);
   if (!s.ok()) return s.status();
   Status st = (*s)->put(a.key, value);
   if (!st.ok()) return st.with_context(fmt::format("put {} into {}", shown(a.key), a.store.path));
@@ -179,7 +183,7 @@ Status run_put(const KeyArgs& a) {
 }
 
 Status run_get(const KeyArgs& a, bool json) {
-  Result<std::unique_ptr<kv::Store>> s = open_store(a.store, /*creates=*/false);
+  Result<std::unique_ptr<kv::Store>> s = open_store(a.store, Access::kRead);
   if (!s.ok()) return s.status();
   std::string value;
   Status st = (*s)->get(a.key, &value);
@@ -197,7 +201,7 @@ Status run_get(const KeyArgs& a, bool json) {
 }
 
 Status run_del(const KeyArgs& a) {
-  Result<std::unique_ptr<kv::Store>> s = open_store(a.store, /*creates=*/false);
+  Result<std::unique_ptr<kv::Store>> s = open_store(a.store, Access::kWrite);
   if (!s.ok()) return s.status();
   Status st = (*s)->remove(a.key);
   if (st.is_not_found()) {
@@ -217,7 +221,7 @@ struct LsArgs {
 };
 
 Status run_ls(const LsArgs& a, bool json) {
-  Result<std::unique_ptr<kv::Store>> s = open_store(a.store, /*creates=*/false);
+  Result<std::unique_ptr<kv::Store>> s = open_store(a.store, Access::kRead);
   if (!s.ok()) return s.status();
   std::vector<std::pair<std::string, std::string>> rows;
   PM_TRY((*s)->scan(a.prefix, [&](std::string_view k, std::string_view v) {
@@ -442,7 +446,7 @@ Status run_load(LoadArgs a, bool json) {
   // Nothing is acknowledged before the checkpoint below, which makes every
   // loaded key durable, so the puts need not be durable one by one.
   a.store.async = true;
-  Result<std::unique_ptr<kv::Store>> s = open_store(a.store, /*creates=*/true);
+  Result<std::unique_ptr<kv::Store>> s = open_store(a.store, Access::kCreate);
   if (!s.ok()) return s.status();
   const std::string_view unit = a.format == "json" ? "element" : "line";
   Status st = !whole ? load_partial(in, a.format, s->get(), &n)
@@ -458,7 +462,7 @@ Status run_load(LoadArgs a, bool json) {
 // ---------------------------------------------------------------- stats
 
 Status run_stats(const StoreArgs& a, bool json) {
-  Result<std::unique_ptr<kv::Store>> s = open_store(a, /*creates=*/false);
+  Result<std::unique_ptr<kv::Store>> s = open_store(a, Access::kRead);
   if (!s.ok()) return s.status();
   const auto rows = bench::kv_stat_rows((*s)->stats());
   if (json) {

@@ -3,7 +3,10 @@
 #ifndef TOOLS_PM_COMMAND_H_
 #define TOOLS_PM_COMMAND_H_
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <functional>
 #include <string>
 #include <vector>
@@ -39,6 +42,13 @@ inline CLI::Option* add_size_option(CLI::App* app, const std::string& name, uint
                        : std::string();
           },
           "SIZE"));
+}
+
+// Commands that only read open a file read-only when this user may not
+// write it (a shared lock; pm::Options::read_only), and writably otherwise,
+// so that they also finish a recovery the file may need.
+inline bool open_read_only(const std::string& path) {
+  return ::access(path.c_str(), W_OK) != 0 && errno != ENOENT;
 }
 
 // Registration functions, one per command family.

@@ -40,6 +40,8 @@ typedef struct kv_options {
   uint64_t max_heap_bytes;
   int must_exist; /* nonzero: PM_ENOTFOUND instead of creating a missing store */
   kv_durability durability;
+  int read_only; /* nonzero: open an existing store for reading only; updates
+                    give PM_EROFS (kv::StoreOptions::read_only) */
 } kv_options;
 
 /* Opens the store in file `path`, creating it when missing (unless

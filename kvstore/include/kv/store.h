@@ -75,6 +75,12 @@ struct StoreOptions {
 
   // --- used at every open ---
   bool create_if_missing = true;
+  // Opens an existing store for reading (pm::Options::read_only): gets and
+  // scans work, the logs are replayed into DRAM only, nothing is written to
+  // the file, no background thread runs; updates, glean(), advance_epoch()
+  // and checkpoint() fail with kReadOnly. Readers share the file; a writer
+  // excludes them (kBusy).
+  bool read_only = false;
   Durability durability = Durability::kSync;
   uint32_t async_sync_ms = 10;
   // DRAM budget for frontend items (keys, values, item headers). 0: no

@@ -92,6 +92,7 @@ struct ContainerInfo {
   uint64_t commits = 0;          // journal sequence number of the last commit
   uint64_t generation = 0;       // see Container::generation()
   bool is_pmem = false;          // home view is persistent memory (or forced)
+  bool read_only = false;        // opened with Options::read_only
   std::string tracker;           // tracker in use
   std::string layout;
   JournalState journal = JournalState::kEmpty;

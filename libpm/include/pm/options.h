@@ -73,6 +73,16 @@ struct Options {
   // open() creates the container when the file does not exist.
   bool create_if_missing = false;
 
+  // Opens for reading only: the file is opened O_RDONLY under a shared lock
+  // (any number of readers, no writer meanwhile), so a user who may not
+  // write it can read it. The working view is a private copy: stores into it
+  // are allowed but never reach the file, and commit(), alloc(), free(),
+  // set_root(), reserve() and collect() fail with kReadOnly; abort() drops
+  // the stores. A container whose last session died inside a commit must be
+  // opened writable once to recover it (kReadOnly says so). Implies the
+  // hints tracker (nothing is tracked). Default off.
+  bool read_only = false;
+
   // Dirty tracker; kAuto lets PM_TRACKER (uffd|mprotect|hints) decide.
   TrackerKind tracker = TrackerKind::kAuto;
 

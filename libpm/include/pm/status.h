@@ -23,6 +23,7 @@ enum class Code : int {
   kBusy = 5,
   kNoSpace = 6,
   kNotSupported = 7,
+  kReadOnly = 8,  // needs write access: the file, or the way it was opened, is read-only
 };
 
 // A code plus a message that says what failed, where, and what to do.
@@ -43,6 +44,7 @@ class [[nodiscard]] Status {
   static Status busy(std::string msg) { return {Code::kBusy, std::move(msg)}; }
   static Status no_space(std::string msg) { return {Code::kNoSpace, std::move(msg)}; }
   static Status not_supported(std::string msg) { return {Code::kNotSupported, std::move(msg)}; }
+  static Status read_only(std::string msg) { return {Code::kReadOnly, std::move(msg)}; }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
@@ -50,6 +52,7 @@ class [[nodiscard]] Status {
   bool is_not_found() const { return code_ == Code::kNotFound; }
   bool is_corruption() const { return code_ == Code::kCorruption; }
   bool is_busy() const { return code_ == Code::kBusy; }
+  bool is_read_only() const { return code_ == Code::kReadOnly; }
 
   // "Corruption: <message>", or "OK".
   std::string to_string() const;
