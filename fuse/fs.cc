@@ -261,16 +261,16 @@ int Fs::do_getattr(Ino ino, struct stat* st) {
   return 0;
 }
 
-// Loads the stored value into h->buf unless it holds the file already.
-// REQUIRES: h->mu and mu_ held.
-int Fs::load(Handle* h, const Node& n) {
-  if (h->staged) return 0;
-  h->buf.clear();
+// Loads the stored value into d->buf unless it holds the file already.
+// REQUIRES: d->mu and mu_ held.
+int Fs::load(FileData* d, const Node& n) {
+  if (d->staged) return 0;
+  d->buf.clear();
   if (n.parent != 0) {
-    pm::Status s = store_->get(n.key, &h->buf);
+    pm::Status s = store_->get(n.key, &d->buf);
     if (!s.ok() && !s.is_not_found()) return to_errno(s);
   }
-  h->staged = true;
+  d->staged = true;
   return 0;
 }
 
@@ -301,11 +301,30 @@ bool kill_suid(Meta* m, const Caller& c) {
 
 int Fs::do_setattr(Ino ino, const struct stat& attr, int to_set, Handle* h, const Caller& c,
                    struct stat* out) {
-  std::unique_lock<std::mutex> hl;
-  if (h != nullptr && writable(h->flags)) hl = std::unique_lock(h->mu);
+  const bool resize = to_set & FUSE_SET_ATTR_SIZE;
+  // A resize of an open file goes through its shared content: through the
+  // handle's (ftruncate) it is put at flush with the writes, without one
+  // (truncate by name) at once.
+  std::shared_ptr<FileData> d;
+  std::unique_lock<std::mutex> dl;
+  if (resize) {
+    if (h != nullptr) {
+      d = h->data;
+    } else {
+      std::shared_lock lock(mu_);
+      if (Node* n = table_.get(ino)) d = n->data;
+    }
+    if (d != nullptr) dl = std::unique_lock(d->mu);
+  }
   std::unique_lock lock(mu_);
   Node* n = table_.get(ino);
   if (n == nullptr) return ENOENT;
+  if (resize && n->data != d) {  // opened or closed meanwhile: look again
+    lock.unlock();
+    if (dl.owns_lock()) dl.unlock();
+    return do_setattr(ino, attr, to_set, h, c, out);
+  }
+  const bool deferred = d != nullptr && h != nullptr;
   const int64_t now = now_ns();
   Meta m = n->meta;
   if (to_set & FUSE_SET_ATTR_MODE) m.mode = (m.mode & S_IFMT) | (attr.st_mode & 07777);
@@ -318,19 +337,22 @@ int Fs::do_setattr(Ino ino, const struct stat& attr, int to_set, Handle* h, cons
   m.ctime_ns = (to_set & FUSE_SET_ATTR_CTIME) ? to_ns(attr.st_ctim) : now;
   Batch b(store_.get());
   std::string value;
-  const bool resize = to_set & FUSE_SET_ATTR_SIZE;
   if (resize) {
     if (n->is_dir()) return EISDIR;
     const auto size = static_cast<uint64_t>(attr.st_size);
     if (size > o_.max_value_bytes) return EFBIG;
     if (!(to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))) m.mtime_ns = now;
     if (!(to_set & FUSE_SET_ATTR_MODE)) (void)kill_suid(&m, c);  // the reply carries the mode
-    if (hl.owns_lock()) {  // staged with the handle's writes, put at flush
-      if (int err = load(h, *n)) return err;
-      h->buf.resize(size);
-      h->dirty = true;
+    if (d != nullptr) {
+      if (int err = load(d.get(), *n)) return err;
+      d->buf.resize(size);
       n->size = size;
-      b.put(meta_key(n->key), encode_meta(m));
+      if (deferred) {
+        d->dirty = true;
+        b.put(meta_key(n->key), encode_meta(m));
+      } else {
+        b.put_file(*n, m, d->buf);
+      }
     } else {
       pm::Status s = store_->get(n->key, &value);
       if (!s.ok() && !s.is_not_found()) return to_errno(s);
@@ -344,9 +366,18 @@ int Fs::do_setattr(Ino ino, const struct stat& attr, int to_set, Handle* h, cons
   }
   // A detached file has no keys left to update.
   if (n->parent != 0 || n->ino == kRootIno) {
-    if (int err = commit(b, EFBIG)) return err;
+    if (int err = commit(b, EFBIG)) {
+      if (d != nullptr && !deferred) {  // the open file shows the store again
+        d->drop();
+        n->size = n->committed_size;
+      }
+      return err;
+    }
     n->has_record = true;
-    if (resize && !hl.owns_lock()) n->size = n->committed_size = value.size();
+    if (resize && !deferred) {
+      n->size = n->committed_size = static_cast<uint64_t>(attr.st_size);
+      if (d != nullptr) d->dirty = false;  // the put held every write staged so far
+    }
   }
   n->meta = m;
   fill_stat(*n, out);
@@ -555,89 +586,88 @@ int Fs::do_rename(Ino parent, const char* name, Ino newparent, const char* newna
 // ---------------------------------------------------------------- file data
 
 int Fs::do_open(Ino ino, int flags, const Caller& c, Handle** out, bool* mode_changed) {
-  std::unique_lock lock(mu_);
-  Node* n = table_.get(ino);
-  if (n == nullptr) return ENOENT;
-  if (n->is_dir()) return EISDIR;
   auto h = std::make_unique<Handle>();
   h->ino = ino;
   h->flags = flags;
+  {
+    std::unique_lock lock(mu_);
+    Node* n = table_.get(ino);
+    if (n == nullptr) return ENOENT;
+    if (n->is_dir()) return EISDIR;
+    if (n->data == nullptr) n->data = std::make_shared<FileData>();
+    h->data = n->data;
+    n->open_count++;  // keeps the node and its data until release
+  }
   if ((flags & O_TRUNC) && writable(flags)) {  // atomic_o_trunc: the put at flush truncates
-    h->staged = h->dirty = true;
+    std::lock_guard dl(h->data->mu);
+    std::unique_lock lock(mu_);
+    Node* n = table_.get(ino);
+    h->data->buf.clear();
+    h->data->staged = h->data->dirty = true;
     n->size = 0;
     n->meta.mtime_ns = n->meta.ctime_ns = now_ns();
     *mode_changed = kill_suid(&n->meta, c);  // stored with the truncated content at flush
   }
-  n->open_count++;
   *out = h.release();
   return 0;
 }
 
 int Fs::do_read(Handle* h, size_t size, off_t off, std::string* out) {
-  std::lock_guard hl(h->mu);
-  const std::string* src = &h->buf;
-  if (!h->staged) {
-    if (!h->has_snapshot || off == 0) {
-      std::string key;
-      {
-        std::shared_lock lock(mu_);
-        Node* n = table_.get(h->ino);
-        if (n != nullptr && n->parent != 0) key = n->key;
-      }
-      h->snapshot.clear();
-      if (!key.empty()) {
-        pm::Status s = store_->get(key, &h->snapshot);
-        if (!s.ok() && !s.is_not_found()) return to_errno(s);
-      }
-      h->has_snapshot = true;
-    }
-    src = &h->snapshot;
+  FileData* d = h->data.get();
+  std::lock_guard dl(d->mu);
+  if (!d->staged) {
+    std::shared_lock lock(mu_);
+    Node* n = table_.get(h->ino);
+    if (n == nullptr) return EBADF;
+    if (int err = load(d, *n)) return err;
   }
   const auto o = static_cast<size_t>(off);
-  out->assign(o < src->size() ? src->substr(o, size) : std::string());
+  out->assign(o < d->buf.size() ? d->buf.substr(o, size) : std::string());
   return 0;
 }
 
 int Fs::do_write(Handle* h, const char* data, size_t size, off_t off, const Caller& c,
                  bool* mode_changed) {
-  std::lock_guard hl(h->mu);
+  FileData* d = h->data.get();
+  std::lock_guard dl(d->mu);
   std::unique_lock lock(mu_);
   Node* n = table_.get(h->ino);
   if (n == nullptr) return EBADF;
-  if (int err = load(h, *n)) return err;
-  const size_t o = (h->flags & O_APPEND) ? h->buf.size() : static_cast<size_t>(off);
+  if (int err = load(d, *n)) return err;
+  const size_t o = (h->flags & O_APPEND) ? d->buf.size() : static_cast<size_t>(off);
   if (o + size > o_.max_value_bytes) return EFBIG;
-  if (o + size > h->buf.size()) h->buf.resize(o + size);  // a gap reads as zeros
-  std::memcpy(h->buf.data() + o, data, size);
-  h->dirty = true;
-  n->size = h->buf.size();
+  if (o + size > d->buf.size()) d->buf.resize(o + size);  // a gap reads as zeros
+  std::memcpy(d->buf.data() + o, data, size);
+  d->dirty = true;
+  n->size = d->buf.size();
   n->meta.mtime_ns = n->meta.ctime_ns = now_ns();
   *mode_changed = kill_suid(&n->meta, c);  // stored with the content at flush
   return 0;
 }
 
 int Fs::do_flush(Handle* h) {
-  std::lock_guard hl(h->mu);
-  if (!h->dirty) return 0;
-  h->dirty = false;
+  if (!writable(h->flags)) return 0;  // a reader's close reports no writer's failure
+  FileData* d = h->data.get();
+  std::lock_guard dl(d->mu);
+  if (!d->dirty) return 0;
+  d->dirty = false;
   std::unique_lock lock(mu_);
   Node* n = table_.get(h->ino);
   if (n == nullptr || n->parent == 0) return 0;  // unlinked: nowhere to put it
-  int err = h->buf.size() > o_.max_value_bytes ? EFBIG : 0;
+  int err = d->buf.size() > o_.max_value_bytes ? EFBIG : 0;
   if (err == 0) {
     Batch b(store_.get());
-    b.put_file(*n, n->meta, h->buf);
+    b.put_file(*n, n->meta, d->buf);
     err = commit(b, EFBIG);
   }
-  if (err != 0) {  // the handle shows the store again
-    h->staged = false;
-    h->buf.clear();
+  if (err != 0) {  // every descriptor shows the store again
+    d->drop();
     n->size = n->committed_size;
     lock.unlock();
     invalidate_attr(h->ino);
     return err;
   }
-  n->committed_size = n->size = h->buf.size();
+  n->committed_size = n->size = d->buf.size();
   n->has_record = true;
   return 0;
 }
@@ -668,8 +698,8 @@ void Fs::do_release(Handle* h) {
   {
     std::unique_lock lock(mu_);
     Node* n = table_.get(h->ino);
-    if (n != nullptr) {
-      n->open_count--;
+    if (n != nullptr && --n->open_count == 0) {
+      n->data.reset();
       table_.erase_if_unused(n);
     }
   }

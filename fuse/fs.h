@@ -3,7 +3,7 @@
 // replies; handlers.cc turns the result into exactly one reply.
 //
 // Thread safety: every method may be called from any worker thread.
-// Lock order: Handle::mu, then mu_. mu_ guards the index (and every Node
+// Lock order: FileData::mu, then mu_. mu_ guards the index (and every Node
 // field except nlookup, which is atomic so that lookups share the lock).
 // Changes hold mu_ exclusively across their store transaction, so the
 // index and the store change in the same order; reads of values (get) run
@@ -38,19 +38,12 @@ namespace pmfs {
 // invalidated explicitly (Fs::invalidate).
 inline constexpr double kCacheSeconds = 86400.0;
 
-// One open file. Writes go to buf (the whole file, loaded at the first
-// write) and reach the store as one put at flush; reads through a handle
-// that has not written see a snapshot of the stored value, taken at the
-// first read and again at every read from offset 0.
+// One open file description: its flags and the file's shared open content
+// (FileData, inode_table.h).
 struct Handle {
   Ino ino = 0;
   int flags = 0;
-  std::mutex mu;
-  bool staged = false;  // buf holds the file
-  bool dirty = false;   // buf differs from the stored value
-  std::string buf;
-  bool has_snapshot = false;
-  std::string snapshot;
+  std::shared_ptr<FileData> data;
 };
 
 struct Caller {
@@ -104,7 +97,8 @@ class Fs {
   void fill_entry(Node* n, fuse_entry_param* e) const;
   int check_new_name(const Node* parent, const char* name, std::string* component) const;
   Meta touched(const Node& dir) const;
-  int load(Handle* h, const Node& n);
+  int load(FileData* d, const Node& n);
+  int flush_data(FileData* d, Ino ino);
   int commit(Batch& b, int size_errno);
   int rename_tree(Node* src, const std::string& new_key, Batch* b);
 

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -36,6 +37,25 @@ struct DirEntries {
   uint32_t subdirs = 0;
 };
 
+// The content of a file while it is open, shared by all its descriptors:
+// writes through one are seen by reads and stat through every other, as on
+// a local file system. Loaded from the store at the first read or write and
+// put back as one value at a flush (close, fsync) through any of them;
+// dropped when the last descriptor is released.
+struct FileData {
+  std::mutex mu;        // lock order: FileData::mu, then the table's owner's lock
+  bool staged = false;  // buf holds the file
+  bool dirty = false;   // buf differs from the stored value
+  std::string buf;
+
+  // Forgets the staged content (after a failed put): reads load the stored
+  // value again.
+  void drop() {
+    staged = dirty = false;
+    std::string().swap(buf);
+  }
+};
+
 struct Node {
   Ino ino = 0;
   Ino parent = 0;           // 0: detached (unlinked or replaced)
@@ -47,6 +67,7 @@ struct Node {
   uint64_t committed_size = 0;       // files: size of the stored value
   std::atomic<uint64_t> nlookup{0};  // kernel references (lookup, create, readdirplus)
   uint32_t open_count = 0;
+  std::shared_ptr<FileData> data;   // files: set while open_count > 0
   std::unique_ptr<DirEntries> dir;  // set for directories
 
   bool is_dir() const { return dir != nullptr; }

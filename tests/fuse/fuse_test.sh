@@ -176,6 +176,40 @@ for w in 1 2 3 4; do for i in 1 25 50; do
   eq "concurrent writer $w file $i" "$(cat "$M/cw$w-$i")" "w$w-$i"
 done; done
 
+# ---------------------------------------------------------------- one file, several descriptors
+# What one descriptor writes, every other one of the file sees before any
+# close (stat, read), as on a local file system: git's index-pack re-reads
+# the pack it is writing.
+python3 - "$M/shared" <<'PY' || FAIL "writes visible across descriptors"
+import os, sys
+p = sys.argv[1]
+w = os.open(p, os.O_CREAT | os.O_WRONLY, 0o644)
+os.write(w, b"hello world")
+r = os.open(p, os.O_RDONLY)
+assert os.fstat(r).st_size == 11, os.fstat(r).st_size
+assert os.stat(p).st_size == 11
+assert os.pread(r, 100, 0) == b"hello world", os.pread(r, 100, 0)
+w2 = os.open(p, os.O_WRONLY)
+os.pwrite(w2, b"W", 6)                     # a second writer of another range
+os.close(w2)                               # its close puts both writers' bytes
+assert os.pread(r, 100, 0) == b"hello World"
+os.pwrite(w, b"!", 11)
+assert os.pread(r, 100, 0) == b"hello World!"
+os.truncate(p, 5)                          # by name, while open
+assert os.pread(r, 100, 0) == b"hello" and os.fstat(w).st_size == 5
+os.close(w); os.close(r)
+assert open(p, "rb").read() == b"hello"
+PY
+# Two appenders (>>) interleaving lines lose none.
+: >"$M/appended"
+(for i in $(seq 100); do echo "a$i"; sleep 0.001; done >>"$M/appended") &
+a1=$!
+(for i in $(seq 100); do echo "b$i"; sleep 0.001; done >>"$M/appended") &
+a2=$!
+wait $a1; wait $a2
+eq "two appenders keep every line" "$(wc -l <"$M/appended")" 200
+eq "each appender's lines in order" "$(grep -c '^a' "$M/appended"),$(grep '^b' "$M/appended" | sort -c -V && echo ok)" "100,ok"
+
 # ---------------------------------------------------------------- remount
 umount_fs
 eq "pm kv get sees a file written through the mount" "$("$PM" kv get "$S" f)" new
