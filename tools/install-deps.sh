@@ -2,14 +2,17 @@
 # Installs the Debian packages that libpm needs to build, test and benchmark
 # (librocksdb-dev and gnuplot-nox: the rocksdb engine and --plot of `pm bench kv`;
 # libcuckoo-dev and libtbb-dev: its DRAM hash-table anchors; help2man: the man
-# page of pm).
+# page of pm; libevent-dev: pmcached's event loop; memcached, libmemcached-tools
+# and python3-pymemcache: the reference server and the clients pmcached is
+# tested with).
 # Idempotent: asks apt only for what is missing. Needs root (or sudo).
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config git
       libpmem-dev libpmemobj-dev libxxhash-dev libgtest-dev
       libfmt-dev libcli11-dev nlohmann-json3-dev libboost-dev
       librocksdb-dev gnuplot-nox fuse3 libfuse3-dev
-      libcuckoo-dev libtbb-dev help2man file)
+      libcuckoo-dev libtbb-dev help2man file
+      libevent-dev memcached libmemcached-tools python3-pymemcache)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,553 @@
+#include "cache.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <random>
+
+namespace pmcached {
+
+namespace {
+
+// The item header in front of the data (little-endian, as the host).
+struct Header {
+  uint32_t magic;
+  uint32_t flags;
+  int64_t exptime;
+  uint64_t cas;
+  int64_t time;
+};
+static_assert(sizeof(Header) == 32);
+constexpr uint32_t kMagic = 0x31434d50;  // "PMC1"
+
+// The cache's own records: under a NUL byte, which no client key holds.
+const std::string kCasKey("\0pmcached/cas", 13);
+const std::string kFlushKey("\0pmcached/flush", 15);
+// CAS uniques are reserved this many at a time (one durable put each).
+constexpr uint64_t kCasBlock = 1 << 20;
+
+std::string encode(const Item& it, int64_t time) {
+  const Header h{kMagic, it.flags, it.exptime, it.cas, time};
+  std::string v(sizeof h + it.data.size(), '\0');
+  std::memcpy(v.data(), &h, sizeof h);
+  std::memcpy(v.data() + sizeof h, it.data.data(), it.data.size());
+  return v;
+}
+
+bool decode(std::string_view v, Header* h) {
+  if (v.size() < sizeof *h) return false;
+  std::memcpy(h, v.data(), sizeof *h);
+  return h->magic == kMagic;
+}
+
+uint64_t entry_bytes(std::string_view key, size_t data) { return key.size() + sizeof(Header) + data; }
+
+}  // namespace
+
+bool parse_u64(std::string_view s, uint64_t* out) {
+  if (s.empty() || s.size() > 20) return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    const uint64_t d = static_cast<uint64_t>(c - '0');
+    if (v > (UINT64_MAX - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
+}
+
+struct Cache::Counters {
+  std::atomic<uint64_t> total_items{0}, get_hits{0}, get_misses{0}, get_expired{0},
+      get_flushed{0}, cmd_get{0}, cmd_set{0}, cmd_touch{0}, cmd_flush{0}, touch_hits{0},
+      touch_misses{0}, delete_hits{0}, delete_misses{0}, incr_hits{0}, incr_misses{0},
+      decr_hits{0}, decr_misses{0}, cas_hits{0}, cas_misses{0}, cas_badval{0}, evictions{0},
+      reclaimed{0};
+};
+
+Cache::Cache(std::unique_ptr<kv::Store> store, const CacheOptions& o)
+    : store_(std::move(store)), o_(o), start_(o.clock()), n_(std::make_unique<Counters>()) {
+  for (size_t i = 0; i < kShards; i++) shards_.push_back(std::make_unique<Shard>());
+}
+
+Result<std::unique_ptr<Cache>> Cache::open(const std::string& path, const CacheOptions& options) {
+  CacheOptions o = options;
+  if (!o.clock) o.clock = [] { return static_cast<int64_t>(::time(nullptr)); };
+  if (o.item_max == 0 || o.item_max > (1u << 30)) {
+    return Status::invalid_argument("item size limit (-I) must be 1 byte to 1 GiB");
+  }
+  kv::StoreOptions so;
+  so.max_key_bytes = kMaxKey + 16;
+  so.max_value_bytes = o.item_max + sizeof(Header);
+  // A record must fit a quarter of a log.
+  so.log_bytes = std::max<uint64_t>(8ull << 20, (uint64_t{so.max_value_bytes} + (64 << 10)) * 4);
+  so.log_bytes = (so.log_bytes + (1 << 20) - 1) / (1 << 20) * (1 << 20);
+  so.durability = o.durability;
+  so.logger = o.logger;
+  Result<std::unique_ptr<kv::Store>> s = kv::Store::open(path, so);
+  if (!s.ok()) return s.status();
+  const kv::StoreStats st = (*s)->stats();
+  if (st.max_value_bytes < so.max_value_bytes) {
+    return Status::invalid_argument(
+        path + ": made for items of up to " + std::to_string(st.max_value_bytes - sizeof(Header)) +
+        " bytes; -I " + std::to_string(o.item_max) + " needs a new store");
+  }
+  std::unique_ptr<Cache> c(new Cache(std::move(*s), o));
+  PM_TRY(c->init());
+  return c;
+}
+
+Status Cache::init() {
+  std::string v;
+  Status s = store_->get(kCasKey, &v);
+  if (s.ok() && v.size() == sizeof(uint64_t)) std::memcpy(&cas_next_, v.data(), sizeof cas_next_);
+  if (!s.ok() && !s.is_not_found()) return s;
+  cas_end_ = cas_next_;
+  s = store_->get(kFlushKey, &v);
+  if (s.ok() && v.size() == 16) {
+    uint64_t fc;
+    int64_t ft;
+    std::memcpy(&fc, v.data(), 8);
+    std::memcpy(&ft, v.data() + 8, 8);
+    flush_cas_ = fc;
+    flush_time_ = ft;
+  }
+  if (!s.ok() && !s.is_not_found()) return s;
+  rebuild_ = std::thread([this] { rebuild_index(); });
+  background_ = std::thread([this] { background(); });
+  return Status();
+}
+
+Cache::~Cache() {
+  {
+    std::lock_guard<std::mutex> l(bg_mu_);
+    stopping_ = true;
+  }
+  bg_cv_.notify_all();
+  if (rebuild_.joinable()) rebuild_.join();
+  if (background_.joinable()) background_.join();
+}
+
+Cache::Shard& Cache::shard_of(std::string_view key) {
+  return *shards_[std::hash<std::string_view>()(key) % kShards];
+}
+
+int64_t Cache::absolute(int64_t exptime) const {
+  if (exptime == 0) return 0;
+  if (exptime < 0) return -1;  // expired already
+  if (exptime > kRelativeExpiryMax) return exptime <= start_ ? -1 : exptime;
+  return now() + exptime;
+}
+
+bool Cache::dead(int64_t exptime, int64_t time, uint64_t cas) const {
+  const int64_t t = now();
+  if (exptime != 0 && exptime <= t) return true;
+  if (cas <= flush_cas_.load(std::memory_order_relaxed)) return true;
+  const int64_t ft = flush_time_.load(std::memory_order_relaxed);
+  return ft != 0 && t >= ft && time < ft;
+}
+
+Result<uint64_t> Cache::next_cas() {
+  std::lock_guard<std::mutex> l(cas_mu_);
+  if (cas_next_ >= cas_end_) {
+    // The end of the new block is durable before any unique from it is
+    // used, so that no unique is handed out twice across a crash.
+    const uint64_t end = cas_end_ + kCasBlock;
+    PM_TRY(store_->put(kCasKey, std::string_view(reinterpret_cast<const char*>(&end), sizeof end)));
+    PM_TRY(store_->sync());
+    cas_end_ = end;
+  }
+  return cas_next_++;
+}
+
+Result<bool> Cache::read_locked(Shard& s, std::string_view key, Item* out, int64_t* time) {
+  auto e = s.index.find(std::string(key));
+  if (e == s.index.end() && index_ready_.load(std::memory_order_acquire)) return false;
+  std::string v;
+  Status st = store_->get(key, &v);
+  if (st.is_not_found()) return false;
+  if (!st.ok()) return st;
+  Header h;
+  if (!decode(v, &h)) {
+    return Status::corruption("item '" + std::string(key) + "' has no valid header");
+  }
+  if (dead(h.exptime, h.time, h.cas)) {
+    const bool expired = h.exptime != 0 && h.exptime <= now();
+    (expired ? n_->get_expired : n_->get_flushed)++;
+    PM_TRY(remove_locked(s, key));
+    return false;
+  }
+  if (e != s.index.end()) e->second.atime = static_cast<uint32_t>(now() - start_);
+  out->flags = h.flags;
+  out->exptime = h.exptime;
+  out->cas = h.cas;
+  out->data.assign(v, sizeof h);
+  if (time != nullptr) *time = h.time;
+  return true;
+}
+
+Status Cache::write_locked(Shard& s, std::string_view key, const Item& it, int64_t time) {
+  PM_TRY(store_->put(key, encode(it, time)));
+  const uint64_t bytes = entry_bytes(key, it.data.size());
+  auto [e, inserted] = s.index.try_emplace(std::string(key));
+  if (inserted) {
+    items_++;
+  } else {
+    bytes_ -= e->second.bytes;
+  }
+  bytes_ += bytes;
+  e->second = Entry{static_cast<uint32_t>(bytes), static_cast<uint32_t>(now() - start_),
+                    it.exptime, time, it.cas};
+  return Status();
+}
+
+Status Cache::remove_locked(Shard& s, std::string_view key) {
+  Status st = store_->remove(key);
+  if (!st.ok() && !st.is_not_found()) return st;
+  auto e = s.index.find(std::string(key));
+  if (e != s.index.end()) {
+    bytes_ -= e->second.bytes;
+    items_--;
+    s.index.erase(e);
+  }
+  if (!index_ready_.load(std::memory_order_acquire)) s.removed_during_rebuild.emplace(key);
+  return Status();
+}
+
+Result<bool> Cache::get(std::string_view key, Item* out, const int64_t* touch) {
+  Shard& s = shard_of(key);
+  std::lock_guard<std::mutex> l(s.mu);
+  n_->cmd_get++;
+  if (touch != nullptr) n_->cmd_touch++;
+  int64_t time = 0;
+  Result<bool> found = read_locked(s, key, out, &time);
+  if (!found.ok()) return found;
+  if (!*found) {
+    n_->get_misses++;
+    if (touch != nullptr) n_->touch_misses++;
+    return false;
+  }
+  n_->get_hits++;
+  if (touch != nullptr) {
+    n_->touch_hits++;
+    out->exptime = absolute(*touch);
+    if (out->exptime < 0) {
+      PM_TRY(remove_locked(s, key));  // the item is returned, then gone
+    } else {
+      PM_TRY(write_locked(s, key, *out, time));
+    }
+  }
+  return true;
+}
+
+Result<StoreResult> Cache::store(StoreMode mode, std::string_view key, uint32_t flags,
+                                 int64_t exptime, std::string_view data, uint64_t cas) {
+  n_->cmd_set++;
+  if (data.size() > o_.item_max) return StoreResult::kTooLarge;
+  Shard& s = shard_of(key);
+  {
+    std::lock_guard<std::mutex> l(s.mu);
+    Item cur;
+    bool found = false;
+    if (mode != StoreMode::kSet) {
+      Result<bool> r = read_locked(s, key, &cur, nullptr);
+      if (!r.ok()) return r.status();
+      found = *r;
+    }
+    switch (mode) {
+      case StoreMode::kSet:
+        break;
+      case StoreMode::kAdd:
+        if (found) return StoreResult::kNotStored;
+        break;
+      case StoreMode::kReplace:
+      case StoreMode::kAppend:
+      case StoreMode::kPrepend:
+        if (!found) return StoreResult::kNotStored;
+        break;
+      case StoreMode::kCas:
+        if (!found) {
+          n_->cas_misses++;
+          return StoreResult::kNotFound;
+        }
+        if (cur.cas != cas) {
+          n_->cas_badval++;
+          return StoreResult::kExists;
+        }
+        n_->cas_hits++;
+        break;
+    }
+    Item it;
+    if (mode == StoreMode::kAppend || mode == StoreMode::kPrepend) {
+      // memcached keeps the item's flags and expiry.
+      if (cur.data.size() + data.size() > o_.item_max) return StoreResult::kNoMemory;
+      it.flags = cur.flags;
+      it.exptime = cur.exptime;
+      it.data = mode == StoreMode::kAppend ? cur.data + std::string(data)
+                                            : std::string(data) + cur.data;
+    } else {
+      it.flags = flags;
+      it.exptime = absolute(exptime);
+      it.data.assign(data);
+    }
+    if (!o_.evict && bytes_.load() + entry_bytes(key, it.data.size()) > o_.memory_limit) {
+      return StoreResult::kNoMemory;
+    }
+    if (it.exptime < 0) {  // stored and expired at once: memcached's negative expiry
+      PM_TRY(remove_locked(s, key));
+      return StoreResult::kStored;
+    }
+    Result<uint64_t> c = next_cas();
+    if (!c.ok()) return c.status();
+    it.cas = *c;
+    Status st = write_locked(s, key, it, now());
+    if (st.code() == pm::Code::kNoSpace) return StoreResult::kNoMemory;
+    PM_TRY(st);
+    n_->total_items++;
+  }
+  PM_TRY(evict_if_over());
+  return StoreResult::kStored;
+}
+
+Result<bool> Cache::remove(std::string_view key) {
+  Shard& s = shard_of(key);
+  std::lock_guard<std::mutex> l(s.mu);
+  Item cur;
+  Result<bool> found = read_locked(s, key, &cur, nullptr);
+  if (!found.ok()) return found;
+  (*found ? n_->delete_hits : n_->delete_misses)++;
+  if (*found) PM_TRY(remove_locked(s, key));
+  return *found;
+}
+
+Result<bool> Cache::touch(std::string_view key, int64_t exptime) {
+  Shard& s = shard_of(key);
+  std::lock_guard<std::mutex> l(s.mu);
+  n_->cmd_touch++;
+  Item it;
+  int64_t time = 0;
+  Result<bool> found = read_locked(s, key, &it, &time);
+  if (!found.ok()) return found;
+  (*found ? n_->touch_hits : n_->touch_misses)++;
+  if (!*found) return false;
+  it.exptime = absolute(exptime);
+  if (it.exptime < 0) {
+    PM_TRY(remove_locked(s, key));
+  } else {
+    PM_TRY(write_locked(s, key, it, time));
+  }
+  return true;
+}
+
+Result<DeltaResult> Cache::delta(std::string_view key, bool incr, uint64_t by, uint64_t* value) {
+  Shard& s = shard_of(key);
+  std::lock_guard<std::mutex> l(s.mu);
+  Item it;
+  int64_t time = 0;
+  Result<bool> found = read_locked(s, key, &it, &time);
+  if (!found.ok()) return found.status();
+  if (!*found) {
+    (incr ? n_->incr_misses : n_->decr_misses)++;
+    return DeltaResult::kNotFound;
+  }
+  // memcached takes the leading number; trailing spaces are its own padding.
+  std::string_view digits = it.data;
+  while (!digits.empty() && digits.back() == ' ') digits.remove_suffix(1);
+  uint64_t v;
+  if (!parse_u64(digits, &v)) return DeltaResult::kNonNumeric;
+  (incr ? n_->incr_hits : n_->decr_hits)++;
+  v = incr ? v + by : (by > v ? 0 : v - by);  // incr wraps at 2^64, decr stops at 0
+  std::string out = std::to_string(v);
+  // As memcached: a shorter number is written over the old one, padded with
+  // spaces to its length.
+  if (out.size() < it.data.size()) out.resize(it.data.size(), ' ');
+  it.data = std::move(out);
+  Result<uint64_t> c = next_cas();
+  if (!c.ok()) return c.status();
+  it.cas = *c;
+  PM_TRY(write_locked(s, key, it, time));
+  *value = v;
+  return DeltaResult::kOk;
+}
+
+Status Cache::flush_all(int64_t delay) {
+  n_->cmd_flush++;
+  if (delay > 0) {
+    flush_time_ = now() + delay;
+  } else {
+    std::lock_guard<std::mutex> l(cas_mu_);
+    flush_cas_ = cas_next_ - 1;
+  }
+  char v[16];
+  const uint64_t fc = flush_cas_.load();
+  const int64_t ft = flush_time_.load();
+  std::memcpy(v, &fc, 8);
+  std::memcpy(v + 8, &ft, 8);
+  PM_TRY(store_->put(kFlushKey, std::string_view(v, sizeof v)));
+  bg_cv_.notify_all();  // the background sweep removes them
+  return Status();
+}
+
+Status Cache::sync() { return store_->sync(); }
+Status Cache::checkpoint() { return store_->checkpoint(); }
+
+uint64_t Cache::sweep(size_t first_shard, size_t shards) {
+  uint64_t removed = 0;
+  std::vector<std::string> dead_keys;
+  for (size_t i = 0; i < shards; i++) {
+    Shard& s = *shards_[(first_shard + i) % kShards];
+    std::lock_guard<std::mutex> l(s.mu);
+    dead_keys.clear();
+    for (const auto& [k, e] : s.index) {
+      if (dead(e.exptime, e.time, e.cas)) dead_keys.push_back(k);
+    }
+    for (const std::string& k : dead_keys) {
+      if (!remove_locked(s, k).ok()) break;
+      removed++;
+    }
+  }
+  n_->reclaimed += removed;
+  return removed;
+}
+
+Status Cache::evict_if_over() {
+  if (!o_.evict) return Status();
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  for (int attempts = 0; bytes_.load(std::memory_order_relaxed) > o_.memory_limit && attempts < 10000;
+       attempts++) {
+    // Approximate LRU (as Redis does): of one item from each of a few
+    // shards picked at random, the one used least recently goes.
+    std::string victim;
+    uint32_t oldest = UINT32_MAX;
+    Shard* from = nullptr;
+    for (int sample = 0; sample < 8; sample++) {
+      Shard& s = *shards_[rng() % kShards];
+      std::lock_guard<std::mutex> l(s.mu);
+      if (s.index.empty()) continue;
+      const size_t buckets = s.index.bucket_count();
+      for (size_t b = rng() % buckets, n = 0; n < buckets; b = (b + 1) % buckets, n++) {
+        if (s.index.begin(b) == s.index.end(b)) continue;
+        const auto& [key, e] = *s.index.begin(b);
+        if (e.atime < oldest) {
+          oldest = e.atime;
+          victim = key;
+          from = &s;
+        }
+        break;
+      }
+    }
+    if (from == nullptr) continue;
+    std::lock_guard<std::mutex> l(from->mu);
+    auto e = from->index.find(victim);
+    if (e == from->index.end() || e->second.atime != oldest) continue;  // used meanwhile
+    PM_TRY(remove_locked(*from, victim));
+    n_->evictions++;
+  }
+  return Status();
+}
+
+void Cache::rebuild_index() {
+  const auto t0 = std::chrono::steady_clock::now();
+  uint64_t n = 0;
+  Status st = store_->scan("", [&](std::string_view key, std::string_view v) {
+    Header h;
+    if (key.empty() || key[0] == '\0' || !decode(v, &h)) return true;
+    Shard& s = shard_of(key);
+    std::lock_guard<std::mutex> l(s.mu);
+    std::string k(key);
+    if (s.index.count(k) != 0 || s.removed_during_rebuild.count(k) != 0) return true;
+    const uint64_t bytes = entry_bytes(key, v.size() - sizeof h);
+    s.index.emplace(std::move(k), Entry{static_cast<uint32_t>(bytes), 0, h.exptime, h.time, h.cas});
+    bytes_ += bytes;
+    items_++;
+    n++;
+    return !stopping_.load(std::memory_order_relaxed);
+  });
+  if (!st.ok() && o_.logger) o_.logger(pm::LogLevel::kError, "index rebuild: " + st.to_string());
+  {
+    std::lock_guard<std::mutex> l(bg_mu_);  // wait_for_index() sees it, or is woken
+    index_ready_.store(st.ok(), std::memory_order_release);
+    rebuild_done_ = true;
+  }
+  for (auto& s : shards_) {
+    std::lock_guard<std::mutex> l(s->mu);
+    std::unordered_set<std::string>().swap(s->removed_during_rebuild);
+  }
+  if (o_.logger) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now() - t0)
+                        .count();
+    o_.logger(pm::LogLevel::kInfo,
+              "indexed " + std::to_string(n) + " items in " + std::to_string(ms) + " ms");
+  }
+  bg_cv_.notify_all();
+}
+
+void Cache::wait_for_index() {
+  std::unique_lock<std::mutex> l(bg_mu_);
+  bg_cv_.wait(l, [&] { return rebuild_done_; });
+}
+
+void Cache::background() {
+  size_t next = 0;
+  uint64_t seen_flush = flush_cas_.load();
+  std::unique_lock<std::mutex> l(bg_mu_);
+  while (!stopping_) {
+    bg_cv_.wait_for(l, std::chrono::seconds(1));
+    if (stopping_ || !index_ready_.load()) continue;
+    l.unlock();
+    // A tenth of the index per second; all of it after a flush_all.
+    const bool flushed = flush_cas_.load() != seen_flush;
+    seen_flush = flush_cas_.load();
+    const size_t count = flushed ? kShards : kShards / 10;
+    sweep(next, count);
+    next = (next + count) % kShards;
+    (void)evict_if_over();
+    l.lock();
+  }
+}
+
+CacheStats Cache::stats() {
+  CacheStats s;
+  s.curr_items = items_.load();
+  s.bytes = bytes_.load();
+  s.index_ready = index_ready_.load();
+  const Counters& n = *n_;
+  s.total_items = n.total_items;
+  s.get_hits = n.get_hits;
+  s.get_misses = n.get_misses;
+  s.get_expired = n.get_expired;
+  s.get_flushed = n.get_flushed;
+  s.cmd_get = n.cmd_get;
+  s.cmd_set = n.cmd_set;
+  s.cmd_touch = n.cmd_touch;
+  s.cmd_flush = n.cmd_flush;
+  s.touch_hits = n.touch_hits;
+  s.touch_misses = n.touch_misses;
+  s.delete_hits = n.delete_hits;
+  s.delete_misses = n.delete_misses;
+  s.incr_hits = n.incr_hits;
+  s.incr_misses = n.incr_misses;
+  s.decr_hits = n.decr_hits;
+  s.decr_misses = n.decr_misses;
+  s.cas_hits = n.cas_hits;
+  s.cas_misses = n.cas_misses;
+  s.cas_badval = n.cas_badval;
+  s.evictions = n.evictions;
+  s.reclaimed = n.reclaimed;
+  return s;
+}
+
+void Cache::reset_stats() {
+  Counters& n = *n_;
+  for (auto* c : {&n.total_items, &n.get_hits, &n.get_misses, &n.get_expired, &n.get_flushed,
+                  &n.cmd_get, &n.cmd_set, &n.cmd_touch, &n.cmd_flush, &n.touch_hits,
+                  &n.touch_misses, &n.delete_hits, &n.delete_misses, &n.incr_hits, &n.incr_misses,
+                  &n.decr_hits, &n.decr_misses, &n.cas_hits, &n.cas_misses, &n.cas_badval,
+                  &n.evictions, &n.reclaimed}) {
+    c->store(0);
+  }
+}
+
+}  // namespace pmcached

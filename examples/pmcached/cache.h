@@ -1,0 +1,181 @@
+// pmcached::Cache: memcached's item semantics on a kv::Store. Every
+// command that changes an item is one store update (put or remove), so it
+// is as durable as the store makes it when the call returns; a DRAM index
+// (sizes, expiry, last access) answers the questions the store cannot
+// cheaply: bytes held, which items to evict, which have expired.
+//
+// Item value in the store: a 32-byte header (version, client flags, expiry
+// as unix seconds, CAS unique, time stored) followed by the data. Keys are
+// memcached's (1..250 bytes, no control characters); the cache's own
+// records live under keys that start with a NUL byte, which no client key
+// can.
+//
+// Thread safety: every method may be called from any thread. Commands on
+// one key are serialised (a stripe lock held across their read and write),
+// so add/cas/incr/append are atomic, as in memcached.
+#ifndef PMCACHED_CACHE_H_
+#define PMCACHED_CACHE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <condition_variable>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "kv/store.h"
+
+namespace pmcached {
+
+using pm::Result;
+using pm::Status;
+
+inline constexpr size_t kMaxKey = 250;
+// memcached: an expiry above 30 days is an absolute unix time.
+inline constexpr int64_t kRelativeExpiryMax = 60 * 60 * 24 * 30;
+
+struct CacheOptions {
+  uint64_t memory_limit = 64ull << 20;  // -m: item bytes kept before eviction
+  uint32_t item_max = 1u << 20;         // -I: largest value
+  bool evict = true;                    // -M turns it off: writes fail instead
+  // Store durability: kSyncOnPmem makes a write durable before it returns
+  // on pmem; elsewhere the server group-commits with sync() before replying.
+  kv::Durability durability = kv::Durability::kSyncOnPmem;
+  // Seconds since the epoch; tests substitute a clock they move.
+  std::function<int64_t()> clock;
+  pm::Logger logger;
+};
+
+struct Item {
+  uint32_t flags = 0;
+  int64_t exptime = 0;  // unix seconds; 0: never
+  uint64_t cas = 0;
+  std::string data;
+};
+
+enum class StoreMode { kSet, kAdd, kReplace, kAppend, kPrepend, kCas };
+enum class StoreResult { kStored, kNotStored, kExists, kNotFound, kTooLarge, kNoMemory };
+enum class DeltaResult { kOk, kNotFound, kNonNumeric };
+
+struct CacheStats {
+  uint64_t curr_items = 0, total_items = 0, bytes = 0;
+  uint64_t get_hits = 0, get_misses = 0, get_expired = 0, get_flushed = 0;
+  uint64_t cmd_get = 0, cmd_set = 0, cmd_touch = 0, cmd_flush = 0;
+  uint64_t touch_hits = 0, touch_misses = 0, delete_hits = 0, delete_misses = 0;
+  uint64_t incr_hits = 0, incr_misses = 0, decr_hits = 0, decr_misses = 0;
+  uint64_t cas_hits = 0, cas_misses = 0, cas_badval = 0;
+  uint64_t evictions = 0, reclaimed = 0;
+  bool index_ready = false;  // the DRAM index covers every stored item
+};
+
+class Cache {
+ public:
+  // Opens (or creates) the store at `path` and starts rebuilding the index
+  // in the background: the cache serves at once.
+  static Result<std::unique_ptr<Cache>> open(const std::string& path, const CacheOptions& o);
+  ~Cache();
+  Cache(const Cache&) = delete;
+  Cache& operator=(const Cache&) = delete;
+
+  // The item, or nothing (absent, expired, flushed). With `touch`, sets its
+  // expiry to *touch first (gat).
+  Result<bool> get(std::string_view key, Item* out, const int64_t* touch = nullptr);
+  // `exptime` as the protocol gives it (relative, absolute or negative);
+  // `cas` is compared for kCas only.
+  Result<StoreResult> store(StoreMode mode, std::string_view key, uint32_t flags,
+                            int64_t exptime, std::string_view data, uint64_t cas = 0);
+  Result<bool> remove(std::string_view key);
+  Result<bool> touch(std::string_view key, int64_t exptime);
+  // incr (or decr): *value is the new value.
+  Result<DeltaResult> delta(std::string_view key, bool incr, uint64_t by, uint64_t* value);
+  // Every item stored until now (delay 0) or until `delay` seconds from now
+  // becomes invalid (from then on).
+  Status flush_all(int64_t delay);
+
+  // Makes every change so far durable (group commit for kAsync stores).
+  Status sync();
+  // Applies the logs to the backend (a clean stop: the next open replays nothing).
+  Status checkpoint();
+
+  CacheStats stats();
+  void reset_stats();
+  const CacheOptions& options() const { return o_; }
+  kv::StoreStats store_stats() { return store_->stats(); }
+  int64_t now() const { return o_.clock(); }
+
+  // Removes expired and flushed items; returns how many. The background
+  // thread runs it every second over a share of the index.
+  uint64_t sweep(size_t first_shard, size_t shards);
+  // Waits until the index covers every item (tests).
+  void wait_for_index();
+
+ private:
+  struct Entry {
+    uint32_t bytes;    // key + header + data
+    uint32_t atime;    // seconds since start, for eviction
+    int64_t exptime;   // 0: never
+    int64_t time;      // stored at
+    uint64_t cas;
+  };
+  struct Shard {
+    std::mutex mu;
+    std::unordered_map<std::string, Entry> index;
+    // Keys removed while the index is being rebuilt: the rebuild must not
+    // bring them back.
+    std::unordered_set<std::string> removed_during_rebuild;
+  };
+  static constexpr size_t kShards = 1024;
+
+  Cache(std::unique_ptr<kv::Store> store, const CacheOptions& o);
+  Status init();
+  Shard& shard_of(std::string_view key);
+  int64_t absolute(int64_t exptime) const;
+  bool dead(int64_t exptime, int64_t time, uint64_t cas) const;
+  // Reads the key's live item under its shard lock (removing it if dead).
+  Result<bool> read_locked(Shard& s, std::string_view key, Item* out, int64_t* time);
+  Status write_locked(Shard& s, std::string_view key, const Item& it, int64_t time);
+  Status remove_locked(Shard& s, std::string_view key);
+  Result<uint64_t> next_cas();
+  Status evict_if_over();
+  void rebuild_index();
+  void background();
+
+  std::unique_ptr<kv::Store> store_;
+  CacheOptions o_;
+  const int64_t start_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+  std::atomic<uint64_t> bytes_{0}, items_{0};
+  std::atomic<bool> index_ready_{false};
+
+  // CAS uniques: handed out from a block whose end is stored first, so
+  // that none is reused after a restart.
+  std::mutex cas_mu_;
+  uint64_t cas_next_ = 1, cas_end_ = 0;
+  // flush_all: items with cas <= flush_cas_ are gone; items stored before
+  // flush_time_ are gone once that time has come. Stored (survive restart).
+  std::atomic<uint64_t> flush_cas_{0};
+  std::atomic<int64_t> flush_time_{0};
+
+  struct Counters;
+  std::unique_ptr<Counters> n_;
+
+  std::mutex bg_mu_;
+  std::condition_variable bg_cv_;
+  std::atomic<bool> stopping_{false};
+  bool rebuild_done_ = false;  // guarded by bg_mu_
+  std::thread rebuild_, background_;
+};
+
+// Parses a decimal uint64 (memcached's safe_strtoull): digits only, no sign,
+// fits 64 bits.
+bool parse_u64(std::string_view s, uint64_t* out);
+
+}  // namespace pmcached
+
+#endif  // PMCACHED_CACHE_H_

@@ -1,0 +1,178 @@
+#include "cache.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "testutil/temp_dir.h"
+
+namespace pmcached {
+namespace {
+
+// A cache on a clock the test moves.
+class CacheTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Cache> open(CacheOptions o = {}) {
+    o.clock = [this] { return now_.load(); };
+    Result<std::unique_ptr<Cache>> c = Cache::open(path_, o);
+    EXPECT_TRUE(c.ok()) << c.status().to_string();
+    if (!c.ok()) return nullptr;
+    (*c)->wait_for_index();
+    return std::move(*c);
+  }
+  std::string get(Cache& c, std::string_view k) {
+    Item it;
+    Result<bool> r = c.get(k, &it);
+    EXPECT_TRUE(r.ok());
+    return r.ok() && *r ? it.data : "<none>";
+  }
+  StoreResult set(Cache& c, StoreMode m, std::string_view k, std::string_view v, int64_t exp = 0,
+                  uint64_t cas = 0) {
+    Result<StoreResult> r = c.store(m, k, 5, exp, v, cas);
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    return r.ok() ? *r : StoreResult::kNoMemory;
+  }
+
+  pm::test::TempDir dir_;
+  std::string path_ = dir_.file("cache.kv");
+  std::atomic<int64_t> now_{1'700'000'000};
+};
+
+TEST_F(CacheTest, ExpiryRelativeAbsoluteNegativeAndTouch) {
+  auto c = open();
+  EXPECT_EQ(set(*c, StoreMode::kSet, "rel", "x", 10), StoreResult::kStored);
+  EXPECT_EQ(set(*c, StoreMode::kSet, "abs", "x", now_ + 100), StoreResult::kStored);
+  EXPECT_EQ(set(*c, StoreMode::kSet, "neg", "x", -1), StoreResult::kStored);
+  EXPECT_EQ(set(*c, StoreMode::kSet, "past", "x", now_ - 5), StoreResult::kStored);
+  EXPECT_EQ(get(*c, "neg"), "<none>");
+  EXPECT_EQ(get(*c, "past"), "<none>");
+  EXPECT_EQ(get(*c, "rel"), "x");
+  EXPECT_TRUE(*c->touch("rel", 1000));
+  now_ += 50;
+  EXPECT_EQ(get(*c, "rel"), "x");  // touched
+  EXPECT_EQ(get(*c, "abs"), "x");
+  now_ += 60;
+  EXPECT_EQ(get(*c, "abs"), "<none>");
+  EXPECT_EQ(c->stats().get_expired, 1u);
+  // The sweep removes what nobody asks for.
+  EXPECT_EQ(set(*c, StoreMode::kSet, "unasked", "x", 5), StoreResult::kStored);
+  now_ += 10;
+  EXPECT_EQ(c->sweep(0, 1024), 1u);
+  EXPECT_EQ(c->stats().curr_items, 1u);  // rel
+}
+
+TEST_F(CacheTest, CasUniquesAreNeverReusedAcrossRestarts) {
+  uint64_t last = 0;
+  for (int session = 0; session < 3; session++) {
+    auto c = open();
+    Item it;
+    EXPECT_EQ(set(*c, StoreMode::kSet, "k", "v"), StoreResult::kStored);
+    ASSERT_TRUE(*c->get("k", &it));
+    EXPECT_GT(it.cas, last);
+    last = it.cas;
+    EXPECT_EQ(set(*c, StoreMode::kCas, "k", "w", 0, it.cas + 1), StoreResult::kExists);
+    EXPECT_EQ(set(*c, StoreMode::kCas, "k", "w", 0, it.cas), StoreResult::kStored);
+    EXPECT_EQ(set(*c, StoreMode::kCas, "k", "w", 0, it.cas), StoreResult::kExists);
+    ASSERT_TRUE(*c->get("k", &it));
+    last = it.cas;
+  }
+}
+
+TEST_F(CacheTest, IncrWrapsDecrStopsAtZeroAndPadsAsMemcached) {
+  auto c = open();
+  uint64_t v = 0;
+  set(*c, StoreMode::kSet, "n", "18446744073709551615");
+  EXPECT_EQ(*c->delta("n", true, 2, &v), DeltaResult::kOk);
+  EXPECT_EQ(v, 1u);
+  EXPECT_EQ(get(*c, "n"), "1                   ");  // the old length, space-padded
+  set(*c, StoreMode::kSet, "d", "5");
+  EXPECT_EQ(*c->delta("d", false, 9, &v), DeltaResult::kOk);
+  EXPECT_EQ(v, 0u);
+  set(*c, StoreMode::kSet, "t", "12a");
+  EXPECT_EQ(*c->delta("t", true, 1, &v), DeltaResult::kNonNumeric);
+  EXPECT_EQ(*c->delta("none", true, 1, &v), DeltaResult::kNotFound);
+}
+
+TEST_F(CacheTest, FlushAllNowAndLaterSurvivesRestart) {
+  {
+    auto c = open();
+    set(*c, StoreMode::kSet, "a", "1");
+    ASSERT_TRUE(c->flush_all(0).ok());
+    EXPECT_EQ(get(*c, "a"), "<none>");
+    set(*c, StoreMode::kSet, "b", "2");
+    ASSERT_TRUE(c->flush_all(10).ok());
+    EXPECT_EQ(get(*c, "b"), "2");
+    set(*c, StoreMode::kSet, "old", "x");
+  }
+  auto c = open();
+  EXPECT_EQ(get(*c, "b"), "2");
+  now_ += 11;
+  EXPECT_EQ(get(*c, "b"), "<none>");
+  EXPECT_EQ(get(*c, "old"), "<none>");
+  set(*c, StoreMode::kSet, "new", "y");
+  EXPECT_EQ(get(*c, "new"), "y");
+}
+
+TEST_F(CacheTest, MemoryLimitEvictsLeastRecentlyUsedOrRefuses) {
+  CacheOptions o;
+  o.memory_limit = 1 << 20;
+  auto c = open(o);
+  const std::string v(1000, 'v');
+  set(*c, StoreMode::kSet, "hot", v);
+  for (int i = 0; i < 3000; i++) {
+    if (i % 100 == 0) {
+      now_ += 1;
+      EXPECT_EQ(get(*c, "hot"), v);  // used often: kept
+    }
+    ASSERT_EQ(set(*c, StoreMode::kSet, "k" + std::to_string(i), v), StoreResult::kStored);
+  }
+  const CacheStats s = c->stats();
+  EXPECT_LE(s.bytes, o.memory_limit);
+  EXPECT_GT(s.evictions, 1000u);
+  EXPECT_EQ(get(*c, "hot"), v);
+  c.reset();
+  path_ = dir_.file("no-evict.kv");
+  o.evict = false;
+  c = open(o);
+  StoreResult last = StoreResult::kStored;
+  for (int i = 0; i < 3000 && last == StoreResult::kStored; i++) {
+    last = set(*c, StoreMode::kSet, "k" + std::to_string(i), v);
+  }
+  EXPECT_EQ(last, StoreResult::kNoMemory);
+}
+
+TEST_F(CacheTest, TheIndexIsRebuiltAfterRestartWithoutLosingConcurrentWrites) {
+  {
+    auto c = open();
+    for (int i = 0; i < 20000; i++) set(*c, StoreMode::kSet, "k" + std::to_string(i), "v");
+  }
+  CacheOptions o;
+  o.clock = [this] { return now_.load(); };
+  Result<std::unique_ptr<Cache>> r = Cache::open(path_, o);
+  ASSERT_TRUE(r.ok());
+  Cache& c = **r;
+  // Served while the index is rebuilt: removes and writes meanwhile count once.
+  for (int i = 0; i < 1000; i++) ASSERT_TRUE(*c.remove("k" + std::to_string(i)));
+  for (int i = 0; i < 1000; i++) set(c, StoreMode::kSet, "n" + std::to_string(i), "v");
+  c.wait_for_index();
+  EXPECT_EQ(c.stats().curr_items, 20000u);
+  EXPECT_EQ(get(c, "k5"), "<none>");
+  EXPECT_EQ(get(c, "k5000"), "v");
+}
+
+TEST_F(CacheTest, ConcurrentIncrementsAreAtomic) {
+  auto c = open();
+  set(*c, StoreMode::kSet, "n", "0");
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; t++) {
+    ts.emplace_back([&] {
+      uint64_t v;
+      for (int i = 0; i < 500; i++) ASSERT_EQ(*c->delta("n", true, 1, &v), DeltaResult::kOk);
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(get(*c, "n"), "2000");
+}
+
+}  // namespace
+}  // namespace pmcached

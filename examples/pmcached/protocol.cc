@@ -1,0 +1,367 @@
+#include "protocol.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace pmcached {
+
+namespace {
+
+constexpr std::string_view kBadFormat = "CLIENT_ERROR bad command line format";
+
+bool parse_i64(std::string_view s, int64_t* out) {
+  const bool neg = !s.empty() && s[0] == '-';
+  uint64_t v;
+  if (!parse_u64(neg ? s.substr(1) : s, &v) || v > uint64_t{INT64_MAX}) return false;
+  *out = neg ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);
+  return true;
+}
+
+bool parse_u32(std::string_view s, uint32_t* out) {
+  uint64_t v;
+  if (!parse_u64(s, &v) || v > UINT32_MAX) return false;
+  *out = static_cast<uint32_t>(v);
+  return true;
+}
+
+// A key memcached accepts: 1..250 bytes, no control characters (the
+// tokenizer already split on spaces).
+bool valid_key(std::string_view k) {
+  if (k.empty() || k.size() > kMaxKey) return false;
+  for (char c : k) {
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) return false;
+  }
+  return true;
+}
+
+size_t tokenize(std::string_view line, std::vector<std::string_view>* tok) {
+  tok->clear();
+  size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && line[i] == ' ') i++;
+    const size_t b = i;
+    while (i < line.size() && line[i] != ' ') i++;
+    if (i > b) tok->push_back(line.substr(b, i - b));
+  }
+  return tok->size();
+}
+
+}  // namespace
+
+void Session::reply(std::string* out, std::string_view s) {
+  if (noreply_) return;
+  out->append(s);
+  out->append("\r\n");
+}
+
+void Session::server_error(std::string* out, const Status& s) {
+  reply(out, "SERVER_ERROR " + s.message());
+}
+
+size_t Session::feed(std::string_view in, std::string* out) {
+  size_t used = 0;
+  while (!closing_ && used < in.size()) {
+    std::string_view rest = in.substr(used);
+    if (swallow_ > 0) {
+      const size_t n = std::min<uint64_t>(swallow_, rest.size());
+      swallow_ -= n;
+      used += n;
+      continue;
+    }
+    if (has_pending_) {
+      if (rest.size() < pending_.bytes + 2) break;  // the data block is not all here
+      data_block(rest.substr(0, pending_.bytes + 2), out);
+      used += pending_.bytes + 2;
+      continue;
+    }
+    if (static_cast<unsigned char>(rest[0]) == 0x80) {  // a binary protocol request
+      closing_ = true;
+      break;
+    }
+    const size_t nl = rest.find('\n');
+    if (nl == std::string_view::npos) {
+      // memcached closes a connection whose line grows past its limit; long
+      // retrieval lines (many keys) are allowed further.
+      const bool retrieval = rest.starts_with("get") || rest.starts_with("gat");
+      if (rest.size() > (retrieval ? kMaxRetrievalLine : kMaxLine)) {
+        closing_ = true;
+        used = in.size();
+      }
+      break;
+    }
+    std::string_view line = rest.substr(0, nl);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    used += nl + 1;
+    noreply_ = false;
+    if (line.size() > kMaxRetrievalLine) {
+      closing_ = true;
+      break;
+    }
+    command(line, out);
+  }
+  return used;
+}
+
+void Session::command(std::string_view line, std::string* out) {
+  thread_local std::vector<std::string_view> tokv;
+  const size_t n = tokenize(line, &tokv);
+  std::string_view* tok = tokv.data();
+  if (n == 0) return reply(out, "ERROR");
+  const std::string_view cmd = tok[0];
+  // noreply is the last token of the commands that take it.
+  auto noreply_at = [&](size_t i) {
+    if (n == i + 1 && tok[i] == "noreply") noreply_ = true;
+  };
+  if (cmd == "get" || cmd == "gets") return retrieval(cmd == "gets", false, tok, n, out);
+  if (cmd == "gat" || cmd == "gats") return retrieval(cmd == "gats", true, tok, n, out);
+  if (cmd == "set") return storage(StoreMode::kSet, tok, n, out);
+  if (cmd == "add") return storage(StoreMode::kAdd, tok, n, out);
+  if (cmd == "replace") return storage(StoreMode::kReplace, tok, n, out);
+  if (cmd == "append") return storage(StoreMode::kAppend, tok, n, out);
+  if (cmd == "prepend") return storage(StoreMode::kPrepend, tok, n, out);
+  if (cmd == "cas") return storage(StoreMode::kCas, tok, n, out);
+  if (cmd == "incr" || cmd == "decr") return delta(cmd == "incr", tok, n, out);
+  if (cmd == "delete") {
+    // delete <key> [0] [noreply]: the 0 is an old hold time, still accepted.
+    const bool nr = n > 2 && tok[n - 1] == "noreply";
+    const size_t args = n - (nr ? 1 : 0);
+    if (n < 2 || args > 3 || (args == 3 && tok[2] != "0")) {
+      return reply(out, "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]");
+    }
+    noreply_ = nr;
+    if (!valid_key(tok[1])) return reply(out, kBadFormat);
+    Result<bool> r = cache_->remove(tok[1]);
+    if (!r.ok()) return server_error(out, r.status());
+    if (*r) wrote_ = true;
+    return reply(out, *r ? "DELETED" : "NOT_FOUND");
+  }
+  if (cmd == "touch") {
+    if (n != 3 && n != 4) return reply(out, "ERROR");
+    noreply_at(3);
+    int64_t exptime;
+    if (!valid_key(tok[1])) return reply(out, kBadFormat);
+    if (!parse_i64(tok[2], &exptime)) return reply(out, "CLIENT_ERROR invalid exptime argument");
+    Result<bool> r = cache_->touch(tok[1], exptime);
+    if (!r.ok()) return server_error(out, r.status());
+    if (*r) wrote_ = true;
+    return reply(out, *r ? "TOUCHED" : "NOT_FOUND");
+  }
+  if (cmd == "flush_all") {
+    if (n > 3) return reply(out, "ERROR");
+    noreply_at(n - 1);
+    int64_t delay = 0;
+    const size_t args = n - (noreply_ ? 1 : 0);
+    if (args == 2 && !parse_i64(tok[1], &delay)) return reply(out, kBadFormat);
+    Status s = cache_->flush_all(delay);
+    if (!s.ok()) return server_error(out, s);
+    wrote_ = true;
+    return reply(out, "OK");
+  }
+  if (cmd == "version") return reply(out, "VERSION " + info_->version);
+  if (cmd == "verbosity") {
+    if (n < 2 || n > 3) return reply(out, "ERROR");
+    noreply_ = tok[n - 1] == "noreply";
+    uint32_t level = 0;
+    if (!parse_u32(tok[1], &level) && tok[1] != "noreply") return reply(out, "ERROR");
+    info_->verbosity = static_cast<int>(std::min<uint32_t>(level, 3));
+    return reply(out, "OK");
+  }
+  if (cmd == "quit") {
+    closing_ = true;
+    return;
+  }
+  if (cmd == "stats") return stats(tok, n, out);
+  if (cmd == "mn") return reply(out, "MN");
+  if (cmd == "shutdown") return reply(out, "ERROR: shutdown not enabled");
+  reply(out, "ERROR");
+}
+
+void Session::retrieval(bool cas, bool touch, std::string_view* tok, size_t n, std::string* out) {
+  const size_t first = touch ? 2 : 1;
+  if (n <= first) return reply(out, "ERROR");
+  int64_t exptime = 0;
+  if (touch && !parse_i64(tok[1], &exptime)) return reply(out, "CLIENT_ERROR invalid exptime argument");
+  for (size_t i = first; i < n; i++) {
+    if (!valid_key(tok[i])) return reply(out, kBadFormat);
+  }
+  Item it;
+  for (size_t i = first; i < n; i++) {
+    Result<bool> r = cache_->get(tok[i], &it, touch ? &exptime : nullptr);
+    if (!r.ok()) return server_error(out, r.status());
+    if (!*r) continue;
+    if (touch) wrote_ = true;
+    out->append("VALUE ");
+    out->append(tok[i]);
+    fmt::format_to(std::back_inserter(*out), " {} {}", it.flags, it.data.size());
+    if (cas) fmt::format_to(std::back_inserter(*out), " {}", it.cas);
+    out->append("\r\n");
+    out->append(it.data);
+    out->append("\r\n");
+  }
+  out->append("END\r\n");
+}
+
+void Session::storage(StoreMode mode, std::string_view* tok, size_t n, std::string* out) {
+  const bool cas = mode == StoreMode::kCas;
+  const size_t args = cas ? 6 : 5;
+  if (n != args && n != args + 1) return reply(out, "ERROR");
+  if (n == args + 1 && tok[args] == "noreply") noreply_ = true;
+  Pending p{mode, std::string(tok[1]), 0, 0, 0, 0, noreply_};
+  int64_t bytes;
+  if (!parse_u32(tok[2], &p.flags) || !parse_i64(tok[3], &p.exptime) ||
+      !parse_i64(tok[4], &bytes) || bytes < 0 || bytes > INT32_MAX - 2 ||
+      (cas && !parse_u64(tok[5], &p.cas))) {
+    return reply(out, kBadFormat);
+  }
+  // As memcached: after a bad key the data block is read as commands.
+  if (!valid_key(tok[1])) return reply(out, kBadFormat);
+  if (static_cast<uint64_t>(bytes) > cache_->options().item_max) {
+    swallow_ = static_cast<uint64_t>(bytes) + 2;
+    return reply(out, "SERVER_ERROR object too large for cache");
+  }
+  p.bytes = static_cast<size_t>(bytes);
+  pending_ = std::move(p);
+  has_pending_ = true;
+}
+
+void Session::data_block(std::string_view block, std::string* out) {
+  has_pending_ = false;
+  noreply_ = pending_.noreply;
+  const std::string_view data = block.substr(0, pending_.bytes);
+  if (block.substr(pending_.bytes) != "\r\n") return reply(out, "CLIENT_ERROR bad data chunk");
+  Result<StoreResult> r = cache_->store(pending_.mode, pending_.key, pending_.flags,
+                                        pending_.exptime, data, pending_.cas);
+  noreply_ = pending_.noreply;
+  if (!r.ok()) return server_error(out, r.status());
+  switch (*r) {
+    case StoreResult::kStored:
+      wrote_ = true;
+      return reply(out, "STORED");
+    case StoreResult::kNotStored:
+      return reply(out, "NOT_STORED");
+    case StoreResult::kExists:
+      return reply(out, "EXISTS");
+    case StoreResult::kNotFound:
+      return reply(out, "NOT_FOUND");
+    case StoreResult::kTooLarge:
+      return reply(out, "SERVER_ERROR object too large for cache");
+    case StoreResult::kNoMemory:
+      return reply(out, "SERVER_ERROR out of memory storing object");
+  }
+}
+
+void Session::delta(bool incr, std::string_view* tok, size_t n, std::string* out) {
+  if (n != 3 && n != 4) return reply(out, "ERROR");
+  if (n == 4 && tok[3] == "noreply") noreply_ = true;
+  if (!valid_key(tok[1])) return reply(out, kBadFormat);
+  uint64_t by;
+  if (!parse_u64(tok[2], &by)) return reply(out, "CLIENT_ERROR invalid numeric delta argument");
+  uint64_t v = 0;
+  Result<DeltaResult> r = cache_->delta(tok[1], incr, by, &v);
+  if (!r.ok()) return server_error(out, r.status());
+  switch (*r) {
+    case DeltaResult::kOk:
+      wrote_ = true;
+      return reply(out, std::to_string(v));
+    case DeltaResult::kNotFound:
+      return reply(out, "NOT_FOUND");
+    case DeltaResult::kNonNumeric:
+      return reply(out, "CLIENT_ERROR cannot increment or decrement non-numeric value");
+  }
+}
+
+void Session::stats(std::string_view* tok, size_t n, std::string* out) {
+  auto stat = [&](std::string_view name, const auto& v) {
+    fmt::format_to(std::back_inserter(*out), "STAT {} {}\r\n", name, v);
+  };
+  const CacheOptions& o = cache_->options();
+  if (n == 1) {
+    const CacheStats s = cache_->stats();
+    const int64_t now = cache_->now();
+    struct rusage ru {};
+    ::getrusage(RUSAGE_SELF, &ru);
+    stat("pid", ::getpid());
+    stat("uptime", now - info_->started);
+    stat("time", now);
+    stat("version", info_->version);
+    stat("pointer_size", sizeof(void*) * 8);
+    stat("rusage_user", fmt::format("{}.{:06}", ru.ru_utime.tv_sec, ru.ru_utime.tv_usec));
+    stat("rusage_system", fmt::format("{}.{:06}", ru.ru_stime.tv_sec, ru.ru_stime.tv_usec));
+    stat("max_connections", info_->max_connections);
+    stat("curr_connections", info_->curr_connections.load());
+    stat("total_connections", info_->total_connections.load());
+    stat("rejected_connections", info_->rejected_connections.load());
+    stat("cmd_get", s.cmd_get);
+    stat("cmd_set", s.cmd_set);
+    stat("cmd_flush", s.cmd_flush);
+    stat("cmd_touch", s.cmd_touch);
+    stat("get_hits", s.get_hits);
+    stat("get_misses", s.get_misses);
+    stat("get_expired", s.get_expired);
+    stat("get_flushed", s.get_flushed);
+    stat("delete_misses", s.delete_misses);
+    stat("delete_hits", s.delete_hits);
+    stat("incr_misses", s.incr_misses);
+    stat("incr_hits", s.incr_hits);
+    stat("decr_misses", s.decr_misses);
+    stat("decr_hits", s.decr_hits);
+    stat("cas_misses", s.cas_misses);
+    stat("cas_hits", s.cas_hits);
+    stat("cas_badval", s.cas_badval);
+    stat("touch_hits", s.touch_hits);
+    stat("touch_misses", s.touch_misses);
+    stat("bytes_read", info_->bytes_read.load());
+    stat("bytes_written", info_->bytes_written.load());
+    stat("limit_maxbytes", o.memory_limit);
+    stat("threads", info_->threads);
+    stat("bytes", s.bytes);
+    stat("curr_items", s.curr_items);
+    stat("total_items", s.total_items);
+    stat("evictions", s.evictions);
+    stat("reclaimed", s.reclaimed);
+    stat("index_ready", s.index_ready ? 1 : 0);
+    out->append("END\r\n");
+    return;
+  }
+  const std::string_view what = tok[1];
+  if (what == "reset" && n == 2) {
+    cache_->reset_stats();
+    return reply(out, "RESET");
+  }
+  if (what == "settings" && n == 2) {
+    stat("maxbytes", o.memory_limit);
+    stat("maxconns", info_->max_connections);
+    stat("num_threads", info_->threads);
+    stat("evictions", o.evict ? "on" : "off");
+    stat("item_size_max", o.item_max);
+    stat("verbosity", info_->verbosity.load());
+    stat("cas_enabled", "yes");
+    stat("durability", info_->sync_before_reply ? "group commit" : "per write");
+    out->append("END\r\n");
+    return;
+  }
+  if ((what == "items" || what == "slabs") && n == 2) {
+    // One class holds every item: there are no slabs to report on.
+    const CacheStats s = cache_->stats();
+    if (what == "items") {
+      if (s.curr_items > 0) {
+        stat("items:1:number", s.curr_items);
+        stat("items:1:evicted", s.evictions);
+        stat("items:1:reclaimed", s.reclaimed);
+      }
+    } else {
+      stat("active_slabs", s.curr_items > 0 ? 1 : 0);
+      stat("total_malloced", s.bytes);
+    }
+    out->append("END\r\n");
+    return;
+  }
+  reply(out, "ERROR");
+}
+
+}  // namespace pmcached

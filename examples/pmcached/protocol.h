@@ -1,0 +1,91 @@
+// pmcached::Session: memcached's text protocol for one connection, apart
+// from any network code: bytes in, replies out. The server feeds it what a
+// socket delivered and sends what it wrote; tests and the fuzzer feed it
+// directly.
+//
+// Replies and error strings are memcached 1.6's (protocol.txt), so that
+// clients written for memcached see no difference.
+//
+// Thread safety: one Session per connection, used by one thread at a time.
+#ifndef PMCACHED_PROTOCOL_H_
+#define PMCACHED_PROTOCOL_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "cache.h"
+
+namespace pmcached {
+
+// Server-wide figures that `stats` reports, kept by the server.
+struct ServerInfo {
+  std::atomic<uint64_t> curr_connections{0}, total_connections{0}, rejected_connections{0};
+  std::atomic<uint64_t> bytes_read{0}, bytes_written{0};
+  uint64_t max_connections = 1024;
+  int threads = 4;
+  int64_t started = 0;  // unix seconds
+  std::atomic<int> verbosity{0};
+  std::string version;
+  bool sync_before_reply = false;  // group commit (a store that is not on pmem)
+};
+
+// The longest command line: past it, a connection is closed (as memcached
+// does), except for retrieval lines of many keys.
+inline constexpr size_t kMaxLine = 8 << 10;
+inline constexpr size_t kMaxRetrievalLine = 1 << 20;
+
+class Session {
+ public:
+  Session(Cache* cache, ServerInfo* info) : cache_(cache), info_(info) {}
+
+  // Executes every complete command at the front of `in`, appending the
+  // replies to *out; returns how many bytes of `in` it used (the rest is an
+  // incomplete command, to be fed again with more bytes behind it).
+  size_t feed(std::string_view in, std::string* out);
+
+  // The connection is to be closed once *out is sent (quit, a line too long,
+  // binary protocol).
+  bool closing() const { return closing_; }
+  // Some command changed an item since the last call (the server makes the
+  // changes durable before it sends the replies).
+  bool take_wrote() {
+    const bool w = wrote_;
+    wrote_ = false;
+    return w;
+  }
+
+ private:
+  struct Pending {  // a storage command waiting for its data block
+    StoreMode mode = StoreMode::kSet;
+    std::string key;
+    uint32_t flags = 0;
+    int64_t exptime = 0;
+    uint64_t cas = 0;
+    size_t bytes = 0;
+    bool noreply = false;
+  };
+
+  void command(std::string_view line, std::string* out);
+  void storage(StoreMode mode, std::string_view* tok, size_t n, std::string* out);
+  void data_block(std::string_view block, std::string* out);
+  void retrieval(bool cas, bool touch, std::string_view* tok, size_t n, std::string* out);
+  void delta(bool incr, std::string_view* tok, size_t n, std::string* out);
+  void stats(std::string_view* tok, size_t n, std::string* out);
+  void reply(std::string* out, std::string_view s);
+  void server_error(std::string* out, const Status& s);
+
+  Cache* cache_;
+  ServerInfo* info_;
+  bool has_pending_ = false;
+  Pending pending_;
+  uint64_t swallow_ = 0;  // bytes of a refused data block still to drop
+  bool noreply_ = false;  // the current command's replies are suppressed
+  bool closing_ = false;
+  bool wrote_ = false;
+};
+
+}  // namespace pmcached
+
+#endif  // PMCACHED_PROTOCOL_H_

@@ -1,0 +1,111 @@
+#include "protocol.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "testutil/temp_dir.h"
+
+namespace pmcached {
+namespace {
+
+class ProtocolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CacheOptions o;
+    o.item_max = 4096;
+    Result<std::unique_ptr<Cache>> c = Cache::open(dir_.file("p.kv"), o);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    cache_ = std::move(*c);
+    info_.version = "test";
+  }
+  // Feeds `in` in pieces of `chunk` bytes, as a socket may deliver it.
+  std::string run(Session& s, std::string_view in, size_t chunk = SIZE_MAX) {
+    std::string out, buf;
+    for (size_t i = 0; i < in.size() && !s.closing(); i += chunk) {
+      buf.append(in.substr(i, chunk));
+      buf.erase(0, s.feed(buf, &out));
+    }
+    return out;
+  }
+  std::string run(std::string_view in, size_t chunk = SIZE_MAX) {
+    Session s(cache_.get(), &info_);
+    return run(s, in, chunk);
+  }
+
+  pm::test::TempDir dir_;
+  std::unique_ptr<Cache> cache_;
+  ServerInfo info_;
+};
+
+TEST_F(ProtocolTest, RepliesAreTheSameWhateverTheChunking) {
+  const std::string script =
+      "set a 1 0 3\r\nabc\r\nget a b\r\nappend a 0 0 2 noreply\r\nde\r\nget a\r\n"
+      "incr a 1\r\nset n 0 0 2\r\n10\r\ndecr n 3\r\ndelete n\r\ndelete n\r\n"
+      "touch a 100\r\nbogus\r\nset x 0 0 1\r\nxyz\r\nget a\r\n";
+  const std::string whole = run(script);
+  EXPECT_NE(whole.find("VALUE a 1 3\r\nabc\r\nEND\r\n"), std::string::npos) << whole;
+  EXPECT_NE(whole.find("CLIENT_ERROR cannot increment or decrement non-numeric value\r\n"),
+            std::string::npos);
+  EXPECT_NE(whole.find("7\r\nDELETED\r\nNOT_FOUND\r\nTOUCHED\r\nERROR\r\n"), std::string::npos)
+      << whole;
+  EXPECT_NE(whole.find("CLIENT_ERROR bad data chunk\r\n"), std::string::npos) << whole;
+  for (size_t chunk : {1, 2, 3, 7, 64}) {
+    ASSERT_TRUE(cache_->flush_all(0).ok());
+    EXPECT_EQ(run(script, chunk), whole) << "chunk " << chunk;
+  }
+}
+
+TEST_F(ProtocolTest, OversizedValuesAreSwallowedAndLongLinesClose) {
+  const std::string big(5000, 'x');
+  EXPECT_EQ(run("set k 0 0 5000\r\n" + big + "\r\nget k\r\n", 100),
+            "SERVER_ERROR object too large for cache\r\nEND\r\n");
+  Session s(cache_.get(), &info_);
+  EXPECT_EQ(run(s, std::string(kMaxLine + 10, 'y')), "");
+  EXPECT_TRUE(s.closing());
+  Session b(cache_.get(), &info_);
+  run(b, "\x80\x01\x00\x00");  // binary protocol: not served
+  EXPECT_TRUE(b.closing());
+}
+
+// Random bytes and random mutations of valid commands, in random chunks:
+// the session never crashes, never hangs, and the cache stays usable.
+TEST_F(ProtocolTest, RandomInputNeverBreaksTheServer) {
+  std::mt19937_64 rng(42);
+  const std::vector<std::string> seeds = {
+      "set k 0 0 3\r\nabc\r\n", "get k k2 k3\r\n", "gets k\r\n", "cas k 0 0 1 5\r\nx\r\n",
+      "incr k 5\r\n",           "decr k 5\r\n",    "touch k 10\r\n", "gat 10 k\r\n",
+      "delete k noreply\r\n",   "flush_all 0\r\n", "stats\r\n",  "version\r\n",
+      "append k 0 0 1\r\nz\r\n", "verbosity 1\r\n", "mn\r\n"};
+  for (int round = 0; round < 3000; round++) {
+    std::string in;
+    const int parts = 1 + static_cast<int>(rng() % 6);
+    for (int p = 0; p < parts; p++) {
+      std::string piece = seeds[rng() % seeds.size()];
+      switch (rng() % 4) {
+        case 0:  // flip bytes
+          for (int f = 0; f < 3; f++) piece[rng() % piece.size()] = static_cast<char>(rng());
+          break;
+        case 1:  // cut short
+          piece.resize(rng() % piece.size());
+          break;
+        case 2:  // random bytes
+          piece.assign(rng() % 64, '\0');
+          for (char& ch : piece) ch = static_cast<char>(rng());
+          break;
+        default:
+          break;
+      }
+      in += piece;
+    }
+    Session s(cache_.get(), &info_);
+    (void)run(s, in, 1 + rng() % 16);
+  }
+  Item it;
+  ASSERT_TRUE(cache_->store(StoreMode::kSet, "after", 0, 0, "fine").ok());
+  ASSERT_TRUE(*cache_->get("after", &it));
+  EXPECT_EQ(it.data, "fine");
+}
+
+}  // namespace
+}  // namespace pmcached

@@ -1,0 +1,233 @@
+#include "server.h"
+
+#include <arpa/inet.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <event2/thread.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+namespace pmcached {
+
+namespace {
+
+// A client that does not read its replies stops being read from once this
+// much waits to be sent, and is read again below the low mark.
+constexpr size_t kOutputHigh = 4 << 20;
+constexpr size_t kOutputLow = 1 << 20;
+
+struct Worker;
+
+struct Conn {
+  Conn(Worker* w, bufferevent* b, Cache* c, ServerInfo* i) : worker(w), bev(b), session(c, i) {}
+  Worker* worker;
+  bufferevent* bev;
+  Session session;
+  std::string in, out;
+};
+
+struct Worker {
+  Cache* cache;
+  ServerInfo* info;
+  const ServerOptions* o;
+  event_base* base = nullptr;
+  evconnlistener* listener = nullptr;
+  std::unordered_set<Conn*> conns;
+  std::thread thread;
+};
+
+void close_conn(Conn* c) {
+  c->worker->conns.erase(c);
+  c->worker->info->curr_connections--;
+  bufferevent_free(c->bev);
+  delete c;
+}
+
+void on_write(bufferevent* bev, void* arg) {
+  auto* c = static_cast<Conn*>(arg);
+  const size_t pending = evbuffer_get_length(bufferevent_get_output(bev));
+  if (c->session.closing()) {
+    if (pending == 0) close_conn(c);
+    return;
+  }
+  if (pending <= kOutputLow) bufferevent_enable(bev, EV_READ);
+}
+
+void on_read(bufferevent* bev, void* arg) {
+  auto* c = static_cast<Conn*>(arg);
+  evbuffer* input = bufferevent_get_input(bev);
+  const size_t n = evbuffer_get_length(input);
+  const size_t old = c->in.size();
+  c->in.resize(old + n);
+  evbuffer_remove(input, c->in.data() + old, n);
+  c->worker->info->bytes_read += n;
+  const size_t used = c->session.feed(c->in, &c->out);
+  c->in.erase(0, used);
+  // Group commit: the changes these replies acknowledge are durable first.
+  if (c->session.take_wrote() && c->worker->info->sync_before_reply) {
+    Status s = c->worker->cache->sync();
+    if (!s.ok()) {
+      c->out = "SERVER_ERROR " + s.message() + "\r\n";
+      c->session = Session(c->worker->cache, c->worker->info);
+      bufferevent_write(bev, c->out.data(), c->out.size());
+      c->out.clear();
+      bufferevent_disable(bev, EV_READ);
+      bufferevent_setcb(bev, nullptr, [](bufferevent*, void* a) { close_conn(static_cast<Conn*>(a)); },
+                        nullptr, c);
+      return;
+    }
+  }
+  if (!c->out.empty()) {
+    c->worker->info->bytes_written += c->out.size();
+    bufferevent_write(bev, c->out.data(), c->out.size());
+    c->out.clear();
+  }
+  if (c->session.closing()) {
+    bufferevent_disable(bev, EV_READ);
+    if (evbuffer_get_length(bufferevent_get_output(bev)) == 0) close_conn(c);
+    return;
+  }
+  if (evbuffer_get_length(bufferevent_get_output(bev)) > kOutputHigh) {
+    bufferevent_disable(bev, EV_READ);  // on_write enables it again
+  }
+}
+
+void on_event(bufferevent*, short what, void* arg) {
+  if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) close_conn(static_cast<Conn*>(arg));
+}
+
+void on_accept(evconnlistener*, evutil_socket_t fd, sockaddr*, int, void* arg) {
+  auto* w = static_cast<Worker*>(arg);
+  if (w->info->curr_connections.load() >= w->o->max_connections) {
+    static const char kFull[] = "ERROR Too many open connections\r\n";
+    (void)!::send(fd, kFull, sizeof kFull - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ::close(fd);
+    w->info->rejected_connections++;
+    return;
+  }
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  bufferevent* bev = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
+  if (bev == nullptr) {
+    ::close(fd);
+    return;
+  }
+  auto* c = new Conn(w, bev, w->cache, w->info);
+  w->conns.insert(c);
+  w->info->curr_connections++;
+  w->info->total_connections++;
+  bufferevent_setcb(bev, on_read, on_write, on_event, c);
+  bufferevent_setwatermark(bev, EV_WRITE, kOutputLow, 0);
+  if (w->o->idle_timeout_s > 0) {
+    const timeval tv{w->o->idle_timeout_s, 0};
+    bufferevent_set_timeouts(bev, &tv, nullptr);
+  }
+  bufferevent_enable(bev, EV_READ | EV_WRITE);
+}
+
+// The listening socket, shared by every worker's loop.
+int listen_on(const ServerOptions& o, int* port) {
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  const std::string service = std::to_string(o.port);
+  if (int err = ::getaddrinfo(o.listen.c_str(), service.c_str(), &hints, &res); err != 0) {
+    std::fprintf(stderr, "pmcached: -l %s: %s\n", o.listen.c_str(), gai_strerror(err));
+    return -1;
+  }
+  int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int one = 1;
+  if (fd >= 0) ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (fd < 0 || ::bind(fd, res->ai_addr, res->ai_addrlen) != 0 || ::listen(fd, 1024) != 0) {
+    std::fprintf(stderr, "pmcached: listen on %s:%d: %s\n", o.listen.c_str(), o.port,
+                 std::strerror(errno));
+    if (fd >= 0) ::close(fd);
+    ::freeaddrinfo(res);
+    return -1;
+  }
+  ::freeaddrinfo(res);
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+  *port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
+                                         : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  return fd;
+}
+
+}  // namespace
+
+int serve(Cache* cache, const ServerOptions& o, ServerInfo* info) {
+  evthread_use_pthreads();
+  std::signal(SIGPIPE, SIG_IGN);
+  int port = 0;
+  const int fd = listen_on(o, &port);
+  if (fd < 0) return 1;
+  info->threads = o.threads;
+  info->max_connections = o.max_connections;
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (int i = 0; i < o.threads; i++) {
+    auto w = std::make_unique<Worker>();
+    w->cache = cache;
+    w->info = info;
+    w->o = &o;
+    w->base = event_base_new();
+    w->listener = evconnlistener_new(w->base, on_accept, w.get(), LEV_OPT_REUSEABLE, -1, fd);
+    if (w->base == nullptr || w->listener == nullptr) {
+      std::fprintf(stderr, "pmcached: cannot start event loop %d\n", i);
+      return 1;
+    }
+    workers.push_back(std::move(w));
+  }
+  // The main thread waits for SIGTERM or SIGINT; the workers serve.
+  struct Stop {
+    std::vector<std::unique_ptr<Worker>>* workers;
+    event_base* main;
+  } stop_ctx{&workers, event_base_new()};
+  auto stop = [](evutil_socket_t, short, void* arg) {
+    auto* st = static_cast<Stop*>(arg);
+    for (auto& w : *st->workers) event_base_loopexit(w->base, nullptr);
+    event_base_loopexit(st->main, nullptr);
+  };
+  event_base* main_base = stop_ctx.main;
+  event* term = evsignal_new(main_base, SIGTERM, stop, &stop_ctx);
+  event* intr = evsignal_new(main_base, SIGINT, stop, &stop_ctx);
+  evsignal_add(term, nullptr);
+  evsignal_add(intr, nullptr);
+  for (auto& w : workers) {
+    w->thread = std::thread([wp = w.get()] { event_base_loop(wp->base, EVLOOP_NO_EXIT_ON_EMPTY); });
+  }
+  std::fprintf(stderr, "pmcached: listening on %s:%d\n", o.listen.c_str(), port);
+  std::fflush(stderr);
+  event_base_dispatch(main_base);
+  for (auto& w : workers) w->thread.join();
+  event_free(term);
+  event_free(intr);
+  event_base_free(main_base);
+  for (auto& w : workers) {
+    evconnlistener_free(w->listener);
+    for (Conn* c : std::vector<Conn*>(w->conns.begin(), w->conns.end())) close_conn(c);
+    event_base_free(w->base);
+  }
+  ::close(fd);
+  // A clean stop: everything applied to the backend, no log to replay.
+  if (Status s = cache->checkpoint(); !s.ok()) {
+    std::fprintf(stderr, "pmcached: checkpoint at stop: %s\n", s.to_string().c_str());
+    return 1;
+  }
+  if (o.verbosity > 0) std::fprintf(stderr, "pmcached: stopped cleanly\n");
+  return 0;
+}
+
+}  // namespace pmcached

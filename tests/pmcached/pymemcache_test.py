@@ -1,0 +1,481 @@
+#!/usr/bin/python3
+"""pmcached driven by pymemcache (Debian python3-pymemcache) and raw sockets.
+
+Every scenario runs against pmcached and, when it is installed, against
+Debian's memcached 1.6 as the reference: a scenario returns what it observed,
+and the two observations must be equal, so a difference in behaviour shows
+as a failing comparison. Then pmcached alone: kill -9 and restart lose no
+acknowledged item (flags, expiry and CAS included), a clean stop leaves no log
+to replay, bad input gets the protocol's errors and the server stays up.
+
+usage: pymemcache_test.py PMCACHED [MEMCACHED]
+       pymemcache_test.py --memcapable PMCACHED   (libmemcached's conformance suite)
+Exit 77 (skipped) when pymemcache or memcapable is not installed.
+"""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+MEMCAPABLE = sys.argv[1] == "--memcapable"
+if MEMCAPABLE:
+    sys.argv.pop(1)
+try:
+    from pymemcache.client.base import Client
+    from pymemcache.exceptions import MemcacheServerError
+except ImportError:
+    if not MEMCAPABLE:
+        print("SKIP: python3-pymemcache is not installed")
+        sys.exit(77)
+
+PMCACHED = sys.argv[1]
+MEMCACHED = sys.argv[2] if len(sys.argv) > 2 else shutil.which("memcached")
+failures = []
+
+
+def check(what, got, want):
+    if got != want:
+        failures.append(f"{what}: got {got!r}, wanted {want!r}")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(port, proc, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("server did not start")
+
+
+RUNNING = []
+
+
+class Server:
+    def __init__(self, argv, port):
+        self.port = port
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        RUNNING.append(self.proc)
+        wait_for(port, self.proc)
+
+    def client(self):
+        return Client(("127.0.0.1", self.port), default_noreply=False, connect_timeout=5, timeout=10)
+
+    def stop(self, sig=signal.SIGTERM):
+        self.proc.send_signal(sig)
+        code = self.proc.wait(timeout=60)
+        return code, self.proc.stderr.read().decode()
+
+
+def start_pmcached(store, *extra):
+    port = free_port()
+    return Server([PMCACHED, store, "-p", str(port), "-t", "2", *extra], port)
+
+
+def start_memcached():
+    port = free_port()
+    user = ["-u", "nobody"] if os.geteuid() == 0 else []
+    return Server([MEMCACHED, "-p", str(port), "-U", "0", "-l", "127.0.0.1", "-t", "2", *user], port)
+
+
+def raw(port, data, wait=0.3):
+    """Sends bytes, returns every byte the server sent until it was quiet."""
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(data)
+        s.settimeout(wait)
+        out = b""
+        try:
+            while True:
+                d = s.recv(1 << 20)
+                if not d:
+                    return out + b"<closed>"
+                out += d
+        except socket.timeout:
+            return out
+        except ConnectionResetError:  # closed with our bytes unread
+            return out + b"<closed>"
+
+
+# ---------------------------------------------------------------- scenarios
+# Each returns a list of observations; pmcached's must equal memcached's.
+
+def scenario_storage(c, port):
+    obs = []
+    obs.append(c.set("k", b"v1", flags=7))
+    obs.append(c.get("k"))
+    obs.append(c.add("k", b"x"))                 # exists: NOT_STORED
+    obs.append(c.add("new", b"n", flags=3))
+    obs.append(c.replace("missing", b"x"))       # NOT_STORED
+    obs.append(c.replace("k", b"v2", flags=9))
+    obs.append(c.append("k", b"-tail"))
+    obs.append(c.prepend("k", b"head-"))
+    obs.append(c.append("missing", b"x"))
+    obs.append(c.get("k"))
+    obs.append(raw(port, b"get k new missing\r\n"))  # flags and sizes as sent
+    obs.append(c.get_many(["k", "new", "missing"]))
+    obs.append(c.delete("new"))
+    obs.append(c.delete("new"))
+    obs.append(raw(port, b"set nr 0 0 1 noreply\r\na\r\nget nr\r\n"))
+    obs.append(raw(port, b"set e 0 0 0\r\n\r\nget e\r\n"))   # empty value
+    return obs
+
+
+def scenario_cas(c, port):
+    obs = []
+    c.set("c", b"1")
+    v, cas = c.gets("c")
+    obs.append(v)
+    obs.append(c.cas("c", b"2", cas))            # STORED
+    obs.append(c.cas("c", b"3", cas))            # EXISTS: stale unique
+    obs.append(c.cas("nope", b"3", cas))         # NOT_FOUND
+    v2, cas2 = c.gets("c")
+    obs.append((v2, cas2 != cas))
+    c.touch("c", 100)
+    obs.append(c.gets("c")[1] == cas2)           # touch keeps the unique
+    obs.append(raw(port, b"cas c 0 0 1 bad\r\nx\r\n"))
+    return obs
+
+
+def scenario_counters(c, port):
+    obs = []
+    c.set("n", b"10")
+    obs.append(c.incr("n", 5))
+    obs.append(c.decr("n", 100))                 # stops at 0
+    obs.append(c.get("n"))                        # memcached pads with spaces
+    c.set("big", b"18446744073709551615")
+    obs.append(c.incr("big", 2))                  # wraps at 2^64
+    obs.append(c.incr("missing", 1))
+    c.set("text", b"abc")
+    obs.append(raw(port, b"incr text 1\r\n"))
+    obs.append(raw(port, b"incr n -1\r\n"))
+    obs.append(raw(port, b"incr n 1 noreply\r\nget n\r\n"))
+    return obs
+
+
+def scenario_expiry(c, port):
+    obs = []
+    obs.append(c.set("neg", b"x", expire=-1))     # expired at once
+    obs.append(c.get("neg"))
+    obs.append(c.set("past", b"x", expire=int(time.time()) - 100000))  # absolute, past
+    obs.append(c.get("past"))
+    obs.append(c.set("future", b"x", expire=int(time.time()) + 100000))
+    obs.append(c.get("future"))
+    obs.append(c.set("short", b"x", expire=1))
+    obs.append(c.set("touched", b"x", expire=1))
+    obs.append(c.touch("touched", 100))
+    obs.append(c.touch("missing", 100))
+    obs.append(raw(port, b"gat 100 short touched missing\r\n"))
+    obs.append(raw(port, b"set g 5 0 1\r\nx\r\ngats 100 g\r\n").split(b" ")[:4])
+    time.sleep(2.2)
+    obs.append(c.get("short"))                    # gat gave it 100 s
+    c.set("soon", b"x", expire=1)
+    time.sleep(2.2)
+    obs.append(c.get("soon"))
+    return obs
+
+
+def scenario_flush(c, port):
+    obs = []
+    c.set("a", b"1")
+    c.set("b", b"2")
+    obs.append(c.flush_all())
+    obs.append(c.get_many(["a", "b"]))
+    obs.append(c.set("a", b"after"))
+    obs.append(c.get("a"))
+    obs.append(raw(port, b"flush_all noreply\r\nget a\r\n"))
+    c.set("d", b"1")
+    obs.append(raw(port, b"flush_all 2\r\nget d\r\n"))
+    time.sleep(3.1)
+    obs.append(c.get("d"))
+    return obs
+
+
+def scenario_large(c, port):
+    obs = []
+    # memcached's -I (1 MiB) bounds the item with its header; ours the value:
+    # the two agree below and above the boundary.
+    big = bytes(range(250)) * 4000
+    obs.append(c.set("big", big))
+    obs.append(c.get("big") == big)
+    try:
+        c.set("huge", b"x" * ((1 << 20) + 1))
+        obs.append("stored")
+    except MemcacheServerError as e:
+        obs.append(str(e))
+    obs.append(raw(port, b"set huge 0 0 2000000\r\n" + b"x" * 2000000 + b"\r\nget big1\r\n", 1.0))
+    obs.append(c.get("k" * 250) is None)
+    return obs
+
+
+def scenario_bad_input(c, port):
+    obs = []
+    obs.append(raw(port, b"bogus\r\n"))
+    obs.append(raw(port, b"\r\n"))
+    obs.append(raw(port, b"set k 0 0 3\r\nabcde\r\n"))          # longer than declared
+    obs.append(raw(port, b"set k 0 0 -1\r\n"))
+    obs.append(raw(port, b"set k abc 0 1\r\nx\r\n"))
+    obs.append(raw(port, b"set " + b"k" * 251 + b" 0 0 1\r\nx\r\n"))
+    obs.append(raw(port, b"get " + b"k" * 251 + b"\r\n"))
+    obs.append(raw(port, b"delete k 1\r\n"))
+    obs.append(raw(port, b"touch k abc\r\n"))
+    obs.append(raw(port, b"get\r\n"))
+    obs.append(raw(port, b"quit\r\n"))
+    obs.append(raw(port, b"x" * 20000))                         # no newline: closed
+    obs.append(c.set("still", b"up"))                           # and the server lives
+    return obs
+
+
+def scenario_misc(c, port):
+    obs = []
+    obs.append(raw(port, b"verbosity 1\r\nverbosity 1 noreply\r\nmn\r\n"))
+    s = c.stats()
+    obs.append(sorted(k for k in [b"curr_items", b"bytes", b"get_hits", b"get_misses", b"evictions",
+                                  b"curr_connections", b"uptime", b"cmd_get", b"cmd_set",
+                                  b"total_items", b"limit_maxbytes", b"threads"] if k in s))
+    obs.append(raw(port, b"stats reset\r\n"))
+    obs.append(raw(port, b"stats nosuchthing\r\n"))
+    obs.append(c.version().startswith(b"1.6"))
+    return obs
+
+
+SCENARIOS = [scenario_storage, scenario_cas, scenario_counters, scenario_expiry, scenario_flush,
+             scenario_large, scenario_bad_input, scenario_misc]
+
+
+def run_scenarios(server):
+    results = {}
+    for sc in SCENARIOS:
+        print(f"  {sc.__name__}", file=sys.stderr, flush=True)
+        c = server.client()
+        c.flush_all()
+        results[sc.__name__] = sc(c, server.port)
+        c.close()
+    return results
+
+
+def compare(ours, ref):
+    for name in ours:
+        for i, (a, b) in enumerate(zip(ours[name], ref[name])):
+            check(f"{name}[{i}] pmcached vs memcached", a, b)
+
+
+# ---------------------------------------------------------------- pmcached only
+
+def restart_keeps_acknowledged(tmp):
+    store = os.path.join(tmp, "restart.kv")
+    s = start_pmcached(store)
+    c = s.client()
+    n = 2000
+    uniques = {}
+    for i in range(n):
+        c.set(f"key{i}", f"value{i}".encode(), flags=i, expire=0 if i % 2 else 100000)
+    for i in range(0, n, 97):
+        uniques[i] = c.gets(f"key{i}")[1]
+    c.delete("key5")
+    c.incr("nope", 1)
+    c.set("counter", b"41")
+    c.incr("counter", 1)
+    code, _ = s.stop(signal.SIGKILL)
+    check("kill -9", code, -signal.SIGKILL)
+    s = start_pmcached(store)
+    c = s.client()
+    got = c.get_many([f"key{i}" for i in range(n)])
+    check("items after kill -9", len(got), n - 1)
+    check("a deleted key stays deleted", c.get("key5"), None)
+    check("incr survives", c.get("counter"), b"42")
+    bad = [i for i in range(n) if i != 5 and got.get(f"key{i}") != f"value{i}".encode()]
+    check("values after kill -9", bad, [])
+    for i, u in uniques.items():
+        if i != 5:
+            check(f"cas unique of key{i} after kill -9", c.gets(f"key{i}")[1], u)
+    raw_flags = raw(s.port, b"get key7 key8\r\n")
+    check("flags after kill -9", raw_flags,
+          b"VALUE key7 7 6\r\nvalue7\r\nVALUE key8 8 6\r\nvalue8\r\nEND\r\n")
+    # A new unique is never one handed out before the crash.
+    c.set("fresh", b"x")
+    check("new uniques are new", int(c.gets("fresh")[1]) > max(int(u) for u in uniques.values()), True)
+    code, err = s.stop()
+    check("SIGTERM exit code", code, 0)
+    # A clean stop checkpoints: the next start replays no log record.
+    s = start_pmcached(store, "-v")
+    time.sleep(0.3)
+    code, err = s.stop()
+    check("clean stop leaves no log to replay", "replayed 0 log records" in err, True)
+
+
+def kill_under_load(tmp, rounds=3):
+    """kill -9 while four clients write: every acknowledged write is found
+    after the restart (its value or a later one of the same writer)."""
+    import threading
+    store = os.path.join(tmp, "load.kv")
+    acked = {}  # key -> last acknowledged sequence number
+    lock = threading.Lock()
+    for r in range(rounds):
+        s = start_pmcached(store)
+        stop = threading.Event()
+
+        def writer(w):
+            c = s.client()
+            i = 0
+            try:
+                while not stop.is_set():
+                    key = f"w{w}-{i % 500}"
+                    if c.set(key, f"{r}:{i}".encode()):
+                        with lock:
+                            acked[key] = (r, i)
+                    i += 1
+            except Exception:
+                pass  # the server died under us
+
+        threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+        for t in threads:
+            t.start()
+        time.sleep(0.5 + 0.3 * r)
+        s.proc.kill()
+        stop.set()
+        for t in threads:
+            t.join()
+        s.proc.wait()
+        s = start_pmcached(store)
+        c = s.client()
+        with lock:
+            keys = list(acked.items())
+        got = c.get_many([k for k, _ in keys])
+        lost = []
+        for k, (rr, i) in keys:
+            v = got.get(k)
+            seen = tuple(int(x) for x in v.split(b":")) if v else None
+            if seen is None or seen < (rr, i):
+                lost.append((k, (rr, i), seen))
+        check(f"kill -9 under load, round {r}: acknowledged writes lost", lost[:5], [])
+        s.stop()
+
+
+def eviction_under_memory_limit(tmp):
+    s = start_pmcached(os.path.join(tmp, "evict.kv"), "-m", "2")
+    c = s.client()
+    value = b"v" * 1000
+    for i in range(6000):                       # ~6 MB into a 2 MiB cache
+        check(f"set {i} under -m 2", c.set(f"e{i}", value), True)
+    st = c.stats()
+    check("evictions happened", st[b"evictions"] > 0, True)
+    check("bytes within the limit", st[b"bytes"] <= 2 << 20, True)
+    check("recent items stay", c.get("e5999"), value)
+    s.stop()
+    s = start_pmcached(os.path.join(tmp, "noevict.kv"), "-m", "1", "-M")
+    c = s.client()
+    outcome = None
+    for i in range(3000):
+        try:
+            c.set(f"e{i}", value)
+        except MemcacheServerError as e:
+            outcome = "out of memory storing object" in str(e)
+            break
+    check("-M: a full cache refuses writes with memcached's error", outcome, True)
+    s.stop()
+
+
+def many_connections(tmp):
+    s = start_pmcached(os.path.join(tmp, "conns.kv"), "-c", "50")
+    socks = [socket.create_connection(("127.0.0.1", s.port)) for _ in range(60)]
+    time.sleep(0.3)
+    rejected = 0
+    for so in socks[50:]:
+        so.settimeout(1)
+        try:
+            if so.recv(100).startswith(b"ERROR Too many open connections"):
+                rejected += 1
+        except socket.timeout:
+            pass
+    check("connections over -c are refused with memcached's message", rejected, 10)
+    for so in socks:
+        so.close()
+    time.sleep(0.3)
+    c = s.client()
+    check("the server serves after", c.set("x", b"y"), True)
+    # A client that sends but never reads: the server stops reading it and
+    # keeps serving others.
+    hog = socket.create_connection(("127.0.0.1", s.port))
+    c.set("v", b"z" * 100000)
+    hog.setblocking(False)
+    sent = 0
+    try:
+        for _ in range(2000):
+            sent += hog.send(b"get v\r\n" * 100)
+    except BlockingIOError:
+        pass
+    check("a client that never reads does not stall others", c.get("x"), b"y")
+    hog.close()
+    s.stop()
+
+
+def memcapable():
+    """libmemcached's memcapable (Debian names it memccapable), ascii tests:
+    pmcached does not serve the binary protocol."""
+    tool = shutil.which("memccapable") or shutil.which("memcapable")
+    if tool is None:
+        print("SKIP: memcapable (libmemcached-tools) is not installed")
+        return 77
+    tmp = tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    try:
+        s = start_pmcached(os.path.join(tmp, "capable.kv"))
+        r = subprocess.run([tool, "-h", "127.0.0.1", "-p", str(s.port), "-a", "-t", "10"],
+                           capture_output=True, text=True, timeout=300)
+        print(r.stdout + r.stderr)
+        code, _ = s.stop()
+    finally:
+        for p in RUNNING:
+            if p.poll() is None:
+                p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+    ok = r.returncode == 0 and "All tests passed" in r.stdout and code == 0
+    return 0 if ok else 1
+
+
+def main():
+    if MEMCAPABLE:
+        return memcapable()
+    tmp = tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    try:
+        ours = start_pmcached(os.path.join(tmp, "cache.kv"))
+        mine = run_scenarios(ours)
+        code, err = ours.stop()
+        check("pmcached exit after SIGTERM", code, 0)
+        if MEMCACHED:
+            ref = start_memcached()
+            theirs = run_scenarios(ref)
+            ref.stop()
+            compare(mine, theirs)
+        else:
+            print("note: memcached not installed; no reference comparison")
+        restart_keeps_acknowledged(tmp)
+        kill_under_load(tmp)
+        eviction_under_memory_limit(tmp)
+        many_connections(tmp)
+    finally:
+        for p in RUNNING:
+            if p.poll() is None:
+                p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+    for f in failures:
+        print("FAIL:", f)
+    if not failures:
+        print("pmcached pymemcache tests passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
