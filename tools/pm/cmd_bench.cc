@@ -1,4 +1,4 @@
-// pm bench container, alloc, kv, fuse: the benchmark suites (tools/bench/).
+// pm bench container, alloc, kv, fuse, memcached: the benchmark suites (tools/bench/).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -11,6 +11,7 @@
 #include "bench/fuse_config.h"
 #include "bench/kv_bench.h"
 #include "bench/kv_config.h"
+#include "bench/memcached_bench.h"
 #include "pm/command.h"
 
 namespace pm::cli {
@@ -130,6 +131,55 @@ void add_fuse_command(CLI::App* bench, const Globals& g, std::vector<Command>* o
                   }});
 }
 
+void add_memcached_command(CLI::App* bench, const Globals& g, std::vector<Command>* out) {
+  auto cfg = std::make_shared<bench::MemcachedConfig>();
+  auto smoke = std::make_shared<bool>(false);
+  CLI::App* mc = bench->add_subcommand(
+      "memcached", "memcached vs pmcached on pmem and on a file system: throughput, latency, "
+                   "CPU, warm restart");
+  mc->add_option("--dir", cfg->pmem_dir, "pmem directory for one pmcached (emulated: /dev/shm)")
+      ->capture_default_str();
+  mc->add_option("--fs-dir", cfg->fs_dir,
+                 "ordinary file-system directory for another ('' to skip)")
+      ->capture_default_str();
+  mc->add_option("--pmcached", cfg->pmcached, "the pmcached binary (default: beside pm, or PATH)");
+  CLI::Option* keys = mc->add_option("--keys", cfg->keys, "items loaded (default 1000000)")
+                          ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
+  CLI::Option* secs = mc->add_option("--seconds", cfg->seconds, "seconds per cell (default 2)")
+                          ->check(CLI::PositiveNumber);
+  CLI::Option* reps = mc->add_option("--repeats", cfg->repeats, "runs per cell (median; default 3)")
+                          ->check(CLI::Range(1, 100));
+  mc->add_option("--threads", cfg->server_threads, "server threads")->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  mc->add_option("--client-threads", cfg->client_threads, "client threads")->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  mc->add_option("--connections", cfg->connections, "connections")->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  mc->add_option("--depth", cfg->depth, "requests in flight per connection")->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  CLI::Option* sets = mc->add_option("--sets", cfg->set_percents, "set percentages (default 0 5 50)")
+                          ->check(CLI::Range(0, 100));
+  mc->add_flag("--smoke", *smoke, "tiny sizes, for a quick check that it works");
+  out->push_back({mc, [cfg, smoke, keys, secs, reps, sets, &g]() -> Status {
+                    bench::MemcachedConfig c =
+                        *smoke ? bench::MemcachedConfig::smoke_sized() : bench::MemcachedConfig();
+                    c.pmem_dir = cfg->pmem_dir;
+                    c.fs_dir = cfg->fs_dir;
+                    c.pmcached = cfg->pmcached;
+                    c.server_threads = cfg->server_threads;
+                    c.client_threads = cfg->client_threads;
+                    if (!*smoke) {
+                      c.connections = cfg->connections;
+                      c.depth = cfg->depth;
+                    }
+                    if (keys->count() > 0) c.keys = cfg->keys;
+                    if (secs->count() > 0) c.seconds = cfg->seconds;
+                    if (reps->count() > 0) c.repeats = cfg->repeats;
+                    if (sets->count() > 0) c.set_percents = cfg->set_percents;
+                    return bench::run_memcached_bench(c, g.json);
+                  }});
+}
+
 }  // namespace
 
 void add_bench_commands(CLI::App& root, const Globals& g, std::vector<Command>* out) {
@@ -172,6 +222,7 @@ void add_bench_commands(CLI::App& root, const Globals& g, std::vector<Command>* 
   add_alloc_command(bench, g, out);
   add_kv_command(bench, g, out);
   add_fuse_command(bench, g, out);
+  add_memcached_command(bench, g, out);
 }
 
 }  // namespace pm::cli
