@@ -242,7 +242,8 @@ Result<bool> Cache::get(std::string_view key, Item* out, const int64_t* touch) {
 }
 
 Result<StoreResult> Cache::store(StoreMode mode, std::string_view key, uint32_t flags,
-                                 int64_t exptime, std::string_view data, uint64_t cas) {
+                                 int64_t exptime, std::string_view data, uint64_t cas,
+                                 uint64_t* cas_out) {
   n_->cmd_set++;
   if (data.size() > o_.item_max) return StoreResult::kTooLarge;
   Shard& s = shard_of(key);
@@ -301,6 +302,7 @@ Result<StoreResult> Cache::store(StoreMode mode, std::string_view key, uint32_t 
     Result<uint64_t> c = next_cas();
     if (!c.ok()) return c.status();
     it.cas = *c;
+    if (cas_out != nullptr) *cas_out = it.cas;
     Status st = write_locked(s, key, it, now());
     if (st.code() == pm::Code::kNoSpace) return StoreResult::kNoMemory;
     PM_TRY(st);
@@ -310,15 +312,17 @@ Result<StoreResult> Cache::store(StoreMode mode, std::string_view key, uint32_t 
   return StoreResult::kStored;
 }
 
-Result<bool> Cache::remove(std::string_view key) {
+Result<DeleteResult> Cache::remove(std::string_view key, uint64_t cas) {
   Shard& s = shard_of(key);
   std::lock_guard<std::mutex> l(s.mu);
   Item cur;
   Result<bool> found = read_locked(s, key, &cur, nullptr);
-  if (!found.ok()) return found;
+  if (!found.ok()) return found.status();
   (*found ? n_->delete_hits : n_->delete_misses)++;
-  if (*found) PM_TRY(remove_locked(s, key));
-  return *found;
+  if (!*found) return DeleteResult::kNotFound;
+  if (cas != 0 && cur.cas != cas) return DeleteResult::kExists;
+  PM_TRY(remove_locked(s, key));
+  return DeleteResult::kDeleted;
 }
 
 Result<bool> Cache::touch(std::string_view key, int64_t exptime) {
@@ -340,17 +344,31 @@ Result<bool> Cache::touch(std::string_view key, int64_t exptime) {
   return true;
 }
 
-Result<DeltaResult> Cache::delta(std::string_view key, bool incr, uint64_t by, uint64_t* value) {
+Result<DeltaResult> Cache::delta(std::string_view key, bool incr, uint64_t by, uint64_t* value,
+                                 const DeltaOptions& o, Item* result) {
   Shard& s = shard_of(key);
   std::lock_guard<std::mutex> l(s.mu);
   Item it;
   int64_t time = 0;
   Result<bool> found = read_locked(s, key, &it, &time);
   if (!found.ok()) return found.status();
+  if (!*found && o.vivify) {  // created with the initial value, no delta applied
+    it.data = std::to_string(o.initial);
+    it.exptime = absolute(o.vivify_exptime);
+    Result<uint64_t> c = next_cas();
+    if (!c.ok()) return c.status();
+    it.cas = *c;
+    PM_TRY(write_locked(s, key, it, now()));
+    *value = o.initial;
+    if (result != nullptr) *result = it;
+    return DeltaResult::kOk;
+  }
   if (!*found) {
     (incr ? n_->incr_misses : n_->decr_misses)++;
     return DeltaResult::kNotFound;
   }
+  if (o.compare_cas != 0 && it.cas != o.compare_cas) return DeltaResult::kExists;
+  if (o.touch != nullptr) it.exptime = absolute(*o.touch);
   // memcached takes the leading number; trailing spaces are its own padding.
   std::string_view digits = it.data;
   while (!digits.empty() && digits.back() == ' ') digits.remove_suffix(1);
@@ -368,6 +386,7 @@ Result<DeltaResult> Cache::delta(std::string_view key, bool incr, uint64_t by, u
   it.cas = *c;
   PM_TRY(write_locked(s, key, it, time));
   *value = v;
+  if (result != nullptr) *result = it;
   return DeltaResult::kOk;
 }
 

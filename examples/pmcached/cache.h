@@ -61,7 +61,17 @@ struct Item {
 
 enum class StoreMode { kSet, kAdd, kReplace, kAppend, kPrepend, kCas };
 enum class StoreResult { kStored, kNotStored, kExists, kNotFound, kTooLarge, kNoMemory };
-enum class DeltaResult { kOk, kNotFound, kNonNumeric };
+enum class DeltaResult { kOk, kNotFound, kNonNumeric, kExists };
+enum class DeleteResult { kDeleted, kNotFound, kExists };
+
+// The meta protocol's extras for incr/decr (ma).
+struct DeltaOptions {
+  uint64_t compare_cas = 0;      // nonzero: only if the item's CAS is this (else kExists)
+  bool vivify = false;           // a missing item is created with `initial`
+  int64_t vivify_exptime = 0;
+  uint64_t initial = 0;
+  const int64_t* touch = nullptr;  // new expiry
+};
 
 struct CacheStats {
   uint64_t curr_items = 0, total_items = 0, bytes = 0;
@@ -88,12 +98,16 @@ class Cache {
   Result<bool> get(std::string_view key, Item* out, const int64_t* touch = nullptr);
   // `exptime` as the protocol gives it (relative, absolute or negative);
   // `cas` is compared for kCas only.
+  // *cas_out: the stored item's CAS unique.
   Result<StoreResult> store(StoreMode mode, std::string_view key, uint32_t flags,
-                            int64_t exptime, std::string_view data, uint64_t cas = 0);
-  Result<bool> remove(std::string_view key);
+                            int64_t exptime, std::string_view data, uint64_t cas = 0,
+                            uint64_t* cas_out = nullptr);
+  // Removes the item, if its CAS is `cas` when that is nonzero.
+  Result<DeleteResult> remove(std::string_view key, uint64_t cas = 0);
   Result<bool> touch(std::string_view key, int64_t exptime);
-  // incr (or decr): *value is the new value.
-  Result<DeltaResult> delta(std::string_view key, bool incr, uint64_t by, uint64_t* value);
+  // incr (or decr): *value is the new value; *result (if given) the item.
+  Result<DeltaResult> delta(std::string_view key, bool incr, uint64_t by, uint64_t* value,
+                            const DeltaOptions& o = {}, Item* result = nullptr);
   // Every item stored until now (delay 0) or until `delay` seconds from now
   // becomes invalid (from then on).
   Status flush_all(int64_t delay);

@@ -152,7 +152,9 @@ TEST_F(CacheTest, TheIndexIsRebuiltAfterRestartWithoutLosingConcurrentWrites) {
   ASSERT_TRUE(r.ok());
   Cache& c = **r;
   // Served while the index is rebuilt: removes and writes meanwhile count once.
-  for (int i = 0; i < 1000; i++) ASSERT_TRUE(*c.remove("k" + std::to_string(i)));
+  for (int i = 0; i < 1000; i++) {
+    ASSERT_EQ(*c.remove("k" + std::to_string(i)), DeleteResult::kDeleted);
+  }
   for (int i = 0; i < 1000; i++) set(c, StoreMode::kSet, "n" + std::to_string(i), "v");
   c.wait_for_index();
   EXPECT_EQ(c.stats().curr_items, 20000u);

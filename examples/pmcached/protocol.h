@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cache.h"
 
@@ -65,6 +66,9 @@ class Session {
     uint64_t cas = 0;
     size_t bytes = 0;
     bool noreply = false;
+    bool meta = false;   // ms: replies with meta codes and flags
+    bool quiet = false;  // ms q: no HD
+    std::vector<std::string> meta_flags;
   };
 
   void command(std::string_view line, std::string* out);
@@ -73,6 +77,14 @@ class Session {
   void retrieval(bool cas, bool touch, std::string_view* tok, size_t n, std::string* out);
   void delta(bool incr, std::string_view* tok, size_t n, std::string* out);
   void stats(std::string_view* tok, size_t n, std::string* out);
+  // The meta protocol (mg, ms, md, ma, me): flags after the key.
+  void meta_get(std::string_view* tok, size_t n, std::string* out);
+  void meta_set(std::string_view* tok, size_t n, std::string* out);
+  void meta_delete(std::string_view* tok, size_t n, std::string* out);
+  void meta_arithmetic(std::string_view* tok, size_t n, std::string* out);
+  void meta_debug(std::string_view* tok, size_t n, std::string* out);
+  void meta_reply(std::string* out, std::string_view code, std::string_view key, const Item& it,
+                  const std::vector<std::string>& flags, bool value, bool quiet);
   void reply(std::string* out, std::string_view s);
   void server_error(std::string* out, const Status& s);
 

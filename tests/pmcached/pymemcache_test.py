@@ -251,8 +251,26 @@ def scenario_misc(c, port):
     return obs
 
 
+def scenario_meta(c, port):
+    """The meta protocol, compared with memcached byte for byte (no CAS
+    values: they differ between servers)."""
+    obs = []
+    obs.append(raw(port, b"ms m1 2 F5 T0\r\nhi\r\nmg m1 v f s t k Oab\r\n"))
+    obs.append(raw(port, b"mg missing v\r\nmg missing v q\r\nmn\r\n"))
+    obs.append(raw(port, b"ms m2 1 q\r\nx\r\nms m2 1 ME\r\ny\r\nms m3 1 MR\r\ny\r\nmn\r\n"))
+    obs.append(raw(port, b"ms m2 1 MA\r\nz\r\nms m2 1 MP\r\na\r\nmg m2 v\r\n"))
+    obs.append(raw(port, b"ms m4 1 C999999\r\nx\r\nmd m2 C999999\r\nmd m2 q\r\nmd m2\r\nmn\r\n"))
+    obs.append(raw(port, b"ma cnt\r\nma cnt N0 J10\r\nma cnt v\r\nma cnt MD D20 v\r\nma cnt q\r\nmn\r\n"))
+    obs.append(raw(port, b"ms t1 1 T100\r\nx\r\nmg t1 t v\r\nmg t1 T-1\r\nmg t1 v\r\n"))
+    obs.append(raw(port, b"mg m1 Z\r\nms m5 abc\r\nma m1\r\n"))
+    c.set("casd", b"v")
+    _, cas = c.gets("casd")
+    obs.append(raw(port, b"md casd C" + cas + b"\r\nmg casd v\r\n"))
+    return obs
+
+
 SCENARIOS = [scenario_storage, scenario_cas, scenario_counters, scenario_expiry, scenario_flush,
-             scenario_large, scenario_bad_input, scenario_misc]
+             scenario_large, scenario_bad_input, scenario_misc, scenario_meta]
 
 
 def run_scenarios(server):
