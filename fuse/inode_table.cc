@@ -38,7 +38,7 @@ Node* InodeTable::add(Node* parent, std::string name, std::string key, bool dir,
   raw->meta = m;
   if (dir) raw->dir = std::make_unique<DirEntries>();
   DirEntries& d = *parent->dir;
-  const uint64_t cookie = d.next_cookie++;
+  const uint64_t cookie = cookie_of(raw->ino);
   d.by_cookie.emplace(cookie, raw->ino);
   d.by_name.emplace(name, std::make_pair(cookie, raw->ino));
   if (dir) d.subdirs++;
@@ -62,7 +62,7 @@ void InodeTable::detach(Node* n) {
 void InodeTable::move(Node* n, Node* new_parent, std::string new_name, std::string new_key) {
   detach(n);
   DirEntries& d = *new_parent->dir;
-  const uint64_t cookie = d.next_cookie++;
+  const uint64_t cookie = cookie_of(n->ino);
   d.by_cookie.emplace(cookie, n->ino);
   d.by_name.emplace(new_name, std::make_pair(cookie, n->ino));
   if (n->is_dir()) d.subdirs++;

@@ -3,9 +3,12 @@
 // (docs/fuse.md, "Index").
 //
 // Inode numbers are assigned at mount, increasing, never reused while
-// mounted (so generation 0 is enough). A directory's entries have cookies
-// from a per-directory counter: readdir resumes after the cookie of the
-// last entry it returned, so removals never shift the entries that follow.
+// mounted (so generation 0 is enough). An entry's readdir cookie is derived
+// from its inode number (cookie_of), not from where or when it was linked:
+// readdir resumes after the cookie of the last entry it returned, so
+// removals never shift the entries that follow, and an entry renamed during
+// a listing (within the directory, or out and back) keeps its cookie and is
+// returned at most once per pass.
 //
 // Thread safety: none; the owner (Fs) guards the table with its mutex.
 // Node pointers stay valid until erase_if_unused() erases the node.
@@ -29,9 +32,10 @@ using Ino = uint64_t;
 inline constexpr Ino kRootIno = 1;
 // Cookies 1 and 2 are "." and ".."; entries start at 3.
 inline constexpr uint64_t kFirstCookie = 3;
+inline constexpr uint64_t cookie_of(Ino ino) { return ino + 1; }
+static_assert(cookie_of(kRootIno + 1) == kFirstCookie);
 
 struct DirEntries {
-  uint64_t next_cookie = kFirstCookie;
   std::map<uint64_t, Ino> by_cookie;
   std::unordered_map<std::string, std::pair<uint64_t, Ino>> by_name;  // name -> cookie, ino
   uint32_t subdirs = 0;

@@ -40,6 +40,22 @@ TEST(InodeTableTest, CookiesStayStableWhenEntriesGo) {
   EXPECT_GT(root->dir->by_name.at("a").first, cookie_b);  // new entries go last
 }
 
+// generic/736: renaming each entry as it is listed must not list it again.
+TEST(InodeTableTest, ARenamedEntryKeepsItsCookie) {
+  InodeTable t(kDir);
+  Node* root = t.get(kRootIno);
+  Node* d = t.add(root, "d", "d", true, kDir);
+  Node* a = t.add(root, "a", "a", false, kFile);
+  t.add(root, "b", "b", false, kFile);
+  const uint64_t cookie_a = root->dir->by_name.at("a").first;
+  t.move(a, root, "a2", "a2");
+  EXPECT_EQ(root->dir->by_name.at("a2").first, cookie_a);
+  t.move(a, d, "a", "d/a");  // out and back: the same cookie again
+  t.move(a, root, "a3", "a3");
+  EXPECT_EQ(root->dir->by_name.at("a3").first, cookie_a);
+  EXPECT_EQ(root->dir->by_cookie.size(), 3u);
+}
+
 TEST(InodeTableTest, MoveRewritesKeysBelow) {
   InodeTable t(kDir);
   Node* d = t.ensure_dir("x/y", kDir);

@@ -200,6 +200,25 @@ assert os.pread(r, 100, 0) == b"hello" and os.fstat(w).st_size == 5
 os.close(w); os.close(r)
 assert open(p, "rb").read() == b"hello"
 PY
+# A listing that renames each entry as it sees it returns each once
+# (generic/736), and ends.
+python3 - "$M/renlist" <<'PY' || FAIL "renames during a listing"
+import os, sys
+d = sys.argv[1]
+os.mkdir(d)
+for i in range(3000):
+    open(f"{d}/f{i}", "w").close()
+seen = 0
+with os.scandir(d) as it:
+    for e in it:
+        seen += 1
+        if not e.name.startswith("r"):
+            os.rename(f"{d}/{e.name}", f"{d}/r{e.name}")
+        if seen > 6000:
+            break
+assert seen == 3000, seen
+assert len(os.listdir(d)) == 3000
+PY
 # Two appenders (>>) interleaving lines lose none.
 : >"$M/appended"
 (for i in $(seq 100); do echo "a$i"; sleep 0.001; done >>"$M/appended") &
