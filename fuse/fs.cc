@@ -206,7 +206,8 @@ void Fs::fill_stat(const Node& n, struct stat* st) const {
   st->st_uid = n.meta.uid;
   st->st_gid = n.meta.gid;
   if (n.is_dir()) {
-    st->st_nlink = 2 + n.dir->subdirs;
+    // A removed or replaced directory has no links left (generic/035).
+    st->st_nlink = n.parent == 0 && n.ino != kRootIno ? 0 : 2 + n.dir->subdirs;
     st->st_size = static_cast<off_t>(n.dir->by_cookie.size());
   } else {
     st->st_nlink = n.parent == 0 ? 0 : 1;
@@ -393,7 +394,7 @@ int Fs::check_new_name(const Node* parent, const char* name, std::string* compon
   if (parent->parent == 0) return ENOENT;  // removed directory
   if (std::strlen(name) > kNameMax) return ENAMETOOLONG;
   auto c = decode_name(name);
-  if (!c) return EINVAL;
+  if (!c || (c->empty() && parent->key.empty())) return EINVAL;  // "%%" at the root: key ""
   const size_t key_bytes = child_key(parent->key, *c).size() + kMetaPrefix.size();
   if (key_bytes > o_.max_key_bytes) return ENAMETOOLONG;
   if (table_.child(*parent, name) != nullptr) return EEXIST;
@@ -527,7 +528,7 @@ int Fs::do_rename(Ino parent, const char* name, Ino newparent, const char* newna
   if (src == nullptr) return ENOENT;
   if (std::strlen(newname) > kNameMax) return ENAMETOOLONG;
   auto component = decode_name(newname);
-  if (!component) return EINVAL;
+  if (!component || (component->empty() && np->key.empty())) return EINVAL;
   Node* dst = table_.child(*np, newname);
   if (dst == src) return 0;
   if (dst != nullptr) {

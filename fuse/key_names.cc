@@ -11,9 +11,36 @@ namespace {
 constexpr uint8_t kMetaVersion = 1;
 constexpr uint8_t kMetaVersion2 = 2;
 
-bool is_plain(std::string_view c) {
-  return !c.empty() && c != "." && c != ".." && c[0] != '%' &&
-         c.find('\0') == std::string_view::npos;
+constexpr std::string_view kEscape = "%%";
+
+// Can be a file name as it is.
+bool nameable(std::string_view c) {
+  return !c.empty() && c != "." && c != ".." && c.find('\0') == std::string_view::npos;
+}
+
+// The component after kEscape, or nullopt ('%' only in %25 and %00).
+std::optional<std::string> unescape(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out += s[i];
+    } else if (s.substr(i, 3) == "%25") {
+      out += '%', i += 2;
+    } else if (s.substr(i, 3) == "%00") {
+      out += '\0', i += 2;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
+// `name` stands for another component (see the file comment). Recursive:
+// the decoded component is shorter.
+bool is_escape(std::string_view name) {
+  if (!name.starts_with(kEscape)) return false;
+  std::optional<std::string> c = unescape(name.substr(kEscape.size()));
+  return c && (!nameable(*c) || is_escape(*c));
 }
 
 template <typename T>
@@ -32,8 +59,8 @@ T get_le(std::string_view in, size_t off) {
 }  // namespace
 
 std::string encode_name(std::string_view component) {
-  if (is_plain(component)) return std::string(component);
-  std::string out = "%";
+  if (nameable(component) && !is_escape(component)) return std::string(component);
+  std::string out(kEscape);
   for (char c : component) {
     if (c == '%') {
       out += "%25";
@@ -47,21 +74,9 @@ std::string encode_name(std::string_view component) {
 }
 
 std::optional<std::string> decode_name(std::string_view name) {
-  if (name.empty() || name[0] != '%') return std::string(name);
-  std::string out;
-  for (size_t i = 1; i < name.size(); ++i) {
-    if (name[i] != '%') {
-      out += name[i];
-    } else if (name.substr(i, 3) == "%25") {
-      out += '%', i += 2;
-    } else if (name.substr(i, 3) == "%00") {
-      out += '\0', i += 2;
-    } else {
-      return std::nullopt;
-    }
-  }
-  if (encode_name(out) != name) return std::nullopt;  // not canonical
-  return out;
+  if (!nameable(name)) return std::nullopt;
+  if (is_escape(name)) return unescape(name.substr(kEscape.size()));
+  return std::string(name);
 }
 
 std::optional<std::vector<std::string>> key_to_names(std::string_view key) {

@@ -2,12 +2,14 @@
 // beside them (docs/fuse.md, "Key mapping").
 //
 // A user key is split at '/' into components; each component is one file
-// name. Components that cannot be file names (empty, ".", "..", containing
-// NUL) or that start with '%' are escaped: "%" followed by the component
-// with '%' written "%25" and NUL written "%00". Every other component is
-// its own name. The rule is a bijection between components and the names
-// it produces; a name that starts with '%' but is not the escape of some
-// component (e.g. "%abc", whose decoding "abc" escapes to "abc") is refused.
+// name. A component is its own name ('%' included) unless it cannot be a
+// file name (empty, ".", "..", containing NUL) or is itself an escape; those
+// are escaped: "%%" followed by the component with '%' written "%25" and
+// NUL written "%00". A name is an escape when it starts with "%%", the rest
+// decodes, and the decoded component is one that is escaped: "%%" is the
+// empty component and "%%.." is "..", but "%%x" is just the name "%%x"
+// (the component "x" is named "x"). The rule is a bijection between all
+// components and all file names: every name a user can create is accepted.
 //
 // Keys whose first byte is NUL are reserved for the mount:
 //   "\0m" + key   the metadata record of the file whose data is at key
@@ -31,8 +33,8 @@ inline constexpr size_t kNameMax = 255;
 
 // The file name of key component `component` (see the file comment).
 std::string encode_name(std::string_view component);
-// The component named by `name`, or nullopt when the name is not what
-// encode_name produces for any component (refused with EINVAL).
+// The component named by `name`; nullopt only for what cannot be a file
+// name (empty, ".", "..", NUL inside).
 std::optional<std::string> decode_name(std::string_view name);
 
 // The file names of `key`'s components, or nullopt when the key is

@@ -76,7 +76,7 @@ errs "mount point in use" "mounted there already" "$PM" mount "$dir/other.kv" "$
 
 # ---------------------------------------------------------------- basics
 eq "key put by pm kv is a file" "$(cat "$M/from/kv")" "put by pm kv"
-eq "empty component is escaped as %" "$(cat "$M/odd/%/name")" "escaped"
+eq "empty component is escaped as %%" "$(cat "$M/odd/%%/name")" "escaped"
 [ -d "$M/both" ] || FAIL "a key beside keys below it: the directory wins"
 eq "keys below the hidden file" "$(cat "$M/both/x")$(cat "$M/both/y/z")" "v-both/xv-both/y/z"
 eq "40 such pairs: directories" "$(for i in $(seq 40); do cat "$M/p$i/c"; echo; done | sort -u)" child
@@ -127,7 +127,11 @@ touch -d "2001-02-03 04:05:06 UTC" "$M/f"
 eq "touch -d" "$(stat -c %Y "$M/f")" 981173106
 long=$(printf 'n%.0s' $(seq 256))
 errs "name over 255 bytes" "too long" touch "$M/$long"
-errs "non-canonical escape" "Invalid argument" touch "$M/%abc"
+# Names that start with '%' are ordinary names, at the root too.
+touch "$M/%" "$M/%abc" "$M/%%x" || FAIL "names starting with %"
+eq "names starting with % are keys as they are" \
+  "$(ls "$M" | grep '^%' | sort | tr '\n' ' ')" "% %%x %abc "
+errs "the empty key" "Invalid argument" touch "$M/%%"
 errs "value over --max-value" "File too large" \
   dd if=/dev/zero of="$M/big" bs=64k count=5 status=none
 errs "hard link" "not permitted" ln "$M/f" "$M/hard"
@@ -218,6 +222,21 @@ with os.scandir(d) as it:
             break
 assert seen == 3000, seen
 assert len(os.listdir(d)) == 3000
+PY
+# A directory replaced by rename, or removed, has nlink 0 through a
+# descriptor still open on it (generic/035), as on tmpfs.
+python3 - "$M" <<'PY' || FAIL "nlink of a replaced directory"
+import os, sys
+m = sys.argv[1]
+os.mkdir(f"{m}/nl-a"); os.mkdir(f"{m}/nl-b")
+fd = os.open(f"{m}/nl-b", os.O_RDONLY)
+os.rename(f"{m}/nl-a", f"{m}/nl-b")
+assert os.fstat(fd).st_nlink == 0, os.fstat(fd).st_nlink
+os.mkdir(f"{m}/nl-c")
+fd2 = os.open(f"{m}/nl-c", os.O_RDONLY)
+os.rmdir(f"{m}/nl-c")
+assert os.fstat(fd2).st_nlink == 0, os.fstat(fd2).st_nlink
+os.rmdir(f"{m}/nl-b")
 PY
 # Two appenders (>>) interleaving lines lose none.
 : >"$M/appended"
