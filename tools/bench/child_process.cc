@@ -46,27 +46,6 @@ std::string read_all(int fd) {
   ::_exit(0);  // not exit(): the parent's atexit handlers and stdio buffers are not ours
 }
 
-Status decode_error(Code code, const std::string& msg) {
-  switch (code) {
-    case Code::kNoSpace:
-      return Status::no_space(msg);
-    case Code::kInvalidArgument:
-      return Status::invalid_argument(msg);
-    case Code::kNotFound:
-      return Status::not_found(msg);
-    case Code::kNotSupported:
-      return Status::not_supported(msg);
-    case Code::kCorruption:
-      return Status::corruption(msg);
-    case Code::kBusy:
-      return Status::busy(msg);
-    case Code::kReadOnly:
-      return Status::read_only(msg);
-    default:
-      return Status::io_error(msg);
-  }
-}
-
 }  // namespace
 
 Result<std::string> run_in_child_bytes(const std::function<Result<std::string>()>& fn) {
@@ -97,7 +76,7 @@ Result<std::string> run_in_child_bytes(const std::function<Result<std::string>()
                                                  : "benchmark child exited without an answer");
   }
   auto code = static_cast<Code>(static_cast<uint8_t>(answer[0]));
-  if (code != Code::kOk) return decode_error(code, answer.substr(1));
+  if (code != Code::kOk) return Status::of(code, answer.substr(1));
   return answer.substr(1);
 }
 

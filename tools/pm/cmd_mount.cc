@@ -54,7 +54,8 @@ std::string absolute(const std::string& p) {
   };
   const Status s = pmfs::mount(o);
   if (!s.ok() && *fd >= 0) {
-    const std::string msg = s.to_string() + "\n";
+    // The code, then the message: the parent rebuilds the same Status.
+    const std::string msg = std::to_string(static_cast<int>(s.code())) + " " + s.message() + "\n";
     if (write(*fd, msg.data(), msg.size()) < 0) {
     }
   }
@@ -84,7 +85,10 @@ Status run_background(const MountArgs& a) {
   int wstatus = 0;
   waitpid(pid, &wstatus, 0);
   while (!msg.empty() && msg.back() == '\n') msg.pop_back();
-  return Status::io_error(msg.empty() ? "the mount daemon died before mounting" : msg);
+  if (msg.empty()) return Status::io_error("the mount daemon died before mounting");
+  const size_t sp = msg.find(' ');
+  const int code = sp == std::string::npos ? 0 : std::atoi(msg.substr(0, sp).c_str());
+  return Status::of(static_cast<pm::Code>(code), msg.substr(sp + 1));
 }
 
 Status run_mount(MountArgs a) {

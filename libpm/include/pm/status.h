@@ -45,6 +45,12 @@ class [[nodiscard]] Status {
   static Status no_space(std::string msg) { return {Code::kNoSpace, std::move(msg)}; }
   static Status not_supported(std::string msg) { return {Code::kNotSupported, std::move(msg)}; }
   static Status read_only(std::string msg) { return {Code::kReadOnly, std::move(msg)}; }
+  // A status of any code (one carried across a process boundary); kOk and
+  // unknown codes give kIOError.
+  static Status of(Code code, std::string msg) {
+    const bool known = code > Code::kOk && code <= Code::kReadOnly;
+    return {known ? code : Code::kIOError, std::move(msg)};
+  }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
