@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <sys/statvfs.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,6 +44,7 @@ int64_t to_ns(const timespec& ts) { return int64_t{ts.tv_sec} * 1000000000 + ts.
 
 std::string meta_key(std::string_view key) { return std::string(kMetaPrefix) += key; }
 std::string dir_key(std::string_view key) { return std::string(kDirPrefix) += key; }
+std::string xattr_key(std::string_view key) { return std::string(kXattrPrefix) += key; }
 
 bool writable(int flags) { return (flags & O_ACCMODE) != O_RDONLY; }
 
@@ -119,8 +121,11 @@ pm::Status Fs::build_index() {
   std::vector<DataKey> data;
   std::unordered_map<std::string, Meta> records;
   std::vector<std::pair<std::string, Meta>> markers;
+  std::vector<std::string> xattrs;
   PM_TRY(store_->scan("", [&](std::string_view k, std::string_view v) {
-    if (k.starts_with(kDirPrefix)) {
+    if (k.starts_with(kXattrPrefix)) {
+      xattrs.emplace_back(k.substr(kXattrPrefix.size()));
+    } else if (k.starts_with(kDirPrefix)) {
       markers.emplace_back(k.substr(kDirPrefix.size()), decode_meta(v).value_or(default_dir_));
     } else if (k.starts_with(kMetaPrefix)) {
       records.emplace(k.substr(kMetaPrefix.size()), decode_meta(v).value_or(default_file_));
@@ -184,6 +189,13 @@ pm::Status Fs::build_index() {
     n->has_record = r != records.end();
     n->size = n->committed_size = data[i].size;
     nfiles++;
+  }
+  for (const std::string& key : xattrs) {  // whose attributes: walk the names
+    Node* n = table_.get(kRootIno);
+    if (auto names = key_to_names(key); names && !key.empty()) {
+      for (const std::string& name : *names) n = n && n->is_dir() ? table_.child(*n, name) : nullptr;
+    }
+    if (n != nullptr) n->has_xattrs = true;
   }
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                       std::chrono::steady_clock::now() - start)
@@ -479,6 +491,7 @@ int Fs::do_remove(Ino parent, const char* name, bool dir) {
     b.remove(n->key);
     b.remove(meta_key(n->key));
   }
+  if (n->has_xattrs) b.remove(xattr_key(n->key));
   b.put_dir(p->key, pm);
   if (int err = commit(b, EIO)) return err;
   p->meta = pm;
@@ -498,6 +511,7 @@ int Fs::rename_tree(Node* src, const std::string& new_key, Batch* b) {
     pending.pop_back();
     b->remove(dir_key(dir->key));
     b->put_dir(key, dir->meta);
+    if (int err = move_xattrs(*dir, key, b)) return err;
     for (const auto& [cookie, ino] : dir->dir->by_cookie) {
       Node* c = table_.get(ino);
       std::string ck = child_key(key, *decode_name(c->name));
@@ -511,8 +525,20 @@ int Fs::rename_tree(Node* src, const std::string& new_key, Batch* b) {
       b->remove(meta_key(c->key));
       b->put(ck, value);
       b->put(meta_key(ck), encode_meta(c->meta));
+      if (int err = move_xattrs(*c, ck, b)) return err;
     }
   }
+  return 0;
+}
+
+int Fs::move_xattrs(const Node& n, const std::string& new_key, Batch* b) {
+  if (!n.has_xattrs) return 0;
+  std::string value;
+  pm::Status s = store_->get(xattr_key(n.key), &value);
+  if (s.is_not_found()) return 0;
+  if (!s.ok()) return to_errno(s);
+  b->remove(xattr_key(n.key));
+  b->put(xattr_key(new_key), value);
   return 0;
 }
 
@@ -548,6 +574,7 @@ int Fs::do_rename(Ino parent, const char* name, Ino newparent, const char* newna
   sm.ctime_ns = now;
   Batch b(store_.get());
   if (dst != nullptr && dst->is_dir()) b.remove(dir_key(dst->key));
+  if (dst != nullptr && dst->has_xattrs) b.remove(xattr_key(dst->key));  // src's may replace it
   if (src->is_dir()) {
     if (int err = rename_tree(src, new_key, &b)) return err;
     b.put_dir(new_key, sm);
@@ -559,6 +586,7 @@ int Fs::do_rename(Ino parent, const char* name, Ino newparent, const char* newna
     b.remove(meta_key(src->key));
     b.put(new_key, value);
     b.put(meta_key(new_key), encode_meta(sm));
+    if (int err = move_xattrs(*src, new_key, &b)) return err;
     if (g_fuse_planted_bugs.rename_copies_first) {
       Batch copy(store_.get());
       copy.put(new_key, value);
@@ -779,6 +807,114 @@ int Fs::do_statfs(struct statvfs* out) {
   out->f_files = table_.nodes() + out->f_bfree;
   out->f_ffree = out->f_favail = out->f_bfree;
   out->f_namemax = kNameMax;
+  return 0;
+}
+
+}  // namespace pmfs
+
+namespace pmfs {
+
+// ---------------------------------------------------------------- extended attributes
+
+namespace {
+
+// Namespaces kept as they are; system.* (POSIX ACLs) would need enforcing.
+int check_xattr_name(const char* name) {
+  const std::string_view n(name);
+  if (n.empty() || n.size() > XATTR_NAME_MAX) return ERANGE;
+  for (std::string_view ns : {"user.", "security.", "trusted."}) {
+    if (n.starts_with(ns) && n.size() > ns.size()) return 0;
+  }
+  return ENOTSUP;
+}
+
+}  // namespace
+
+int Fs::read_xattrs(const Node& n, Xattrs* out) {
+  out->clear();
+  if (!n.has_xattrs) return 0;
+  std::string record;
+  pm::Status s = store_->get(xattr_key(n.key), &record);
+  if (s.is_not_found()) return 0;
+  if (!s.ok()) return to_errno(s);
+  std::optional<Xattrs> x = decode_xattrs(record);
+  if (!x) {
+    fuse_log(FUSE_LOG_ERR, "pmfs: inode %llu: damaged extended attribute record\n",
+             static_cast<unsigned long long>(n.ino));
+    return EIO;
+  }
+  *out = std::move(*x);
+  return 0;
+}
+
+// Reads the attributes, applies `change`, stores them with the new ctime.
+int Fs::change_xattrs(Ino ino, const std::function<int(Xattrs*)>& change) {
+  std::unique_lock lock(mu_);
+  Node* n = table_.get(ino);
+  if (n == nullptr) return ENOENT;
+  Xattrs x;
+  if (int err = read_xattrs(*n, &x)) return err;
+  if (int err = change(&x)) return err;
+  Meta m = n->meta;
+  m.ctime_ns = now_ns();
+  const bool stored = n->parent != 0 || n->ino == kRootIno;  // a detached node has no keys
+  if (stored) {
+    Batch b(store_.get());
+    if (x.empty()) {
+      b.remove(xattr_key(n->key));
+    } else {
+      b.put(xattr_key(n->key), encode_xattrs(x));
+    }
+    if (n->is_dir()) {
+      b.put_dir(n->key, m);
+    } else {
+      b.put(meta_key(n->key), encode_meta(m));
+    }
+    if (int err = commit(b, ENOSPC)) return err;  // over the store's value limit
+    n->has_record = true;
+  }
+  n->has_xattrs = !x.empty();
+  n->meta = m;
+  return 0;
+}
+
+int Fs::do_setxattr(Ino ino, const char* name, std::string_view value, int flags) {
+  if (int err = check_xattr_name(name)) return err;
+  if (value.size() > XATTR_SIZE_MAX) return E2BIG;
+  return change_xattrs(ino, [&](Xattrs* x) {
+    const bool exists = x->count(name) != 0;
+    if ((flags & XATTR_CREATE) && exists) return EEXIST;
+    if ((flags & XATTR_REPLACE) && !exists) return ENODATA;
+    (*x)[name] = std::string(value);
+    return 0;
+  });
+}
+
+int Fs::do_removexattr(Ino ino, const char* name) {
+  if (int err = check_xattr_name(name)) return err == ENOTSUP ? ENODATA : err;
+  return change_xattrs(ino, [&](Xattrs* x) { return x->erase(name) == 1 ? 0 : ENODATA; });
+}
+
+int Fs::do_getxattr(Ino ino, const char* name, std::string* value) {
+  std::shared_lock lock(mu_);
+  Node* n = table_.get(ino);
+  if (n == nullptr) return ENOENT;
+  Xattrs x;
+  if (int err = read_xattrs(*n, &x)) return err;
+  auto it = x.find(name);
+  if (it == x.end()) return ENODATA;
+  *value = it->second;
+  return 0;
+}
+
+int Fs::do_listxattr(Ino ino, std::string* names) {
+  std::shared_lock lock(mu_);
+  Node* n = table_.get(ino);
+  if (n == nullptr) return ENOENT;
+  Xattrs x;
+  if (int err = read_xattrs(*n, &x)) return err;
+  names->clear();
+  for (const auto& [k, v] : x) (*names += k) += '\0';
   return 0;
 }
 

@@ -17,6 +17,7 @@
 #include <sys/statvfs.h>
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -85,6 +86,12 @@ class Fs {
   void do_release(Handle* h);
   int do_readdir(fuse_req_t req, Ino ino, size_t size, off_t off, bool plus, std::string* out);
   int do_statfs(struct statvfs* out);
+  // Extended attributes (user.*, security.*, trusted.*; system.* is
+  // ENOTSUP: no ACLs). flags: XATTR_CREATE, XATTR_REPLACE.
+  int do_setxattr(Ino ino, const char* name, std::string_view value, int flags);
+  int do_getxattr(Ino ino, const char* name, std::string* value);
+  int do_listxattr(Ino ino, std::string* names);  // NUL-terminated names
+  int do_removexattr(Ino ino, const char* name);
 
   bool debug() const { return o_.debug; }
   // The session that kernel cache invalidations go to (none before mount).
@@ -101,6 +108,11 @@ class Fs {
   int flush_data(FileData* d, Ino ino);
   int commit(Batch& b, int size_errno);
   int rename_tree(Node* src, const std::string& new_key, Batch* b);
+  // Adds to b the move of n's extended attributes to new_key (if any).
+  int move_xattrs(const Node& n, const std::string& new_key, Batch* b);
+  // n's extended attributes. REQUIRES: mu_.
+  int read_xattrs(const Node& n, Xattrs* out);
+  int change_xattrs(Ino ino, const std::function<int(Xattrs*)>& change);
 
  public:
   // Tells the kernel to drop its cached attributes of ino (attributes only:

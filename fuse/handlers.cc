@@ -264,6 +264,40 @@ void sfs_statfs(fuse_req_t req, fuse_ino_t ino) {
   }
 }
 
+void sfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
+                  int flags) {
+  fuse_reply_err(req, fs_of(req).do_setxattr(ino, name, std::string_view(value, size), flags));
+}
+
+// getxattr and listxattr: size 0 asks for the length; a smaller buffer is ERANGE.
+void reply_xattr_bytes(fuse_req_t req, int err, const std::string& bytes, size_t size) {
+  if (err != 0) {
+    fuse_reply_err(req, err);
+  } else if (size == 0) {
+    fuse_reply_xattr(req, bytes.size());
+  } else if (size < bytes.size()) {
+    fuse_reply_err(req, ERANGE);
+  } else {
+    fuse_reply_buf(req, bytes.data(), bytes.size());
+  }
+}
+
+void sfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  std::string value;
+  const int err = fs_of(req).do_getxattr(ino, name, &value);
+  reply_xattr_bytes(req, err, value, size);
+}
+
+void sfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  std::string names;
+  const int err = fs_of(req).do_listxattr(ino, &names);
+  reply_xattr_bytes(req, err, names, size);
+}
+
+void sfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  fuse_reply_err(req, fs_of(req).do_removexattr(ino, name));
+}
+
 }  // namespace
 
 fuse_lowlevel_ops make_operations() {
@@ -295,6 +329,10 @@ fuse_lowlevel_ops make_operations() {
   ops.releasedir = sfs_releasedir;
   ops.fsyncdir = sfs_fsyncdir;
   ops.statfs = sfs_statfs;
+  ops.setxattr = sfs_setxattr;
+  ops.getxattr = sfs_getxattr;
+  ops.listxattr = sfs_listxattr;
+  ops.removexattr = sfs_removexattr;
   return ops;
 }
 

@@ -72,6 +72,7 @@ struct Node {
   std::atomic<uint64_t> nlookup{0};  // kernel references (lookup, create, readdirplus)
   uint32_t open_count = 0;
   std::shared_ptr<FileData> data;   // files: set while open_count > 0
+  bool has_xattrs = false;          // "\0x"+key exists
   std::unique_ptr<DirEntries> dir;  // set for directories
 
   bool is_dir() const { return dir != nullptr; }

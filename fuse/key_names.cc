@@ -140,4 +140,37 @@ std::optional<Meta> decode_meta(std::string_view record) {
   return m;
 }
 
+std::string encode_xattrs(const Xattrs& x) {
+  std::string r;
+  for (const auto& [name, value] : x) {
+    for (std::string_view s : {std::string_view(name), std::string_view(value)}) {
+      const size_t off = r.size();
+      r.resize(off + 4);
+      put_le(&r, off, static_cast<uint32_t>(s.size()));
+      r += s;
+    }
+  }
+  return r;
+}
+
+std::optional<Xattrs> decode_xattrs(std::string_view record) {
+  Xattrs x;
+  size_t pos = 0;
+  auto field = [&](std::string* out) {
+    if (record.size() - pos < 4) return false;
+    const uint32_t n = get_le<uint32_t>(record, pos);
+    pos += 4;
+    if (record.size() - pos < n) return false;
+    out->assign(record.substr(pos, n));
+    pos += n;
+    return true;
+  };
+  while (pos < record.size()) {
+    std::string name, value;
+    if (!field(&name) || !field(&value)) return std::nullopt;
+    x[std::move(name)] = std::move(value);
+  }
+  return x;
+}
+
 }  // namespace pmfs

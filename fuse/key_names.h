@@ -15,11 +15,14 @@
 //   "\0m" + key   the metadata record of the file whose data is at key
 //   "\0d" + dir   the marker (and metadata record) of directory dir, the
 //                 key prefix without its trailing '/'; "\0d" is the root
+//   "\0x" + key   the extended attributes of the file at key, or of the
+//                 directory with that prefix (only while it has any)
 // A data key and its record change in one transaction.
 #ifndef PMFS_KEY_NAMES_H_
 #define PMFS_KEY_NAMES_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,6 +32,7 @@ namespace pmfs {
 
 inline constexpr std::string_view kMetaPrefix{"\0m", 2};
 inline constexpr std::string_view kDirPrefix{"\0d", 2};
+inline constexpr std::string_view kXattrPrefix{"\0x", 2};
 inline constexpr size_t kNameMax = 255;
 
 // The file name of key component `component` (see the file comment).
@@ -67,6 +71,13 @@ inline constexpr size_t kMetaRecordV2Bytes = 48;
 std::string encode_meta(const Meta& m);
 // nullopt when the record is too short or of an unknown version.
 std::optional<Meta> decode_meta(std::string_view record);
+
+// Extended attributes, name -> value; stored as repeated
+// (u32 name length, name, u32 value length, value), little-endian.
+using Xattrs = std::map<std::string, std::string>;
+std::string encode_xattrs(const Xattrs& x);
+// nullopt when the record is damaged.
+std::optional<Xattrs> decode_xattrs(std::string_view record);
 
 }  // namespace pmfs
 

@@ -74,6 +74,18 @@ TEST(KeyNamesTest, Version2CarriesAtimeAndDeviceNumber) {
   EXPECT_EQ(decode_meta(v1)->atime_ns, 7);
 }
 
+TEST(KeyNamesTest, XattrRecordsRoundTripAndDamageIsRefused) {
+  const Xattrs x{{"user.a", "1"}, {"user.empty", ""}, {"security.b", std::string("\0\xff", 2)}};
+  const std::string r = encode_xattrs(x);
+  EXPECT_EQ(decode_xattrs(r), x);
+  EXPECT_EQ(decode_xattrs(""), Xattrs());
+  for (size_t cut = 1; cut < r.size(); cut++) {
+    std::optional<Xattrs> d = decode_xattrs(r.substr(0, cut));
+    EXPECT_TRUE(!d || d->size() < x.size()) << cut;  // never reads past the end
+  }
+  EXPECT_FALSE(decode_xattrs(std::string("\xff\xff\xff\x7f", 4)));
+}
+
 TEST(KeyNamesTest, UnknownMetaVersionIsRejected) {
   std::string r = encode_meta(Meta{});
   r[0] = 3;

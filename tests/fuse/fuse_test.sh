@@ -250,6 +250,48 @@ wait $a1; wait $a2
 eq "two appenders keep every line" "$(wc -l <"$M/appended")" 200
 eq "each appender's lines in order" "$(grep -c '^a' "$M/appended"),$(grep '^b' "$M/appended" | sort -c -V && echo ok)" "100,ok"
 
+# ---------------------------------------------------------------- extended attributes
+python3 - "$M" <<'PY' || FAIL "extended attributes"
+import errno, os, sys
+m = sys.argv[1]
+def err(fn, *a):
+    try:
+        fn(*a)
+    except OSError as e:
+        return e.errno
+    return 0
+os.mkdir(f"{m}/xa"); os.mkdir(f"{m}/xa/sub")
+open(f"{m}/xa/sub/f", "w").write("data")
+open(f"{m}/xa/g", "w").write("g")
+os.setxattr(f"{m}/xa/sub/f", "user.color", b"blue")
+os.setxattr(f"{m}/xa/sub/f", "user.bin", bytes(range(256)))
+os.setxattr(f"{m}/xa/sub", "user.dir", b"d")
+os.setxattr(f"{m}/xa/g", "user.g", b"g")
+assert os.getxattr(f"{m}/xa/sub/f", "user.color") == b"blue"
+assert sorted(os.listxattr(f"{m}/xa/sub/f")) == ["user.bin", "user.color"]
+assert os.getxattr(f"{m}/xa/sub/f", "user.bin") == bytes(range(256))
+assert err(os.setxattr, f"{m}/xa/sub/f", "user.color", b"x", os.XATTR_CREATE) == errno.EEXIST
+assert err(os.setxattr, f"{m}/xa/sub/f", "user.none", b"x", os.XATTR_REPLACE) == errno.ENODATA
+assert err(os.getxattr, f"{m}/xa/sub/f", "user.none") == errno.ENODATA
+assert err(os.setxattr, f"{m}/xa/sub/f", "system.posix_acl_access", b"x") in (errno.ENOTSUP, errno.EOPNOTSUPP, errno.EINVAL)
+os.removexattr(f"{m}/xa/sub/f", "user.bin")
+assert os.listxattr(f"{m}/xa/sub/f") == ["user.color"]
+# They move with renames, of the file and of a directory above it.
+os.rename(f"{m}/xa/sub", f"{m}/xa/sub2")
+os.rename(f"{m}/xa/sub2/f", f"{m}/xa/sub2/f2")
+assert os.getxattr(f"{m}/xa/sub2/f2", "user.color") == b"blue"
+assert os.getxattr(f"{m}/xa/sub2", "user.dir") == b"d"
+# A file renamed over another takes its own attributes, not the other's.
+open(f"{m}/xa/plain", "w").write("p")
+os.rename(f"{m}/xa/plain", f"{m}/xa/g")
+assert os.listxattr(f"{m}/xa/g") == []
+# A name unlinked and made again starts with none.
+os.unlink(f"{m}/xa/sub2/f2")
+open(f"{m}/xa/sub2/f2", "w").close()
+assert os.listxattr(f"{m}/xa/sub2/f2") == []
+os.setxattr(f"{m}/xa/sub2/f2", "user.kept", b"across remount")
+PY
+
 # ---------------------------------------------------------------- remount
 umount_fs
 eq "pm kv get sees a file written through the mount" "$("$PM" kv get "$S" f)" new
@@ -262,6 +304,9 @@ eq "mtime survives remount" "$(stat -c %Y "$M/f")" 981173106
 eq "renamed tree survives remount" "$(cat "$M/t2/u/v")" deep
 cmp -s "$dir/rand" "$M/rand" || FAIL "200 KB file after remount"
 eq "symlink survives remount" "$(readlink "$M/sym")" f
+eq "extended attributes survive remount" \
+  "$(python3 -c 'import os,sys; print(os.getxattr(sys.argv[1], "user.kept").decode(), os.getxattr(sys.argv[2], "user.dir").decode())' "$M/xa/sub2/f2" "$M/xa/sub2")" \
+  "across remount d"
 eq "fifo and device survive remount" "$(stat -c '%F' "$M/fifo"):$(stat -c '%t:%T' "$M/null")" "fifo:1:3"
 
 # ---------------------------------------------------------------- kill -9
