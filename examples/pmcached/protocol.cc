@@ -13,6 +13,7 @@ namespace pmcached {
 namespace {
 
 constexpr std::string_view kBadFormat = "CLIENT_ERROR bad command line format";
+constexpr std::string_view kTooLarge = "SERVER_ERROR object too large for cache";
 
 bool parse_i64(std::string_view s, int64_t* out) {
   const bool neg = !s.empty() && s[0] == '-';
@@ -228,9 +229,13 @@ void Session::storage(StoreMode mode, std::string_view* tok, size_t n, std::stri
   }
   // As memcached: after a bad key the data block is read as commands.
   if (!valid_key(tok[1])) return reply(out, kBadFormat);
+  await_data(std::move(p), bytes, out);
+}
+
+void Session::await_data(Pending p, int64_t bytes, std::string* out) {
   if (static_cast<uint64_t>(bytes) > cache_->options().item_max) {
-    swallow_ = static_cast<uint64_t>(bytes) + 2;
-    return reply(out, "SERVER_ERROR object too large for cache");
+    swallow_ = static_cast<uint64_t>(bytes) + 2;  // read past it, not as commands
+    return reply(out, kTooLarge);
   }
   p.bytes = static_cast<size_t>(bytes);
   pending_ = std::move(p);
@@ -253,7 +258,7 @@ void Session::data_block(std::string_view block, std::string* out) {
     if (*r == StoreResult::kStored) wrote_ = true;
     if (code >= 4) {
       noreply_ = false;
-      return reply(out, *r == StoreResult::kTooLarge ? "SERVER_ERROR object too large for cache"
+      return reply(out, *r == StoreResult::kTooLarge ? kTooLarge
                                                      : "SERVER_ERROR out of memory storing object");
     }
     Item it;
@@ -274,7 +279,7 @@ void Session::data_block(std::string_view block, std::string* out) {
     case StoreResult::kNotFound:
       return reply(out, "NOT_FOUND");
     case StoreResult::kTooLarge:
-      return reply(out, "SERVER_ERROR object too large for cache");
+      return reply(out, kTooLarge);
     case StoreResult::kNoMemory:
       return reply(out, "SERVER_ERROR out of memory storing object");
   }
@@ -426,13 +431,7 @@ void Session::meta_set(std::string_view* tok, size_t n, std::string* out) {
     return reply(out, kBadToken);
   }
   if (p.cas != 0 && p.mode == StoreMode::kSet) p.mode = StoreMode::kCas;
-  if (static_cast<uint64_t>(bytes) > cache_->options().item_max) {
-    swallow_ = static_cast<uint64_t>(bytes) + 2;
-    return reply(out, "SERVER_ERROR object too large for cache");
-  }
-  p.bytes = static_cast<size_t>(bytes);
-  pending_ = std::move(p);
-  has_pending_ = true;
+  await_data(std::move(p), bytes, out);
 }
 
 void Session::meta_delete(std::string_view* tok, size_t n, std::string* out) {

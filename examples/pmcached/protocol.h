@@ -73,6 +73,8 @@ class Session {
 
   void command(std::string_view line, std::string* out);
   void storage(StoreMode mode, std::string_view* tok, size_t n, std::string* out);
+  // Waits for the data block of p (or drops one over the item size limit).
+  void await_data(Pending p, int64_t bytes, std::string* out);
   void data_block(std::string_view block, std::string* out);
   void retrieval(bool cas, bool touch, std::string_view* tok, size_t n, std::string* out);
   void delta(bool incr, std::string_view* tok, size_t n, std::string* out);
