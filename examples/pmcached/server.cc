@@ -90,8 +90,14 @@ void on_read(bufferevent* bev, void* arg) {
   }
   if (!c->out.empty()) {
     c->worker->info->bytes_written += c->out.size();
+    evbuffer* output = bufferevent_get_output(bev);
+    const bool idle = evbuffer_get_length(output) == 0;
     bufferevent_write(bev, c->out.data(), c->out.size());
     c->out.clear();
+    // Send now rather than on the loop's next turn: a request answered in
+    // one pass saves an epoll round trip and two epoll_ctl calls (what is
+    // left, the bufferevent sends when the socket is writable again).
+    if (idle) evbuffer_write(output, bufferevent_getfd(bev));
   }
   if (c->session.closing()) {
     bufferevent_disable(bev, EV_READ);
