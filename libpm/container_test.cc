@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 #include <setjmp.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -217,6 +219,52 @@ TEST_F(ContainerTest, AbortAfterGrowthKeepsTheHeapUsable) {
   c.reset();
   c = must(Container::open(path_));
   EXPECT_EQ(*c->root<uint8_t>(), 0x5a);
+  EXPECT_TRUE(c->check().problems.empty());
+}
+
+// A file that cannot grow (here: a file-size limit, EFBIG) fails the
+// growth with kNoSpace; the commits after it must still work: a failed
+// resize once left the file shorter than its mapping, and the next
+// journal write died of SIGBUS.
+TEST_F(ContainerTest, CommitsAfterAFailedGrowthStillWork) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    rlimit lim{24u << 20, 24u << 20};
+    setrlimit(RLIMIT_FSIZE, &lim);
+    auto c = Container::create(path_, small());
+    if (!c.ok()) _exit(2);
+    std::vector<void*> blocks;
+    Status s;
+    for (int i = 0; i < 40 && s.ok(); i++) {
+      Result<void*> p = (*c)->alloc(size_t{1} << 20, AllocKind::kData);
+      if (p.ok()) {
+        (*c)->will_write(*p, size_t{1} << 20);
+        std::memset(*p, i + 1, size_t{1} << 20);
+        blocks.push_back(*p);
+        if (!(s = (*c)->set_root(*p)).ok()) break;
+        s = (*c)->commit();
+      } else {
+        s = p.status();
+      }
+    }
+    if (s.code() != Code::kNoSpace) _exit(3);
+    (void)(*c)->abort();
+    // Small commits, whose journal lands past the last good size.
+    for (int i = 0; i < 8; i++) {
+      auto* b = static_cast<std::byte*>(blocks[static_cast<size_t>(i)]);
+      (*c)->will_write(b, 4096);
+      std::memset(b, 0x77, 4096);
+      if (!(*c)->set_root(b).ok() || !(*c)->commit().ok()) _exit(4);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "child died of signal " << WTERMSIG(status);
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  auto c = must(Container::open(path_));
+  EXPECT_EQ(*c->root<uint8_t>(), 0x77);
   EXPECT_TRUE(c->check().problems.empty());
 }
 

@@ -100,8 +100,13 @@ class PmemFile final : public Persist {
     if (s.ok() && new_size > std::min(keep, len_)) {
       const uint64_t from = std::min(keep, len_);
       s = allocate_file_space(fd, from, new_size - from, path_);
-      // Leave no unreserved tail behind (best effort: the size is not in use).
-      if (!s.ok()) (void)!::ftruncate(fd, static_cast<off_t>(len_));
+    }
+    // On failure the file goes back to the size that is still mapped: after
+    // the cut to `keep` it would be shorter than the mapping, and the next
+    // store past its end (the journal's) would fault with SIGBUS. Best
+    // effort: nothing in [keep, len_) is in use.
+    if (!s.ok() && ::ftruncate(fd, static_cast<off_t>(len_)) == 0 && keep < len_) {
+      (void)allocate_file_space(fd, keep, len_ - keep, path_);
     }
     // The new size must be durable before anything in the new range is.
     if (s.ok() && ::fsync(fd) != 0) s = Status::from_errno("fsync " + path_, errno);

@@ -1,0 +1,208 @@
+#include "shared_db.h"
+
+#include <fcntl.h>
+#include "sqlite_api.h"
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+namespace pmsqlite {
+
+using pm::Result;
+using pm::Status;
+
+namespace {
+
+// Databases open or bound in this process, by the path SQLite opens.
+struct Entry {
+  std::weak_ptr<SharedDb> open;
+  pid_t pid = 0;  // of the process that opened it: a child after fork() has not
+  pm::Container* bound = nullptr;
+  Committer committer;
+};
+std::mutex g_registry_mu;
+std::map<std::string, Entry>& registry() {
+  static auto* r = new std::map<std::string, Entry>;  // never destroyed: outlives static teardown
+  return *r;
+}
+
+uint64_t round_up_gib(uint64_t n) {
+  const uint64_t gib = 1ull << 30;
+  return std::max<uint64_t>(gib, (n + gib - 1) / gib * gib);
+}
+
+// A file that is not a container at all (an ordinary SQLite database, say)
+// gets its own answer, not the container's "bad magic".
+Status check_is_container(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::from_errno("open " + path, errno);
+  char magic[8] = {};
+  const ssize_t n = ::pread(fd, magic, sizeof magic, 0);
+  ::close(fd);
+  if (n == static_cast<ssize_t>(sizeof magic) && std::memcmp(magic, "PMCONTNR", 8) == 0) {
+    return Status();
+  }
+  return Status::not_supported(path +
+                               " is not a libpm container (an ordinary SQLite file? open it "
+                               "without vfs=pm, or copy it in with VACUUM INTO 'file:new.db?vfs=pm')");
+}
+
+Result<std::unique_ptr<pm::Container>> create_container(const std::string& path, const OpenParams& p) {
+  pm::Options o;
+  o.layout = kLayout;
+  o.tracker = pm::TrackerKind::kHints;
+  o.max_size = round_up_gib(p.max_size);
+  o.initial_size = std::min(p.initial_size, o.max_size);
+  o.initialize = [](pm::Container& c) { return DbImage::attach(c).status(); };
+  return pm::Container::create(path, o);
+}
+
+Result<std::unique_ptr<pm::Container>> open_container(const std::string& path, const OpenParams& p,
+                                                      bool* read_only) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) return Status::from_errno("stat " + path, errno);
+    if (!p.create || p.read_only) return Status::not_found(path + ": no such database");
+    return create_container(path, p);
+  }
+  // SQLite treats an empty file as an empty database; so do we.
+  if (st.st_size == 0 && p.create && !p.read_only) {
+    if (::unlink(path.c_str()) != 0) return Status::from_errno("unlink empty " + path, errno);
+    return create_container(path, p);
+  }
+  PM_TRY(check_is_container(path));
+  pm::Options o;
+  o.layout = kLayout;
+  o.tracker = pm::TrackerKind::kHints;
+  o.read_only = p.read_only;
+  Result<std::unique_ptr<pm::Container>> c = pm::Container::open(path, o);
+  if (!c.ok() && c.status().is_read_only() && !p.read_only) {
+    o.read_only = true;  // as SQLite's own VFS: no write access opens read-only
+    c = pm::Container::open(path, o);
+  }
+  *read_only = o.read_only;
+  return c;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<SharedDb>> SharedDb::open(const std::string& path, const OpenParams& p) {
+  std::lock_guard<std::mutex> g(g_registry_mu);
+  Entry& e = registry()[path];
+  if (e.pid != ::getpid()) e.open.reset();  // inherited through fork(): the lock is not ours
+  if (std::shared_ptr<SharedDb> db = e.open.lock()) return db;
+  std::unique_ptr<pm::Container> owned;
+  pm::Container* c = e.bound;
+  bool read_only = false;
+  if (c == nullptr) {
+    Result<std::unique_ptr<pm::Container>> r = open_container(path, p, &read_only);
+    if (!r.ok()) {
+      registry().erase(path);
+      return r.status();
+    }
+    owned = std::move(*r);
+    c = owned.get();
+  }
+  const bool fresh = c->root(kRootName) == nullptr;  // only a bound container lacks one
+  Result<DbImage> image = DbImage::attach(*c);
+  Status s = image.status();
+  if (s.ok() && fresh) s = e.committer ? e.committer(*c) : c->commit();
+  if (!s.ok()) {
+    if (owned) registry().erase(path);
+    return s;
+  }
+  std::shared_ptr<SharedDb> db(new SharedDb(path, std::move(owned), c, *image, e.committer, read_only));
+  e.open = db;
+  e.pid = ::getpid();
+  return db;
+}
+
+bool SharedDb::is_open(const std::string& path) {
+  std::lock_guard<std::mutex> g(g_registry_mu);
+  auto it = registry().find(path);
+  return it != registry().end() &&
+         (it->second.bound != nullptr || (it->second.pid == ::getpid() && !it->second.open.expired()));
+}
+
+Status SharedDb::bind(const std::string& path, pm::Container* c, Committer committer) {
+  std::lock_guard<std::mutex> g(g_registry_mu);
+  Entry& e = registry()[path];
+  if (e.bound != nullptr || !e.open.expired()) return Status::busy(path + " is bound already");
+  e.bound = c;
+  e.committer = std::move(committer);
+  return Status();
+}
+
+Status SharedDb::unbind(const std::string& path) {
+  std::lock_guard<std::mutex> g(g_registry_mu);
+  auto it = registry().find(path);
+  if (it == registry().end()) return Status::not_found(path + " is not bound");
+  if (!it->second.open.expired()) return Status::busy(path + " is still open in SQLite");
+  registry().erase(it);
+  return Status();
+}
+
+SharedDb::~SharedDb() {
+  if (!owned_) return;  // a bound entry stays until unbind()
+  std::lock_guard<std::mutex> g(g_registry_mu);
+  auto it = registry().find(path_);
+  if (it != registry().end() && it->second.open.expired()) registry().erase(it);
+}
+
+// A commit that fails drops the transaction from the container at once:
+// SQLite rolls back every transaction whose sync fails (with any code but
+// BUSY, which a commit never returns), by writing the old pages back and
+// syncing again; that must not need the file space that just ran out,
+// which the failed transaction's growth of the heap would still hold.
+Status SharedDb::commit_if_dirty() {
+  if (!dirty_.load(std::memory_order_relaxed)) return Status();
+  Status s = committer_ ? committer_(*c_) : c_->commit();
+  if (!s.ok()) (void)c_->abort();  // fails too when the commit got past its commit point
+  dirty_.store(false, std::memory_order_relaxed);
+  return s;
+}
+
+// The rules of SQLite's unix VFS between connections of one process: a
+// connection may go above SHARED only while no other holds more than
+// SHARED; PENDING keeps new readers out while a writer waits for the
+// last ones to leave.
+int SharedDb::lock(int* mine, int level) {
+  std::lock_guard<std::mutex> g(lock_mu_);
+  if (*mine >= level) return SQLITE_OK;
+  if (*mine != level_ && (level_ >= kPending || level > kShared)) return SQLITE_BUSY;
+  if (level == kShared) {
+    shared_++;
+    if (level_ < kShared) level_ = kShared;
+  } else if (level == kReserved) {
+    level_ = kReserved;
+  } else if (shared_ > 1) {
+    level_ = kPending;
+    *mine = kPending;
+    return SQLITE_BUSY;
+  } else {
+    level_ = kExclusive;
+  }
+  *mine = level;
+  return SQLITE_OK;
+}
+
+int SharedDb::unlock(int* mine, int level) {
+  std::lock_guard<std::mutex> g(lock_mu_);
+  if (*mine <= level) return SQLITE_OK;
+  if (*mine > kShared) level_ = kShared;
+  if (level == kNone) {
+    if (--shared_ == 0) level_ = kNone;
+  }
+  *mine = level;
+  return SQLITE_OK;
+}
+
+bool SharedDb::reserved() const {
+  std::lock_guard<std::mutex> g(lock_mu_);
+  return level_ >= kReserved;
+}
+
+}  // namespace pmsqlite

@@ -1,0 +1,94 @@
+// pmsqlite::SharedDb: one database file open in this process, shared by
+// every connection that opens it (the container admits one opener per
+// process, SQLite may open a file many times). Owns (or borrows) the
+// container, the page image, SQLite's lock levels between those
+// connections, and the rule that makes transactions atomic:
+//
+//   The container is committed when SQLite syncs the database file, and
+//   when a writer gives up its lock with writes not yet committed. At both
+//   moments the file holds a whole transaction (SQLite writes a
+//   transaction's pages and then syncs; a rolled-back one has been written
+//   back): so a crash recovers the last commit, never part of one.
+//
+// Thread safety: lock levels and the registry under mutexes; the image is
+// written only by the connection that holds EXCLUSIVE.
+#ifndef PMSQLITE_SHARED_DB_H_
+#define PMSQLITE_SHARED_DB_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "db_image.h"
+#include "pm/container.h"
+#include "pmsqlite/vfs.h"
+
+namespace pmsqlite {
+
+// The container layout of databases this VFS creates.
+inline constexpr char kLayout[] = "pmsqlite/1";
+
+// SQLite's lock levels (SQLITE_LOCK_*).
+enum Lock : int { kNone = 0, kShared = 1, kReserved = 2, kPending = 3, kExclusive = 4 };
+
+struct OpenParams {
+  bool create = false;     // SQLITE_OPEN_CREATE
+  bool read_only = false;  // SQLITE_OPEN_READONLY
+  uint64_t max_size = 64ull << 30;
+  uint64_t initial_size = 8ull << 20;
+};
+
+class SharedDb {
+ public:
+  // The database at `path`: the one already open in this process (or bound),
+  // else its container opened (created when allowed and missing or empty).
+  static pm::Result<std::shared_ptr<SharedDb>> open(const std::string& path, const OpenParams& p);
+  // True when `path` is open (or bound) in this process.
+  static bool is_open(const std::string& path);
+
+  static pm::Status bind(const std::string& path, pm::Container* c, Committer committer);
+  static pm::Status unbind(const std::string& path);
+
+  ~SharedDb();
+
+  DbImage& image() { return image_; }
+  bool read_only() const { return read_only_; }
+
+  // Records that the image changed since the last commit.
+  void mark_dirty() { dirty_.store(true, std::memory_order_relaxed); }
+  // Commits when something changed (SQLite's sync).
+  pm::Status commit_if_dirty();
+
+  // SQLite's xLock / xUnlock / xCheckReservedLock; `mine` is the
+  // connection's level. Return SQLite codes.
+  int lock(int* mine, int level);
+  int unlock(int* mine, int level);
+  bool reserved() const;
+
+  // Pointers handed out by xFetch and not yet returned.
+  std::atomic<int64_t> fetched{0};
+
+ private:
+  SharedDb(std::string path, std::unique_ptr<pm::Container> owned, pm::Container* c,
+           DbImage image, Committer committer, bool read_only)
+      : path_(std::move(path)), owned_(std::move(owned)), c_(c), image_(image),
+        committer_(std::move(committer)), read_only_(read_only) {}
+
+  const std::string path_;
+  std::unique_ptr<pm::Container> owned_;  // null when bound
+  pm::Container* c_;
+  DbImage image_;
+  Committer committer_;
+  bool read_only_;
+  std::atomic<bool> dirty_{false};
+
+  mutable std::mutex lock_mu_;
+  int level_ = kNone;  // highest level held by any connection
+  int shared_ = 0;     // connections holding SHARED or more
+};
+
+}  // namespace pmsqlite
+
+#endif  // PMSQLITE_SHARED_DB_H_

@@ -1,0 +1,386 @@
+// The VFS "pm": SQLite's file operations on SharedDb (the database file),
+// MemFile (its journal) and SQLite's default VFS (temporary files).
+#include <strings.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <string>
+
+#include "mem_file.h"
+#include "shared_db.h"
+#include "sqlite_api.h"
+
+namespace pmsqlite {
+namespace {
+
+using pm::Status;
+
+sqlite3_vfs* g_base = nullptr;  // the default VFS when "pm" was registered
+thread_local std::string t_last_error;
+
+// What SQLite hears for a failure; the whole message goes to SQLite's log
+// (sqlite3_config(SQLITE_CONFIG_LOG)) and xGetLastError.
+int fail(const Status& s, int io_code) {
+  int rc = io_code;
+  switch (s.code()) {
+    case pm::Code::kNoSpace: rc = SQLITE_FULL; break;
+    case pm::Code::kBusy: rc = SQLITE_BUSY; break;
+    case pm::Code::kReadOnly: rc = SQLITE_READONLY; break;
+    case pm::Code::kCorruption: rc = SQLITE_CORRUPT; break;
+    case pm::Code::kNotSupported:
+    case pm::Code::kInvalidArgument: rc = SQLITE_NOTADB; break;
+    case pm::Code::kNotFound: rc = SQLITE_CANTOPEN; break;
+    default: break;
+  }
+  t_last_error = s.message();
+  sqlite3_log(rc, "pm vfs: %s", s.message().c_str());
+  return rc;
+}
+
+// --- the database file ---------------------------------------------------
+
+struct DbFile {
+  sqlite3_file base;
+  std::shared_ptr<SharedDb> db;
+  int lock = kNone;
+};
+DbFile* db_of(sqlite3_file* f) { return reinterpret_cast<DbFile*>(f); }
+
+int db_commit(DbFile* d) {
+  Status s = d->db->commit_if_dirty();
+  return s.ok() ? SQLITE_OK : fail(s, SQLITE_IOERR_FSYNC);
+}
+
+int db_unlock(sqlite3_file* f, int level) {
+  DbFile* d = db_of(f);
+  int rc = SQLITE_OK;
+  // A writer leaving with uncommitted writes (synchronous=OFF skips the
+  // sync): the file holds a whole transaction now, commit it.
+  if (d->lock > kShared && level <= kShared) rc = db_commit(d);
+  d->db->unlock(&d->lock, level);
+  return rc;
+}
+
+int db_close(sqlite3_file* f) {
+  DbFile* d = db_of(f);
+  int rc = d->lock > kNone ? db_unlock(f, kNone) : SQLITE_OK;
+  d->~DbFile();
+  return rc;
+}
+
+int db_read(sqlite3_file* f, void* buf, int n, sqlite3_int64 off) {
+  const size_t inside = db_of(f)->db->image().read(buf, static_cast<size_t>(n), static_cast<uint64_t>(off));
+  return inside == static_cast<size_t>(n) ? SQLITE_OK : SQLITE_IOERR_SHORT_READ;
+}
+
+int db_write(sqlite3_file* f, const void* buf, int n, sqlite3_int64 off) {
+  SharedDb& db = *db_of(f)->db;
+  if (db.read_only()) return SQLITE_READONLY;
+  db.mark_dirty();
+  Status s = db.image().write(buf, static_cast<size_t>(n), static_cast<uint64_t>(off));
+  return s.ok() ? SQLITE_OK : fail(s, SQLITE_IOERR_WRITE);
+}
+
+int db_truncate(sqlite3_file* f, sqlite3_int64 size) {
+  SharedDb& db = *db_of(f)->db;
+  if (db.read_only()) return SQLITE_READONLY;
+  db.mark_dirty();
+  Status s = db.image().truncate(static_cast<uint64_t>(size), db.fetched.load() == 0);
+  return s.ok() ? SQLITE_OK : fail(s, SQLITE_IOERR_TRUNCATE);
+}
+
+int db_sync(sqlite3_file* f, int) { return db_commit(db_of(f)); }
+
+int db_file_size(sqlite3_file* f, sqlite3_int64* size) {
+  *size = static_cast<sqlite3_int64>(db_of(f)->db->image().size());
+  return SQLITE_OK;
+}
+
+int db_lock(sqlite3_file* f, int level) {
+  DbFile* d = db_of(f);
+  return d->db->lock(&d->lock, level);
+}
+
+int db_check_reserved(sqlite3_file* f, int* out) {
+  *out = db_of(f)->db->reserved() ? 1 : 0;
+  return SQLITE_OK;
+}
+
+// PRAGMA journal_mode=WAL would move commits out of the container into a
+// log this VFS cannot make durable; refuse it with the reason.
+int db_pragma(char** arg) {
+  if (arg[1] == nullptr || arg[2] == nullptr) return SQLITE_NOTFOUND;
+  if (strcasecmp(arg[1], "journal_mode") == 0 && strcasecmp(arg[2], "wal") == 0) {
+    arg[0] = sqlite3_mprintf(
+        "journal_mode=WAL is not available with the pm VFS: every transaction is already one "
+        "atomic commit of the container (keep DELETE, or MEMORY)");
+    return SQLITE_ERROR;
+  }
+  return SQLITE_NOTFOUND;
+}
+
+int db_file_control(sqlite3_file* f, int op, void* arg) {
+  switch (op) {
+    case SQLITE_FCNTL_SYNC:  // sent before the sync, and even when synchronous=OFF skips it
+      return db_commit(db_of(f));
+    case SQLITE_FCNTL_PRAGMA:
+      return db_pragma(static_cast<char**>(arg));
+    case SQLITE_FCNTL_VFSNAME:
+      *static_cast<char**>(arg) = sqlite3_mprintf("%s", PMSQLITE_VFS_NAME);
+      return SQLITE_OK;
+    default:
+      return SQLITE_NOTFOUND;
+  }
+}
+
+int sector_size(sqlite3_file*) { return 4096; }
+
+// Every write up to the next sync is atomic (it reaches the file only at
+// commit()), and nothing written is ever torn.
+int device_characteristics(sqlite3_file*) {
+  return SQLITE_IOCAP_ATOMIC | SQLITE_IOCAP_SAFE_APPEND | SQLITE_IOCAP_SEQUENTIAL |
+         SQLITE_IOCAP_POWERSAFE_OVERWRITE | SQLITE_IOCAP_UNDELETABLE_WHEN_OPEN;
+}
+
+// Zero-copy reads (PRAGMA mmap_size > 0): a pointer into the container.
+int db_fetch(sqlite3_file* f, sqlite3_int64 off, int n, void** out) {
+  SharedDb& db = *db_of(f)->db;
+  *out = db.image().fetch(static_cast<uint64_t>(off), static_cast<size_t>(n));
+  if (*out != nullptr) db.fetched.fetch_add(1);
+  return SQLITE_OK;
+}
+
+int db_unfetch(sqlite3_file* f, sqlite3_int64, void* p) {
+  if (p != nullptr) db_of(f)->db->fetched.fetch_sub(1);
+  return SQLITE_OK;
+}
+
+const sqlite3_io_methods kDbMethods = {
+    3,          db_close,         db_read,          db_write,   db_truncate,
+    db_sync,    db_file_size,     db_lock,          db_unlock,  db_check_reserved,
+    db_file_control, sector_size, device_characteristics,
+    nullptr,    nullptr,          nullptr,          nullptr,  // no shared memory: no WAL
+    db_fetch,   db_unfetch,
+};
+
+// --- the journal, in DRAM --------------------------------------------------
+
+struct JournalFile {
+  sqlite3_file base;
+  std::shared_ptr<MemFile> file;
+  std::string name;
+  bool delete_on_close = false;
+};
+JournalFile* j_of(sqlite3_file* f) { return reinterpret_cast<JournalFile*>(f); }
+
+int j_close(sqlite3_file* f) {
+  JournalFile* j = j_of(f);
+  if (j->delete_on_close) mem_files::remove(j->name);
+  j->~JournalFile();
+  return SQLITE_OK;
+}
+
+int j_read(sqlite3_file* f, void* buf, int n, sqlite3_int64 off) {
+  const size_t inside = j_of(f)->file->read(buf, static_cast<size_t>(n), static_cast<uint64_t>(off));
+  return inside == static_cast<size_t>(n) ? SQLITE_OK : SQLITE_IOERR_SHORT_READ;
+}
+
+int j_write(sqlite3_file* f, const void* buf, int n, sqlite3_int64 off) {
+  try {
+    j_of(f)->file->write(buf, static_cast<size_t>(n), static_cast<uint64_t>(off));
+  } catch (const std::bad_alloc&) {
+    return SQLITE_IOERR_NOMEM;
+  }
+  return SQLITE_OK;
+}
+
+int j_truncate(sqlite3_file* f, sqlite3_int64 size) {
+  j_of(f)->file->truncate(static_cast<uint64_t>(size));
+  return SQLITE_OK;
+}
+
+int j_sync(sqlite3_file*, int) { return SQLITE_OK; }  // needs no durability (mem_file.h)
+
+int j_file_size(sqlite3_file* f, sqlite3_int64* size) {
+  *size = static_cast<sqlite3_int64>(j_of(f)->file->size());
+  return SQLITE_OK;
+}
+
+int j_lock(sqlite3_file*, int) { return SQLITE_OK; }
+int j_check_reserved(sqlite3_file*, int* out) {
+  *out = 0;
+  return SQLITE_OK;
+}
+int j_file_control(sqlite3_file*, int, void*) { return SQLITE_NOTFOUND; }
+
+const sqlite3_io_methods kJournalMethods = {
+    1,      j_close,      j_read,  j_write,          j_truncate,     j_sync,
+    j_file_size, j_lock,  j_lock,  j_check_reserved, j_file_control, sector_size,
+    device_characteristics, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+};
+
+// --- the VFS -------------------------------------------------------------
+
+uint64_t size_parameter(const char* name, const char* key, uint64_t dflt) {
+  const char* v = sqlite3_uri_parameter(name, key);
+  if (v == nullptr || *v == '\0') return dflt;
+  char* end = nullptr;
+  uint64_t n = std::strtoull(v, &end, 10);
+  switch (*end) {
+    case 'k': case 'K': n <<= 10; break;
+    case 'm': case 'M': n <<= 20; break;
+    case 'g': case 'G': n <<= 30; break;
+    default: break;
+  }
+  return n == 0 ? dflt : n;
+}
+
+int open_db(const char* name, sqlite3_file* f, int flags, int* out_flags) {
+  OpenParams p;
+  p.create = (flags & SQLITE_OPEN_CREATE) != 0;
+  p.read_only = (flags & SQLITE_OPEN_READONLY) != 0;
+  p.max_size = size_parameter(name, "max_size", p.max_size);
+  p.initial_size = size_parameter(name, "initial_size", p.initial_size);
+  pm::Result<std::shared_ptr<SharedDb>> db = SharedDb::open(name, p);
+  if (!db.ok()) return fail(db.status(), SQLITE_CANTOPEN);
+  auto* d = new (f) DbFile{};
+  d->db = std::move(*db);
+  d->base.pMethods = &kDbMethods;
+  if (out_flags != nullptr) {
+    *out_flags = d->db->read_only() ? (flags & ~(SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)) |
+                                          SQLITE_OPEN_READONLY
+                                    : flags;
+  }
+  return SQLITE_OK;
+}
+
+int open_journal(const char* name, sqlite3_file* f, int flags, int* out_flags) {
+  std::shared_ptr<MemFile> m = mem_files::open(name, (flags & SQLITE_OPEN_CREATE) != 0);
+  if (!m) return SQLITE_CANTOPEN;
+  auto* j = new (f) JournalFile{};
+  j->file = std::move(m);
+  j->name = name;
+  j->delete_on_close = (flags & SQLITE_OPEN_DELETEONCLOSE) != 0;
+  j->base.pMethods = &kJournalMethods;
+  if (out_flags != nullptr) *out_flags = flags;
+  return SQLITE_OK;
+}
+
+int vfs_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* f, int flags, int* out_flags) {
+  f->pMethods = nullptr;  // SQLite's rule for a failed open
+  if (name != nullptr && (flags & SQLITE_OPEN_MAIN_DB)) return open_db(name, f, flags, out_flags);
+  if (name != nullptr && (flags & (SQLITE_OPEN_MAIN_JOURNAL | SQLITE_OPEN_SUPER_JOURNAL))) {
+    return open_journal(name, f, flags, out_flags);
+  }
+  if (flags & SQLITE_OPEN_WAL) {
+    return fail(Status::not_supported("a write-ahead log is not available with the pm VFS"),
+                SQLITE_CANTOPEN);
+  }
+  // Temporary databases, statement journals, sort files: SQLite's own
+  // VFS, in the space SQLite allocated for us (szOsFile covers it).
+  return g_base->xOpen(g_base, name, f, flags, out_flags);
+}
+
+// The names of a pm database's side files ("-journal", "-wal", "-shm").
+bool side_file_of_open_db(const std::string& name) {
+  for (const char* suffix : {"-journal", "-wal", "-shm"}) {
+    const size_t n = std::strlen(suffix);
+    if (name.size() > n && name.compare(name.size() - n, n, suffix) == 0 &&
+        SharedDb::is_open(name.substr(0, name.size() - n))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+int vfs_delete(sqlite3_vfs*, const char* name, int sync_dir) {
+  if (mem_files::known(name)) {
+    mem_files::remove(name);
+    return SQLITE_OK;
+  }
+  if (side_file_of_open_db(name)) return SQLITE_IOERR_DELETE_NOENT;
+  return g_base->xDelete(g_base, name, sync_dir);
+}
+
+int vfs_access(sqlite3_vfs*, const char* name, int flags, int* out) {
+  if (mem_files::known(name)) {
+    *out = flags == SQLITE_ACCESS_EXISTS ? mem_files::exists(name) : 1;
+    return SQLITE_OK;
+  }
+  if (side_file_of_open_db(name)) {
+    *out = 0;
+    return SQLITE_OK;
+  }
+  return g_base->xAccess(g_base, name, flags, out);
+}
+
+int vfs_full_pathname(sqlite3_vfs*, const char* name, int n, char* out) {
+  if (name[0] == '/' && SharedDb::is_open(name)) {  // bound names stay as they are
+    sqlite3_snprintf(n, out, "%s", name);
+    return SQLITE_OK;
+  }
+  return g_base->xFullPathname(g_base, name, n, out);
+}
+
+int vfs_get_last_error(sqlite3_vfs*, int n, char* out) {
+  if (n > 0) sqlite3_snprintf(n, out, "%s", t_last_error.c_str());
+  return t_last_error.empty() ? 0 : 1;
+}
+
+void* vfs_dl_open(sqlite3_vfs*, const char* path) { return g_base->xDlOpen(g_base, path); }
+void vfs_dl_error(sqlite3_vfs*, int n, char* out) { g_base->xDlError(g_base, n, out); }
+void (*vfs_dl_sym(sqlite3_vfs*, void* h, const char* sym))(void) {
+  return g_base->xDlSym(g_base, h, sym);
+}
+void vfs_dl_close(sqlite3_vfs*, void* h) { g_base->xDlClose(g_base, h); }
+int vfs_randomness(sqlite3_vfs*, int n, char* out) { return g_base->xRandomness(g_base, n, out); }
+int vfs_sleep(sqlite3_vfs*, int us) { return g_base->xSleep(g_base, us); }
+int vfs_current_time(sqlite3_vfs*, double* t) { return g_base->xCurrentTime(g_base, t); }
+int vfs_current_time_i64(sqlite3_vfs*, sqlite3_int64* t) {
+  return g_base->xCurrentTimeInt64(g_base, t);
+}
+
+sqlite3_vfs g_vfs = {
+    2,       0,  1024,    nullptr, PMSQLITE_VFS_NAME, nullptr,
+    vfs_open, vfs_delete, vfs_access, vfs_full_pathname, vfs_dl_open, vfs_dl_error,
+    vfs_dl_sym, vfs_dl_close, vfs_randomness, vfs_sleep, vfs_current_time, vfs_get_last_error,
+    vfs_current_time_i64, nullptr, nullptr, nullptr,
+};
+
+// Each new connection whose main database is on "pm" reads pages straight
+// from the container (SQLite uses xFetch only when mmap_size > 0).
+int use_mapping(sqlite3* db, char**, const sqlite3_api_routines*) {
+  sqlite3_vfs* vfs = nullptr;
+  if (sqlite3_file_control(db, "main", SQLITE_FCNTL_VFS_POINTER, &vfs) == SQLITE_OK && vfs == &g_vfs) {
+    sqlite3_exec(db, "PRAGMA mmap_size=2147418112", nullptr, nullptr, nullptr);
+  }
+  return SQLITE_OK;
+}
+
+}  // namespace
+
+Status bind(const std::string& name, pm::Container* c, Committer committer) {
+  return SharedDb::bind(name, c, std::move(committer));
+}
+Status unbind(const std::string& name) { return SharedDb::unbind(name); }
+
+}  // namespace pmsqlite
+
+extern "C" int pmsqlite_register(int make_default) {
+  using namespace pmsqlite;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> g(mu);
+  if (g_base == nullptr) {
+    g_base = sqlite3_vfs_find(nullptr);
+    if (g_base == nullptr) return SQLITE_ERROR;
+    g_vfs.szOsFile = std::max<int>({static_cast<int>(sizeof(DbFile)),
+                                    static_cast<int>(sizeof(JournalFile)), g_base->szOsFile});
+    g_vfs.mxPathname = g_base->mxPathname;
+    int rc = sqlite3_auto_extension(reinterpret_cast<void (*)(void)>(use_mapping));
+    if (rc != SQLITE_OK) return rc;
+    return sqlite3_vfs_register(&g_vfs, make_default);
+  }
+  return make_default ? sqlite3_vfs_register(&g_vfs, 1) : SQLITE_OK;
+}

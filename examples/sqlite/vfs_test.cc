@@ -1,0 +1,251 @@
+// The pm VFS through SQLite's API: transactions, rollbacks, several
+// connections, bad files and limits.
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "pm/container.h"
+#include "test_db.h"
+#include "testutil/temp_dir.h"
+
+namespace pmsqlite::test {
+namespace {
+
+using pm::test::TempDir;
+
+TEST(SqliteVfsTest, CommittedRowsSurviveReopen) {
+  TempDir dir;
+  const std::string path = dir.file("a.db");
+  {
+    Db db(path);
+    ASSERT_EQ(db.rc(), SQLITE_OK) << db.error();
+    ASSERT_EQ(db.exec("CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT)"), SQLITE_OK) << db.error();
+    ASSERT_EQ(db.exec("BEGIN; WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i<5000)"
+                      " INSERT INTO t SELECT i, printf('%0100d', i) FROM n; COMMIT"),
+              SQLITE_OK)
+        << db.error();
+    EXPECT_EQ(db.one("PRAGMA journal_mode"), "delete");
+  }
+  Db db(path);
+  ASSERT_EQ(db.rc(), SQLITE_OK);
+  EXPECT_EQ(db.one("SELECT count(*) FROM t"), "5000");
+  EXPECT_EQ(db.one("SELECT v FROM t WHERE k=4321"), std::string(96, '0') + "4321");
+  EXPECT_EQ(db.one("PRAGMA integrity_check"), "ok");
+  // The file is a container: pm's own tools can read it.
+  pm::Options o;
+  EXPECT_EQ(pm::Container::open(path, o).status().code(), pm::Code::kBusy);  // we hold it
+}
+
+TEST(SqliteVfsTest, RollbackStatementRollbackAndSavepointsWork) {
+  TempDir dir;
+  Db db(dir.file("r.db"));
+  ASSERT_EQ(db.exec("CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB UNIQUE)"), SQLITE_OK);
+  ASSERT_EQ(db.exec("INSERT INTO t VALUES(1, 'one')"), SQLITE_OK);
+  // ROLLBACK after the cache spilled pages into the file (tiny cache).
+  ASSERT_EQ(db.exec("PRAGMA cache_size=2; BEGIN; "
+                    "WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i+1 FROM n WHERE i<3000)"
+                    " INSERT INTO t SELECT i, randomblob(200) FROM n"),
+            SQLITE_OK);
+  EXPECT_EQ(db.one("SELECT count(*) FROM t"), "3000");
+  ASSERT_EQ(db.exec("ROLLBACK"), SQLITE_OK);
+  EXPECT_EQ(db.one("SELECT count(*) FROM t"), "1");
+  // A statement that fails halfway is undone; its transaction goes on.
+  ASSERT_EQ(db.exec("BEGIN; INSERT INTO t VALUES(2, 'two')"), SQLITE_OK);
+  EXPECT_EQ(db.exec("INSERT INTO t VALUES(3, 'three'), (4, 'one')"), SQLITE_CONSTRAINT);
+  ASSERT_EQ(db.exec("SAVEPOINT s; INSERT INTO t VALUES(5, 'five'); ROLLBACK TO s; COMMIT"), SQLITE_OK);
+  EXPECT_EQ(db.one("SELECT group_concat(k) FROM t"), "1,2");
+  EXPECT_EQ(db.one("PRAGMA integrity_check"), "ok");
+}
+
+TEST(SqliteVfsTest, TheJournalLivesInDramAndWalIsRefused) {
+  TempDir dir;
+  const std::string path = dir.file("j.db");
+  Db db(path);
+  ASSERT_EQ(db.exec("CREATE TABLE t(x); BEGIN; INSERT INTO t VALUES(1)"), SQLITE_OK);
+  EXPECT_NE(access((path + "-journal").c_str(), F_OK), 0);  // nothing on disk
+  ASSERT_EQ(db.exec("COMMIT"), SQLITE_OK);
+  EXPECT_EQ(db.exec("PRAGMA journal_mode=WAL"), SQLITE_ERROR);
+  EXPECT_NE(db.error().find("not available with the pm VFS"), std::string::npos) << db.error();
+  EXPECT_EQ(db.one("PRAGMA journal_mode=MEMORY"), "memory");
+  ASSERT_EQ(db.exec("BEGIN; INSERT INTO t VALUES(2); ROLLBACK"), SQLITE_OK);
+  EXPECT_EQ(db.one("SELECT sum(x) FROM t"), "1");
+}
+
+TEST(SqliteVfsTest, SynchronousOffStillCommitsEachTransaction) {
+  TempDir dir;
+  const std::string path = dir.file("s.db");
+  {
+    Db db(path);
+    ASSERT_EQ(db.exec("PRAGMA synchronous=OFF; CREATE TABLE t(x); INSERT INTO t VALUES(7)"), SQLITE_OK);
+    // A child that dies now, holding the database: what it committed stays.
+    pid_t pid = fork();
+    if (pid == 0) _exit(0);
+    waitpid(pid, nullptr, 0);
+  }
+  Db db(path);
+  EXPECT_EQ(db.one("SELECT x FROM t"), "7");
+}
+
+TEST(SqliteVfsTest, ConnectionsInOneProcessShareTheFileWithSqliteLocking) {
+  TempDir dir;
+  const std::string path = dir.file("c.db");
+  Db a(path), b(path);
+  ASSERT_EQ(a.rc(), SQLITE_OK);
+  ASSERT_EQ(b.rc(), SQLITE_OK) << b.error();
+  ASSERT_EQ(a.exec("CREATE TABLE t(x); INSERT INTO t VALUES(1)"), SQLITE_OK);
+  EXPECT_EQ(b.one("SELECT count(*) FROM t"), "1");
+  // b reads inside a transaction; a cannot commit a write meanwhile.
+  ASSERT_EQ(b.exec("BEGIN; SELECT * FROM t"), SQLITE_OK);
+  ASSERT_EQ(a.exec("BEGIN; INSERT INTO t VALUES(2)"), SQLITE_OK);
+  EXPECT_EQ(a.exec("COMMIT"), SQLITE_BUSY);
+  ASSERT_EQ(b.exec("COMMIT"), SQLITE_OK);
+  ASSERT_EQ(a.exec("COMMIT"), SQLITE_OK) << a.error();
+  EXPECT_EQ(b.one("SELECT count(*) FROM t"), "2");
+  // Two writers: the second waits for the first.
+  ASSERT_EQ(a.exec("BEGIN IMMEDIATE"), SQLITE_OK);
+  EXPECT_EQ(b.exec("BEGIN IMMEDIATE"), SQLITE_BUSY);
+  ASSERT_EQ(a.exec("COMMIT"), SQLITE_OK);
+  EXPECT_EQ(b.exec("BEGIN IMMEDIATE; COMMIT"), SQLITE_OK);
+}
+
+TEST(SqliteVfsTest, AnotherProcessGetsBusy) {
+  TempDir dir;
+  const std::string path = dir.file("p.db");
+  Db db(path);
+  ASSERT_EQ(db.exec("CREATE TABLE t(x)"), SQLITE_OK);
+  pid_t pid = fork();
+  if (pid == 0) {
+    Db other(path);
+    _exit(other.rc() == SQLITE_BUSY ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+TEST(SqliteVfsTest, FilesThatAreNotOurDatabasesAreRefusedAndLeftAlone) {
+  TempDir dir;
+  // An ordinary SQLite database.
+  const std::string plain = dir.file("plain.db");
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(plain.c_str(), &raw), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(raw, "CREATE TABLE t(x)", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(raw);
+  }
+  EXPECT_EQ(Db(plain).rc(), SQLITE_NOTADB);
+  // A container of another program.
+  const std::string other = dir.file("other.pm");
+  pm::Options o;
+  o.layout = "someone-else";
+  o.initial_size = 1 << 20;
+  ASSERT_TRUE(pm::Container::create(other, o).ok());
+  EXPECT_EQ(Db(other).rc(), SQLITE_NOTADB);
+  // A damaged container.
+  const std::string damaged = dir.file("damaged.db");
+  { Db db(damaged); ASSERT_EQ(db.exec("CREATE TABLE t(x)"), SQLITE_OK); }
+  {
+    int fd = open(damaged.c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(pwrite(fd, "garbage!garbage!", 16, 16), 16);
+    close(fd);
+  }
+  EXPECT_EQ(Db(damaged).rc(), SQLITE_CORRUPT);
+  // Missing, without SQLITE_OPEN_CREATE.
+  EXPECT_EQ(Db(dir.file("missing.db"), SQLITE_OPEN_READWRITE).rc(), SQLITE_CANTOPEN);
+  // Still an ordinary, intact SQLite database.
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(plain.c_str(), &raw), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(raw, "SELECT * FROM t", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(raw);
+}
+
+TEST(SqliteVfsTest, ReadOnlyOpenReadsAndRefusesWrites) {
+  TempDir dir;
+  const std::string path = dir.file("ro.db");
+  { Db db(path); ASSERT_EQ(db.exec("CREATE TABLE t(x); INSERT INTO t VALUES(3)"), SQLITE_OK); }
+  Db db(path, SQLITE_OPEN_READONLY);
+  ASSERT_EQ(db.rc(), SQLITE_OK) << db.error();
+  EXPECT_EQ(db.one("SELECT x FROM t"), "3");
+  EXPECT_EQ(db.exec("INSERT INTO t VALUES(4)"), SQLITE_READONLY);
+}
+
+// A file system that fills up (here: a file-size limit) fails the
+// transaction with SQLITE_FULL; what was committed before stays, and the
+// database goes on working.
+TEST(SqliteVfsTest, AFullFileSystemFailsTheTransactionAndLosesNothing) {
+  TempDir dir;
+  const std::string path = dir.file("full.db");
+  pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    rlimit lim{48u << 20, 48u << 20};
+    setrlimit(RLIMIT_FSIZE, &lim);
+    Db db("file:" + path + "?initial_size=4M");
+    if (db.exec("CREATE TABLE t(x BLOB); INSERT INTO t VALUES(zeroblob(1000))") != SQLITE_OK) _exit(2);
+    int rc = SQLITE_OK;
+    for (int i = 0; i < 200 && rc == SQLITE_OK; i++) rc = db.exec("INSERT INTO t VALUES(randomblob(1000000))");
+    if (rc != SQLITE_FULL) _exit(3);
+    const std::string rows = db.one("SELECT count(*) FROM t");
+    // Small transactions still commit. (Debian's SQLite zeroes freed pages,
+    // secure_delete, which would make the delete as big as the data.)
+    if (db.exec("INSERT INTO t VALUES(zeroblob(10)); PRAGMA secure_delete=OFF;"
+                "DELETE FROM t WHERE length(x) != 1000") != SQLITE_OK) {
+      fprintf(stderr, "delete: %s\n", db.error().c_str());
+      _exit(4);
+    }
+    if (db.one("PRAGMA integrity_check") != "ok") _exit(5);
+    std::ofstream(path + ".rows") << rows;
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "signal " << WTERMSIG(status);
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  Db db(path);
+  ASSERT_EQ(db.rc(), SQLITE_OK) << db.error();
+  EXPECT_EQ(db.one("PRAGMA integrity_check"), "ok");
+  EXPECT_EQ(db.one("SELECT count(*) FROM t"), "1");
+}
+
+// Fills a 1 GiB container: 2 GiB of memory and file, so opt-in
+// (PM_SQLITE_LONG=1); the file-size test above covers the same path.
+TEST(SqliteVfsTest, ADatabaseLargerThanMaxSizeGetsFull) {
+  if (getenv("PM_SQLITE_LONG") == nullptr) GTEST_SKIP() << "set PM_SQLITE_LONG=1";
+  TempDir dir;
+  Db db("file:" + dir.file("max.db") + "?max_size=1G&initial_size=4M");
+  ASSERT_EQ(db.exec("CREATE TABLE t(x BLOB)"), SQLITE_OK);
+  int rc = SQLITE_OK;
+  int rows = 0;
+  for (; rows < 2000 && rc == SQLITE_OK; rows++) {
+    rc = db.exec("INSERT INTO t VALUES(zeroblob(4000000))");
+  }
+  EXPECT_EQ(rc, SQLITE_FULL) << db.error();
+  EXPECT_GT(rows, 100);
+  EXPECT_EQ(db.one("PRAGMA integrity_check"), "ok");
+  EXPECT_EQ(db.exec("DELETE FROM t; VACUUM"), SQLITE_OK) << db.error();
+}
+
+TEST(SqliteVfsTest, VacuumIntoCopiesAnOrdinaryDatabaseIn) {
+  TempDir dir;
+  const std::string plain = dir.file("plain.db");
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(plain.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI, nullptr), SQLITE_OK);
+  pmsqlite_register(0);
+  const std::string sql = "CREATE TABLE t(x); INSERT INTO t VALUES(42); VACUUM INTO 'file:" +
+                          dir.file("copy.db") + "?vfs=pm'";
+  EXPECT_EQ(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(raw);
+  sqlite3_close(raw);
+  Db db(dir.file("copy.db"));
+  EXPECT_EQ(db.one("SELECT x FROM t"), "42");
+}
+
+}  // namespace
+}  // namespace pmsqlite::test
