@@ -462,7 +462,15 @@ Status ContainerImpl::commit_locked() {
       std::lock_guard<ViewLock> v(view_mu_);
       s = grow_for_journal(*persist_, heap_off_ + mapped, runs);
     }
-    if (s.ok()) s = write_journal(*persist_, seq_.load() + 1, heap_off_ + mapped, work, runs);
+    bool in_doubt = false;
+    if (s.ok()) s = write_journal(*persist_, seq_.load() + 1, heap_off_ + mapped, work, runs, &in_doubt);
+    if (in_doubt) {
+      failed_ = s.with_context(
+          "commit failed and its journal could not be taken back: whether the file holds "
+          "this commit is known only after the container is reopened");
+      broken_.store(true, std::memory_order_release);
+      return failed_;
+    }
     if (!s.ok()) {
       (void)tracker_->redirty(pages);
       return s.with_context("commit (nothing applied; retry)");

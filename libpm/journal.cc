@@ -122,7 +122,9 @@ Status grow_for_journal(Persist& p, uint64_t body_offset, const std::vector<Run>
 }
 
 Status write_journal(Persist& p, uint64_t seq, uint64_t body_offset, const std::byte* work,
-                     const std::vector<Run>& runs) {
+                     const std::vector<Run>& runs, bool* in_doubt) {
+  JournalHeader prev;
+  std::memcpy(&prev, p.view() + kJournalHeaderOffset, sizeof prev);
   uint64_t len = body_size(runs);
   PM_TRY(grow_for_journal(p, body_offset, runs));
   uint64_t at = body_offset;
@@ -151,7 +153,11 @@ Status write_journal(Persist& p, uint64_t seq, uint64_t body_offset, const std::
   // The commit point: body and header become durable together. A crash
   // before the drain completes leaves a header or body that fails its checksum.
   if (g_planted_bugs.skip_journal_drain) return Status();
-  return p.drain();
+  Status s = p.drain();
+  if (s.ok() || g_planted_bugs.keep_header_after_failed_drain) return s;
+  p.write_flushed(kJournalHeaderOffset, &prev, sizeof prev);
+  if (!p.drain().ok() && in_doubt != nullptr) *in_doubt = true;
+  return s;
 }
 
 Status apply_runs(Persist& p, const std::byte* work, const std::vector<Run>& runs,

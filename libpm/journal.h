@@ -78,9 +78,13 @@ Status grow_for_journal(Persist& p, uint64_t body_offset, const std::vector<Run>
 
 // Writes the journal for `runs` (data taken from `work`, the working view
 // base) at body_offset, then its header, and drains: the commit point.
-// Grows the file when the body does not fit.
+// Grows the file when the body does not fit. When that drain fails, the
+// new header may have reached the file all the same (it was in the page
+// cache): the previous header is written back and drained, so that a
+// commit that reported failure is never replayed; if that drain fails too,
+// *in_doubt is set: the file may or may not hold the commit.
 Status write_journal(Persist& p, uint64_t seq, uint64_t body_offset, const std::byte* work,
-                     const std::vector<Run>& runs);
+                     const std::vector<Run>& runs, bool* in_doubt = nullptr);
 
 // Copies `runs` from the working view to their home locations and drains.
 Status apply_runs(Persist& p, const std::byte* work, const std::vector<Run>& runs,

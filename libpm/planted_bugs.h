@@ -22,6 +22,9 @@ struct PlantedBugs {
   // Recovery replays a journal found in the page cache without making it
   // durable first (after a kill; a power failure then tears the state).
   bool replay_unsynced_journal = false;
+  // A commit whose journal drain failed leaves its header in place: the
+  // next open replays a commit that reported failure.
+  bool keep_header_after_failed_drain = false;
 };
 
 // Read by libpm, written only by tests.

@@ -4,7 +4,8 @@
 # libcuckoo-dev and libtbb-dev: its DRAM hash-table anchors; help2man: the man
 # page of pm; libevent-dev: pmcached's event loop; memcached, libmemcached-tools
 # and python3-pymemcache: the reference server and the clients pmcached is
-# tested with; nutcracker: twemproxy, in front of a pmcached cluster).
+# tested with; nutcracker: twemproxy, in front of a pmcached cluster;
+# libsqlite3-dev and sqlite3: the SQLite port, and the shell it is tested in).
 # Idempotent: asks apt only for what is missing. Needs root (or sudo).
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config git
@@ -12,7 +13,8 @@ pkgs=(build-essential cmake ninja-build pkg-config git
       libfmt-dev libcli11-dev nlohmann-json3-dev libboost-dev
       librocksdb-dev gnuplot-nox fuse3 libfuse3-dev
       libcuckoo-dev libtbb-dev help2man file
-      libevent-dev memcached libmemcached-tools python3-pymemcache nutcracker)
+      libevent-dev memcached libmemcached-tools python3-pymemcache nutcracker
+      libsqlite3-dev sqlite3)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

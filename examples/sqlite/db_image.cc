@@ -4,7 +4,11 @@
 #include <cstring>
 #include <string>
 
+#include "planted_bugs.h"
+
 namespace pmsqlite {
+
+SqlitePlantedBugs g_sqlite_planted_bugs;
 
 using pm::Result;
 using pm::Status;
@@ -85,7 +89,7 @@ size_t DbImage::read(void* buf, size_t n, uint64_t off) const {
 
 Status DbImage::reserve_table(uint64_t chunks) {
   if (chunks <= root_->capacity) return Status();
-  const uint64_t capacity = std::max<uint64_t>({chunks, root_->capacity * 2, 64});
+  const uint64_t capacity = std::max<uint64_t>({chunks, root_->capacity * 2, 8});
   Result<void*> mem = c_->alloc(capacity * sizeof(void*));
   if (!mem.ok()) return mem.status();
   auto* table = static_cast<std::byte**>(*mem);
@@ -115,7 +119,7 @@ Result<std::byte*> DbImage::chunk_for_write(uint64_t index) {
 }
 
 void DbImage::set_size(uint64_t size) {
-  c_->will_write(&root_->size, sizeof(root_->size));
+  if (!g_sqlite_planted_bugs.unannounced_size) c_->will_write(&root_->size, sizeof(root_->size));
   root_->size = size;
 }
 

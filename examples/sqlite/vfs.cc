@@ -9,6 +9,7 @@
 #include <string>
 
 #include "mem_file.h"
+#include "planted_bugs.h"
 #include "shared_db.h"
 #include "sqlite_api.h"
 
@@ -45,6 +46,7 @@ struct DbFile {
   sqlite3_file base;
   std::shared_ptr<SharedDb> db;
   int lock = kNone;
+  bool synced = false;  // SQLite synced since this connection took a write lock
 };
 DbFile* db_of(sqlite3_file* f) { return reinterpret_cast<DbFile*>(f); }
 
@@ -53,12 +55,24 @@ int db_commit(DbFile* d) {
   return s.ok() ? SQLITE_OK : fail(s, SQLITE_IOERR_FSYNC);
 }
 
+int db_sync_commit(DbFile* d) {
+  d->synced = true;
+  return db_commit(d);
+}
+
 int db_unlock(sqlite3_file* f, int level) {
   DbFile* d = db_of(f);
   int rc = SQLITE_OK;
-  // A writer leaving with uncommitted writes (synchronous=OFF skips the
-  // sync): the file holds a whole transaction now, commit it.
-  if (d->lock > kShared && level <= kShared) rc = db_commit(d);
+  if (d->lock > kShared && level <= kShared) {
+    // A writer that never synced (synchronous=OFF) leaves a whole
+    // transaction in the file: commit it now. One that synced may have
+    // written since only to trim the file after its commit point (SQLite
+    // truncates after committing); that rides with the next commit, or
+    // the close: a crash before then leaves a longer file, which SQLite
+    // reads as the same database.
+    if (!d->synced || g_sqlite_planted_bugs.commit_trim_at_unlock) rc = db_commit(d);
+    d->synced = false;
+  }
   d->db->unlock(&d->lock, level);
   return rc;
 }
@@ -66,6 +80,8 @@ int db_unlock(sqlite3_file* f, int level) {
 int db_close(sqlite3_file* f) {
   DbFile* d = db_of(f);
   int rc = d->lock > kNone ? db_unlock(f, kNone) : SQLITE_OK;
+  // What the last writer left (a trim after its commit) goes out now.
+  if (rc == SQLITE_OK && d->db.use_count() == 1) rc = db_commit(d);
   d->~DbFile();
   return rc;
 }
@@ -80,6 +96,7 @@ int db_write(sqlite3_file* f, const void* buf, int n, sqlite3_int64 off) {
   if (db.read_only()) return SQLITE_READONLY;
   db.mark_dirty();
   Status s = db.image().write(buf, static_cast<size_t>(n), static_cast<uint64_t>(off));
+  if (s.ok() && g_sqlite_planted_bugs.commit_each_write) s = db.commit_if_dirty();
   return s.ok() ? SQLITE_OK : fail(s, SQLITE_IOERR_WRITE);
 }
 
@@ -91,7 +108,7 @@ int db_truncate(sqlite3_file* f, sqlite3_int64 size) {
   return s.ok() ? SQLITE_OK : fail(s, SQLITE_IOERR_TRUNCATE);
 }
 
-int db_sync(sqlite3_file* f, int) { return db_commit(db_of(f)); }
+int db_sync(sqlite3_file* f, int) { return db_sync_commit(db_of(f)); }
 
 int db_file_size(sqlite3_file* f, sqlite3_int64* size) {
   *size = static_cast<sqlite3_int64>(db_of(f)->db->image().size());
@@ -123,8 +140,8 @@ int db_pragma(char** arg) {
 
 int db_file_control(sqlite3_file* f, int op, void* arg) {
   switch (op) {
-    case SQLITE_FCNTL_SYNC:  // sent before the sync, and even when synchronous=OFF skips it
-      return db_commit(db_of(f));
+    case SQLITE_FCNTL_SYNC:  // sent just before xSync
+      return db_sync_commit(db_of(f));
     case SQLITE_FCNTL_PRAGMA:
       return db_pragma(static_cast<char**>(arg));
     case SQLITE_FCNTL_VFSNAME:

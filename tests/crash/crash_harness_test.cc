@@ -16,6 +16,10 @@
 #include "fuse/planted_bugs.h"
 #include "kvstore/planted_bugs.h"
 #include "libpm/planted_bugs.h"
+#ifdef PM_CRASH_SQLITE
+#include "crash/sqlite_workloads.h"
+#include "planted_bugs.h"  // examples/sqlite
+#endif
 
 namespace pm::crash {
 namespace {
@@ -117,6 +121,14 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"fuse_msync", make_fuse_workload, UnitMode::kMsyncPages, 100}),
     [](const auto& info) { return std::string(info.param.name); });
 
+#ifdef PM_CRASH_SQLITE
+INSTANTIATE_TEST_SUITE_P(
+    Sqlite, PowerFailureTest,
+    ::testing::Values(Case{"sqlite_pmem", make_sqlite_workload, UnitMode::kPmemLines, 120},
+                      Case{"sqlite_msync", make_sqlite_workload, UnitMode::kMsyncPages, 80}),
+    [](const auto& info) { return std::string(info.param.name); });
+#endif
+
 // Chains of sessions: power failures, kills followed by the loss of what was
 // never written back, and clean closes, each followed by recovery and more
 // work, with crash images at every persistence point of every session.
@@ -168,6 +180,24 @@ INSTANTIATE_TEST_SUITE_P(
                            60},
                       Case{"faults_fuse_msync", make_fuse_workload, UnitMode::kMsyncPages, 50}),
     [](const auto& info) { return std::string(info.param.name); });
+#ifdef PM_CRASH_SQLITE
+INSTANTIATE_TEST_SUITE_P(
+    Sqlite, SessionChainTest,
+    ::testing::Values(Case{"chain_sqlite_msync", make_sqlite_workload, UnitMode::kMsyncPages, 30}),
+    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Sqlite, FaultTest,
+    ::testing::Values(Case{"faults_sqlite_msync", make_sqlite_workload, UnitMode::kMsyncPages, 40}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(ProcessKillTest, SqliteDatabaseSurvivesSigkillAtEveryPersistencePoint) {
+  HarnessOptions o;
+  o.steps = 40;
+  Counts c = timed("sqlite kills", [&] { return run_kills(make_sqlite_workload, o, scaled(400)); });
+  EXPECT_EQ(c.failures, 0u);
+  EXPECT_GE(c.kills, static_cast<uint64_t>(scaled(400)));
+}
+#endif
 
 TEST(ProcessKillTest, ReopenAfterSigkillAtEveryPersistencePoint) {
   HarnessOptions o;
@@ -287,6 +317,19 @@ const Planted kPlanted[] = {
     // Defect 5: found by the file-space check of the persistence model.
     {"sparse_file", &g_planted_bugs.sparse_file,
      power(make_mutation_workload, UnitMode::kPmemLines, 20)},
+#ifdef PM_CRASH_SQLITE
+    // The SQLite port: a transaction must reach the file in one commit,
+    // with every byte it changed announced.
+    {"sqlite_commit_each_write", &pmsqlite::g_sqlite_planted_bugs.commit_each_write,
+     power(make_sqlite_workload, UnitMode::kPmemLines, 40)},
+    {"sqlite_unannounced_size", &pmsqlite::g_sqlite_planted_bugs.unannounced_size,
+     power(make_sqlite_workload, UnitMode::kPmemLines, 40)},
+    // Found by the SQLite fault runs: a commit after the commit point that
+    // failed made SQLite report a durable transaction as failed.
+    {"sqlite_commit_trim_at_unlock", &pmsqlite::g_sqlite_planted_bugs.commit_trim_at_unlock,
+     faults(make_sqlite_workload, UnitMode::kMsyncPages, 40)},
+
+#endif
 };
 
 class PlantedBugTest : public ::testing::TestWithParam<Planted> {};

@@ -348,6 +348,66 @@ TEST(Issue11Defect4, EveryMutationIsRefusedAfterAFailedWriteBack) {
   EXPECT_EQ(*(*again)->root<uint64_t>(), 6u);
 }
 
+// --- Found while porting SQLite: a commit whose journal drain failed
+// reported "nothing applied", but its header stayed in the page cache; a
+// clean close marked it applied, but after a kill the next open replayed
+// it (and SQLite had rolled that transaction back).
+
+// A child commits 5, then tries 6 with the n-th sync failing, gives it up
+// (abort) and is killed. Returns what the reopened root holds, or 0 when
+// the commit did not fail before its commit point.
+uint64_t failed_drain_then_kill(const std::string& dir, uint64_t n) {
+  SimFile f{dir + "/d.pm", UnitMode::kMsyncPages};
+  Options o;
+  o.initial_size = 1 << 20;
+  o.max_size = 1ull << 30;
+  o.tracker = TrackerKind::kHints;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    Result<std::unique_ptr<Container>> c = open_container(f.path, o, true, f.opener());
+    if (!c.ok()) ::_exit(1);
+    Container& k = **c;
+    auto* p = static_cast<uint64_t*>(*k.alloc(64));
+    if (!k.set_root(p).ok()) ::_exit(2);
+    k.will_write(p, 8);
+    *p = 5;
+    if (!k.commit().ok()) ::_exit(3);
+    k.will_write(p, 8);
+    *p = 6;
+    f.sim->fail_at(n);
+    Status s = k.commit();
+    if (s.ok() || s.message().find("nothing applied") == std::string::npos) ::_exit(10);
+    (void)k.abort();
+    ::_exit(0);  // a kill: no destructor runs
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) == 10) return 0;
+  if (WEXITSTATUS(status) != 0) return 100 + WEXITSTATUS(status);
+  Result<std::unique_ptr<Container>> again = open_container(f.path, o, false, open_pmem_file);
+  return again.ok() ? *(*again)->root<uint64_t>() : 4;
+}
+
+TEST(FailedJournalDrain, ACommitThatReportedFailureIsNeverReplayed) {
+  int failed = 0;
+  for (uint64_t n = 1; n <= 4; n++) {
+    test::TempDir dir;
+    const uint64_t v = failed_drain_then_kill(dir.path(), n);
+    if (v == 0) continue;
+    failed++;
+    EXPECT_EQ(v, 5u) << "sync " << n << " failing";
+  }
+  EXPECT_GT(failed, 0);
+  g_planted_bugs.keep_header_after_failed_drain = true;
+  bool replayed = false;
+  for (uint64_t n = 1; n <= 4; n++) {
+    test::TempDir dir;
+    replayed |= failed_drain_then_kill(dir.path(), n) == 6;
+  }
+  g_planted_bugs = PlantedBugs();
+  EXPECT_TRUE(replayed) << "the planted bug went unseen";
+}
+
 // --- Defect 5: a full disk killed the process with SIGBUS.
 
 // In a child with its own mount namespace and a small tmpfs: create a
