@@ -75,9 +75,11 @@ class PageBitmap {
     }
   }
 
+  // A plain load first: most words are empty, and an exchange of each (a
+  // locked instruction) was most of a small commit's scan of the top level.
   static uint64_t take(std::atomic<uint64_t>* words, uint64_t i, bool clear) {
-    return clear ? words[i].exchange(0, std::memory_order_relaxed)
-                 : words[i].load(std::memory_order_relaxed);
+    const uint64_t v = words[i].load(std::memory_order_relaxed);
+    return clear && v != 0 ? words[i].exchange(0, std::memory_order_relaxed) : v;
   }
 
   static void append_word(uint64_t w, uint64_t bits, std::vector<PageRun>* out) {

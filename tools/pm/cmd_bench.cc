@@ -1,4 +1,4 @@
-// pm bench container, alloc, kv, fuse, memcached: the benchmark suites (tools/bench/).
+// pm bench container, alloc, kv, fuse, memcached, sqlite: the benchmark suites (tools/bench/).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -12,6 +12,7 @@
 #include "bench/kv_bench.h"
 #include "bench/kv_config.h"
 #include "bench/memcached_bench.h"
+#include "bench/sqlite_bench.h"
 #include "pm/command.h"
 
 namespace pm::cli {
@@ -180,6 +181,40 @@ void add_memcached_command(CLI::App* bench, const Globals& g, std::vector<Comman
                   }});
 }
 
+void add_sqlite_command(CLI::App* bench, const Globals& g, std::vector<Command>* out) {
+  auto cfg = std::make_shared<bench::SqliteConfig>();
+  auto smoke = std::make_shared<bool>(false);
+  CLI::App* sq = bench->add_subcommand(
+      "sqlite", "SQLite's own VFS (WAL, rollback journal) vs the pm VFS, on pmem and on a file "
+                "system: transactions, selects, updates, scans");
+  sq->add_option("--dir", cfg->pmem_dir, "pmem directory (emulated: /dev/shm)")->capture_default_str();
+  sq->add_option("--fs-dir", cfg->fs_dir, "ordinary file-system directory ('' to skip)")
+      ->capture_default_str();
+  CLI::Option* rows = sq->add_option("--rows", cfg->rows, "rows loaded (default 1000000)")
+                          ->check(CLI::Range(uint64_t{1000}, uint64_t{1} << 32));
+  CLI::Option* secs = sq->add_option("--seconds", cfg->seconds, "seconds per cell (default 1)")
+                          ->check(CLI::PositiveNumber);
+  CLI::Option* reps = sq->add_option("--repeats", cfg->repeats, "runs per cell (median; default 3)")
+                          ->check(CLI::Range(1, 16));
+  sq->add_flag("--smoke", *smoke, "tiny sizes, for a quick check that it works");
+  out->push_back({sq, [cfg, smoke, rows, secs, reps, &g]() -> Status {
+#ifdef PM_BENCH_SQLITE
+                    bench::SqliteConfig c =
+                        *smoke ? bench::SqliteConfig::smoke_sized() : bench::SqliteConfig();
+                    c.pmem_dir = cfg->pmem_dir;
+                    c.fs_dir = cfg->fs_dir;
+                    if (rows->count() > 0) c.rows = cfg->rows;
+                    if (secs->count() > 0) c.seconds = cfg->seconds;
+                    if (reps->count() > 0) c.repeats = cfg->repeats;
+                    return bench::run_sqlite_bench(c, g.json);
+#else
+                    (void)g;
+                    return Status::not_supported(
+                        "pm bench sqlite: not built (it needs the examples: -DPM_BUILD_EXAMPLES=ON)");
+#endif
+                  }});
+}
+
 }  // namespace
 
 void add_bench_commands(CLI::App& root, const Globals& g, std::vector<Command>* out) {
@@ -223,6 +258,7 @@ void add_bench_commands(CLI::App& root, const Globals& g, std::vector<Command>* 
   add_kv_command(bench, g, out);
   add_fuse_command(bench, g, out);
   add_memcached_command(bench, g, out);
+  add_sqlite_command(bench, g, out);
 }
 
 }  // namespace pm::cli
