@@ -45,6 +45,18 @@ cmake --build "$work/cpp" >/dev/null
 LD_LIBRARY_PATH=$libdir "$work/cpp/consumer_shared" "$work/cpp.pm" "$work/cpp.kv"
 "$work/cpp/consumer_static" "$work/cpps.pm" "$work/cpps.kv"
 
+if [ -e "$build/examples/sqlite/libpmsqlite.so" ]; then
+  step "the SQLite extension, installed, in Debian's sqlite3 shell"
+  [ -e "$libdir/libpmsqlite.so" ] || { echo "missing after install: $libdir/libpmsqlite.so" >&2; exit 1; }
+  [ -e "$stage/include/pmsqlite/vfs.h" ] || { echo "missing after install: pmsqlite/vfs.h" >&2; exit 1; }
+  if command -v sqlite3 >/dev/null; then
+    db="file:$work/s.db?vfs=pm"
+    sqlite3 -batch -bail :memory: ".load $libdir/libpmsqlite" ".open $db" "CREATE TABLE t(x); INSERT INTO t VALUES(42);"
+    got=$(sqlite3 -batch -bail :memory: ".load $libdir/libpmsqlite" ".open $db" "SELECT x FROM t;")
+    [ "$got" = 42 ] || { echo "installed libpmsqlite: got [$got]" >&2; exit 1; }
+  fi
+fi
+
 if command -v cpack >/dev/null && command -v dpkg-deb >/dev/null; then
   step "Debian package (cpack -G DEB)"
   (cd "$work" && cpack -G DEB --config "$build/CPackConfig.cmake" >/dev/null)
@@ -52,6 +64,7 @@ if command -v cpack >/dev/null && command -v dpkg-deb >/dev/null; then
   dpkg-deb -c "$deb" > "$work/deb.list"
   want=(./usr/bin/pm ./usr/include/pm.h libpm.so.0 libpmkv.so.0 pkgconfig/libpm.pc
         cmake/libpm/libpmConfig.cmake)
+  [ -e "$build/examples/sqlite/libpmsqlite.so" ] && want+=(libpmsqlite.so)
   [ -e "$build/pm.1" ] && want+=(./usr/share/man/man1/pm.1)  # (built where help2man is)
   for f in "${want[@]}"; do
     grep -q -- "$f" "$work/deb.list" || { echo "$(basename "$deb") lacks $f" >&2; exit 1; }
