@@ -145,11 +145,11 @@ Status SharedDb::unbind(const std::string& path) {
   return Status();
 }
 
-SharedDb::~SharedDb() {
-  if (!owned_) return;  // a bound entry stays until unbind()
+void SharedDb::release(std::shared_ptr<SharedDb>* db) {
   std::lock_guard<std::mutex> g(g_registry_mu);
-  auto it = registry().find(path_);
-  if (it != registry().end() && it->second.open.expired()) registry().erase(it);
+  // References are taken only under this lock (open), so the count is exact.
+  if (db->use_count() == 1 && (*db)->owned_) registry().erase((*db)->path_);
+  db->reset();  // the last one closes the container here, still under the lock
 }
 
 // A commit that fails drops the transaction from the container at once:

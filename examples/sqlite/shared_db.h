@@ -51,7 +51,10 @@ class SharedDb {
   static pm::Status bind(const std::string& path, pm::Container* c, Committer committer);
   static pm::Status unbind(const std::string& path);
 
-  ~SharedDb();
+  // Drops a connection's reference; the last one closes the container,
+  // under the registry's lock, so that an open of the same file meanwhile
+  // waits for the close instead of finding the file still locked.
+  static void release(std::shared_ptr<SharedDb>* db);
 
   DbImage& image() { return image_; }
   bool read_only() const { return read_only_; }

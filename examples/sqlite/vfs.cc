@@ -82,6 +82,7 @@ int db_close(sqlite3_file* f) {
   int rc = d->lock > kNone ? db_unlock(f, kNone) : SQLITE_OK;
   // What the last writer left (a trim after its commit) goes out now.
   if (rc == SQLITE_OK && d->db.use_count() == 1) rc = db_commit(d);
+  SharedDb::release(&d->db);
   d->~DbFile();
   return rc;
 }

@@ -5,7 +5,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
+#include <thread>
+#include <vector>
 #include <fstream>
 #include <string>
 
@@ -113,6 +116,34 @@ TEST(SqliteVfsTest, ConnectionsInOneProcessShareTheFileWithSqliteLocking) {
   EXPECT_EQ(b.exec("BEGIN IMMEDIATE"), SQLITE_BUSY);
   ASSERT_EQ(a.exec("COMMIT"), SQLITE_OK);
   EXPECT_EQ(b.exec("BEGIN IMMEDIATE; COMMIT"), SQLITE_OK);
+}
+
+// Connections come and go on several threads (a pool, say): an open that
+// races with the last close of the same file waits for that close, rather
+// than finding the container still locked.
+TEST(SqliteVfsTest, ThreadsOpeningAndClosingOneFileNeverFindItLocked) {
+  TempDir dir;
+  const std::string path = dir.file("t.db");
+  { Db db(path); ASSERT_EQ(db.exec("CREATE TABLE t(x)"), SQLITE_OK); }
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; t++) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 100; i++) {
+        Db db(path);
+        if (db.rc() != SQLITE_OK) {
+          failures++;
+          continue;
+        }
+        sqlite3_busy_timeout(db.get(), 10000);
+        if (db.exec("INSERT INTO t VALUES(" + std::to_string(t * 1000 + i) + ")") != SQLITE_OK) failures++;
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  Db db(path);
+  EXPECT_EQ(db.one("SELECT count(*) FROM t"), "400");
 }
 
 TEST(SqliteVfsTest, AnotherProcessGetsBusy) {

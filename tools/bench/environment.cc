@@ -129,6 +129,24 @@ nlohmann::json environment_json(const Environment& e) {
           {"untrustworthy", e.untrustworthy()}};
 }
 
+void print_suite(const char* suite, const Environment& e, const std::vector<Table>& tables,
+                 const std::vector<Target>& targets, bool json) {
+  if (json) {
+    nlohmann::json jt = nlohmann::json::array(), jg = nlohmann::json::array();
+    for (const Table& t : tables) jt.push_back(table_json(t));
+    for (const Target& t : targets) jg.push_back(target_json(t));
+    fmt::print("{}\n", nlohmann::json{{"suite", suite},
+                                      {"environment", environment_json(e)},
+                                      {"tables", jt},
+                                      {"targets", jg}}
+                           .dump(2));
+    return;
+  }
+  print_environment(suite, e);
+  for (const Table& t : tables) print_table(t);
+  if (!targets.empty()) print_table(targets_table(targets));
+}
+
 Result<DirInfo> probe_dir(const std::string& dir) {
   DirInfo d;
   d.dir = dir;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/report.h"
 #include "pm/status.h"
 
 namespace pm::bench {
@@ -29,6 +30,11 @@ struct Environment {
 Environment collect_environment();
 void print_environment(const char* suite, const Environment& e);
 nlohmann::json environment_json(const Environment& e);
+
+// A suite's result on stdout: the environment, the tables and the targets
+// as text, or as one JSON document {suite, environment, tables, targets}.
+void print_suite(const char* suite, const Environment& e, const std::vector<Table>& tables,
+                 const std::vector<Target>& targets, bool json);
 
 struct DirInfo {
   std::string dir;

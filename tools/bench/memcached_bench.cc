@@ -485,20 +485,7 @@ Status run_memcached_bench(const MemcachedConfig& cfg, bool json) {
   for (const std::string& d : {cfg.pmem_dir, cfg.fs_dir}) {
     if (!d.empty()) std::filesystem::remove_all(d, ec);
   }
-  if (json) {
-    nlohmann::json jt = nlohmann::json::array(), jg = nlohmann::json::array();
-    for (const Table& t : tables) jt.push_back(table_json(t));
-    for (const Target& t : goals) jg.push_back(target_json(t));
-    fmt::print("{}\n", nlohmann::json{{"suite", "memcached"},
-                                      {"environment", environment_json(env)},
-                                      {"tables", jt},
-                                      {"targets", jg}}
-                           .dump(2));
-  } else {
-    print_environment("memcached", env);
-    for (const Table& t : tables) print_table(t);
-    if (!goals.empty()) print_table(targets_table(goals));
-  }
+  print_suite("memcached", env, tables, goals, json);
   return Status();
 }
 

@@ -322,20 +322,7 @@ Status run_sqlite_bench(const SqliteConfig& cfg, bool json) {
     if (!r.ok()) return r.status().with_context(dir);
     tabulate(cfg, *r, where, &tables, &goals);
   }
-  if (json) {
-    nlohmann::json jt = nlohmann::json::array(), jg = nlohmann::json::array();
-    for (const Table& t : tables) jt.push_back(table_json(t));
-    for (const Target& t : goals) jg.push_back(target_json(t));
-    fmt::print("{}\n", nlohmann::json{{"suite", "sqlite"},
-                                      {"environment", environment_json(env)},
-                                      {"tables", jt},
-                                      {"targets", jg}}
-                           .dump(2));
-  } else {
-    print_environment("sqlite", env);
-    for (const Table& t : tables) print_table(t);
-    print_table(targets_table(goals));
-  }
+  print_suite("sqlite", env, tables, goals, json);
   return Status();
 }
 
