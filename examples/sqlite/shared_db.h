@@ -5,10 +5,13 @@
 // connections, and the rule that makes transactions atomic:
 //
 //   The container is committed when SQLite syncs the database file, and
-//   when a writer gives up its lock with writes not yet committed. At both
-//   moments the file holds a whole transaction (SQLite writes a
+//   when a writer that never synced (synchronous=OFF) gives up its lock.
+//   At both moments the file holds a whole transaction (SQLite writes a
 //   transaction's pages and then syncs; a rolled-back one has been written
-//   back): so a crash recovers the last commit, never part of one.
+//   back): so a crash recovers the last commit, never part of one. What a
+//   writer writes after its sync (SQLite's trim of the file) rides with
+//   the next commit or the last close (vfs.cc: db_unlock, db_close); a
+//   failed commit is aborted (commit_if_dirty).
 //
 // Thread safety: lock levels and the registry under mutexes; the image is
 // written only by the connection that holds EXCLUSIVE.
