@@ -115,7 +115,11 @@ void on_event(bufferevent*, short what, void* arg) {
 
 void on_accept(evconnlistener*, evutil_socket_t fd, sockaddr*, int, void* arg) {
   auto* w = static_cast<Worker*>(arg);
-  if (w->info->curr_connections.load() >= w->o->max_connections) {
+  // Reserve the slot before checking it: every worker accepts from one
+  // listening socket, and a load-then-increment let two of them admit one
+  // connection over -c between them.
+  if (w->info->curr_connections.fetch_add(1) >= w->o->max_connections) {
+    w->info->curr_connections--;
     static const char kFull[] = "ERROR Too many open connections\r\n";
     (void)!::send(fd, kFull, sizeof kFull - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     ::close(fd);
@@ -126,12 +130,12 @@ void on_accept(evconnlistener*, evutil_socket_t fd, sockaddr*, int, void* arg) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   bufferevent* bev = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
   if (bev == nullptr) {
+    w->info->curr_connections--;
     ::close(fd);
     return;
   }
   auto* c = new Conn(w, bev, w->cache, w->info);
   w->conns.insert(c);
-  w->info->curr_connections++;
   w->info->total_connections++;
   bufferevent_setcb(bev, on_read, on_write, on_event, c);
   bufferevent_setwatermark(bev, EV_WRITE, kOutputLow, 0);
