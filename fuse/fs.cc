@@ -26,6 +26,16 @@ namespace {
 // numbers at most this old.
 constexpr auto kStatfsMaxAge = std::chrono::seconds(5);
 
+// Chunks of large files (file_content.h): a chunk is rewritten whole when
+// any byte of it changes, and read whole (then cached) by sequential reads.
+constexpr uint32_t kChunkBytes = 1u << 20;
+// What a transaction's log record needs besides its values: op headers and
+// the keys of a manifest and a metadata record.
+constexpr uint64_t kTxnSlack = 4096;
+// Discarded chunks wait for a sync of the store; past this many, the next
+// discard syncs.
+constexpr size_t kMaxPendingGarbage = 256;
+
 int64_t now_ns() {
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -102,7 +112,26 @@ Fs::Fs(std::unique_ptr<kv::Store> store, const MountOptions& o)
       o_(o),
       default_file_(default_meta(S_IFREG | 0644)),
       default_dir_(default_meta(S_IFDIR | 0755)),
-      table_(default_dir_) {}
+      table_(default_dir_) {
+  const kv::StoreStats st = store_->stats();
+  layout_.inline_max = st.max_value_bytes;
+  layout_.chunk_bytes = std::min<uint32_t>(st.max_value_bytes, kChunkBytes);
+  // A manifest commits with the metadata record in one log record, and is
+  // one value: that bounds the chunks a file may have.
+  const uint64_t room = std::min<uint64_t>(
+      st.max_value_bytes, st.max_record_bytes > kTxnSlack ? st.max_record_bytes - kTxnSlack : 0);
+  const uint64_t chunks = room > kManifestHeaderBytes ? (room - kManifestHeaderBytes) / 8 : 0;
+  layout_.max_file = std::max<uint64_t>(layout_.inline_max, chunks * layout_.chunk_bytes);
+  if (o.max_file_bytes != 0) layout_.max_file = std::min(layout_.max_file, o.max_file_bytes);
+  commits_durable_ = st.durability == kv::Durability::kSync;
+}
+
+Fs::~Fs() {
+  if (pm::Status s = sync_and_collect(); !s.ok()) {
+    fuse_log(FUSE_LOG_WARNING, "pmfs: %s (the next mount removes the unused chunks)\n",
+             s.to_string().c_str());
+  }
+}
 
 // ---------------------------------------------------------------- index
 
@@ -122,8 +151,11 @@ pm::Status Fs::build_index() {
   std::unordered_map<std::string, Meta> records;
   std::vector<std::pair<std::string, Meta>> markers;
   std::vector<std::string> xattrs;
+  std::vector<uint64_t> chunks;
   PM_TRY(store_->scan("", [&](std::string_view k, std::string_view v) {
-    if (k.starts_with(kXattrPrefix)) {
+    if (auto id = chunk_id(k)) {
+      chunks.push_back(*id);
+    } else if (k.starts_with(kXattrPrefix)) {
       xattrs.emplace_back(k.substr(kXattrPrefix.size()));
     } else if (k.starts_with(kDirPrefix)) {
       markers.emplace_back(k.substr(kDirPrefix.size()), decode_meta(v).value_or(default_dir_));
@@ -173,6 +205,7 @@ pm::Status Fs::build_index() {
   for (auto& [dir, n] : entries) dir->dir->by_name.reserve(dir->dir->by_name.size() + n);
   table_.reserve(table_.nodes() + data.size());
   uint64_t hidden = 0, nfiles = 0;
+  std::unordered_set<uint64_t> named;  // chunks of the files' manifests
   for (size_t i = 0; i < data.size(); i++) {
     if (dirs[i] == nullptr) continue;
     const std::string& key = data[i].key;
@@ -188,8 +221,10 @@ pm::Status Fs::build_index() {
     Node* n = table_.add(dirs[i], std::move(name), key, /*dir=*/false, m);
     n->has_record = r != records.end();
     n->size = n->committed_size = data[i].size;
+    if (m.chunked) PM_TRY(index_manifest(n, &named));
     nfiles++;
   }
+  PM_TRY(sweep_chunks(chunks, named));
   for (const std::string& key : xattrs) {  // whose attributes: walk the names
     Node* n = table_.get(kRootIno);
     if (auto names = key_to_names(key); names && !key.empty()) {
@@ -206,6 +241,42 @@ pm::Status Fs::build_index() {
            static_cast<unsigned long long>(nfiles), static_cast<unsigned long long>(table_.nodes()),
            static_cast<long long>(ms), static_cast<unsigned long long>(unnamable),
            static_cast<unsigned long long>(hidden));
+  return pm::Status();
+}
+
+// A chunked file's size is its manifest's; the chunks it names go to *named.
+pm::Status Fs::index_manifest(Node* n, std::unordered_set<uint64_t>* named) {
+  std::string value;
+  PM_TRY(store_->get(n->key, &value).with_context(fmt::format("manifest of {}", n->key)));
+  std::optional<Manifest> m = decode_manifest(value);
+  if (!m) {  // shown as its raw value, which the user can read and fix
+    fuse_log(FUSE_LOG_ERR, "pmfs: %s: damaged chunk manifest (%zu bytes): shown as content\n",
+             n->key.c_str(), value.size());
+    n->meta.chunked = false;
+    return pm::Status();
+  }
+  n->size = n->committed_size = m->size;
+  named->insert(m->ids.begin(), m->ids.end());
+  return pm::Status();
+}
+
+// Chunks no manifest names are what a crash left between putting them and
+// committing (or durably dropping) their manifest: removed. Chunk ids start
+// above every id in the store.
+pm::Status Fs::sweep_chunks(const std::vector<uint64_t>& chunks,
+                            const std::unordered_set<uint64_t>& named) {
+  uint64_t max_id = 0, removed = 0;
+  for (uint64_t id : chunks) {
+    max_id = std::max(max_id, id);
+    if (named.contains(id)) continue;
+    PM_TRY(store_->remove(chunk_key(id)).with_context("remove an unused chunk"));
+    removed++;
+  }
+  next_chunk_id_ = max_id + 1;
+  if (removed != 0) {
+    fuse_log(FUSE_LOG_INFO, "pmfs: removed %llu chunks no file names (left by a crash)\n",
+             static_cast<unsigned long long>(removed));
+  }
   return pm::Status();
 }
 
@@ -274,17 +345,108 @@ int Fs::do_getattr(Ino ino, struct stat* st) {
   return 0;
 }
 
-// Loads the stored value into d->buf unless it holds the file already.
+// Loads the file's committed form into d unless it holds the file already.
 // REQUIRES: d->mu and mu_ held.
 int Fs::load(FileData* d, const Node& n) {
-  if (d->staged) return 0;
-  d->buf.clear();
+  if (d->content.loaded()) return 0;
+  std::string value;
   if (n.parent != 0) {
-    pm::Status s = store_->get(n.key, &d->buf);
+    pm::Status s = store_->get(n.key, &value);
     if (!s.ok() && !s.is_not_found()) return to_errno(s);
+  } else {
+    value = n.unlinked_value;
   }
-  d->staged = true;
+  d->content.load(value, n.meta.chunked, n.key);
   return 0;
+}
+
+int Fs::put_content(FileData* d, Node* n, Meta m, Batch* b) {
+  std::string value;
+  bool chunked = false, wrote = false;
+  int err = d->content.prepare(&value, &chunked, &wrote);
+  // The chunks a manifest names are durable before it is: on pmem each put
+  // is, elsewhere a sync makes them so.
+  if (err == 0 && wrote && !commits_durable_) err = to_errno(store_->sync());
+  if (err == 0) {
+    m.chunked = chunked;
+    b->put(n->key, value);
+    b->put(meta_key(n->key), encode_meta(m));
+    err = commit(*b, EFBIG);
+  }
+  if (err != 0) {
+    remove_chunks(d->content.abandon());
+    return err;
+  }
+  n->meta.chunked = chunked;
+  discard_chunks(d->content.committed());
+  return 0;
+}
+
+int Fs::removed_content(const Node& n, Removed* r) {
+  if (n.is_dir() || (n.open_count == 0 && !n.meta.chunked)) return 0;
+  pm::Status s = store_->get(n.key, &r->value);
+  if (s.is_not_found()) return 0;
+  if (!s.ok()) return to_errno(s);
+  if (!n.meta.chunked) return 0;
+  if (std::optional<Manifest> m = decode_manifest(r->value)) r->chunks = std::move(m->ids);
+  return 0;
+}
+
+void Fs::retire(Node* n, Removed r) {
+  if (n->open_count > 0) {  // its descriptors read on from what it held
+    n->unlinked_value = std::move(r.value);
+    n->retired_chunks.insert(n->retired_chunks.end(), r.chunks.begin(), r.chunks.end());
+  } else {
+    discard_chunks(std::move(r.chunks));
+  }
+}
+
+void Fs::discard_chunks(std::vector<uint64_t> ids) {
+  std::erase(ids, 0);
+  if (ids.empty()) return;
+  if (commits_durable_) {
+    remove_chunks(ids);
+    return;
+  }
+  size_t pending;
+  {
+    std::lock_guard g(garbage_mu_);
+    garbage_.insert(garbage_.end(), ids.begin(), ids.end());
+    pending = garbage_.size();
+  }
+  if (pending > kMaxPendingGarbage) {
+    if (pm::Status s = sync_and_collect(); !s.ok()) {
+      fuse_log(FUSE_LOG_WARNING, "pmfs: %s\n", s.to_string().c_str());
+    }
+  }
+}
+
+void Fs::remove_chunks(const std::vector<uint64_t>& ids) {
+  for (uint64_t id : ids) {
+    if (id == 0) continue;
+    if (pm::Status s = store_->remove(chunk_key(id)); !s.ok()) {  // the next mount's sweep does it
+      fuse_log(FUSE_LOG_WARNING, "pmfs: remove chunk %llu: %s\n",
+               static_cast<unsigned long long>(id), s.to_string().c_str());
+    }
+  }
+}
+
+pm::Status Fs::sync_and_collect() {
+  std::vector<uint64_t> ids;
+  {
+    std::lock_guard g(garbage_mu_);
+    ids.swap(garbage_);
+  }
+  // Only what was discarded before the sync began: its commit is durable
+  // when the sync returns.
+  pm::Status s = store_->sync();
+  if (!s.ok()) {
+    std::lock_guard g(garbage_mu_);
+    garbage_.insert(garbage_.end(), ids.begin(), ids.end());
+    return s;
+  }
+  remove_chunks(ids);
+  return s;
 }
 
 // Commits b; a value or transaction too large for the store is size_errno.
@@ -315,9 +477,9 @@ bool kill_suid(Meta* m, const Caller& c) {
 int Fs::do_setattr(Ino ino, const struct stat& attr, int to_set, Handle* h, const Caller& c,
                    struct stat* out) {
   const bool resize = to_set & FUSE_SET_ATTR_SIZE;
-  // A resize of an open file goes through its shared content: through the
-  // handle's (ftruncate) it is put at flush with the writes, without one
-  // (truncate by name) at once.
+  // A resize goes through the file's content: an open file's shared one,
+  // put at flush with the writes through the handle's (ftruncate) and at
+  // once without one (truncate by name); a closed file's, read for it.
   std::shared_ptr<FileData> d;
   std::unique_lock<std::mutex> dl;
   if (resize) {
@@ -338,6 +500,9 @@ int Fs::do_setattr(Ino ino, const struct stat& attr, int to_set, Handle* h, cons
     return do_setattr(ino, attr, to_set, h, c, out);
   }
   const bool deferred = d != nullptr && h != nullptr;
+  if (resize && d == nullptr) {
+    d = std::make_shared<FileData>(store_.get(), &layout_, &next_chunk_id_);
+  }
   const int64_t now = now_ns();
   Meta m = n->meta;
   if (to_set & FUSE_SET_ATTR_MODE) m.mode = (m.mode & S_IFMT) | (attr.st_mode & 07777);
@@ -349,29 +514,15 @@ int Fs::do_setattr(Ino ino, const struct stat& attr, int to_set, Handle* h, cons
   if (to_set & FUSE_SET_ATTR_ATIME_NOW) m.atime_ns = now;
   m.ctime_ns = (to_set & FUSE_SET_ATTR_CTIME) ? to_ns(attr.st_ctim) : now;
   Batch b(store_.get());
-  std::string value;
   if (resize) {
     if (n->is_dir()) return EISDIR;
     const auto size = static_cast<uint64_t>(attr.st_size);
-    if (size > o_.max_value_bytes) return EFBIG;
     if (!(to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))) m.mtime_ns = now;
     if (!(to_set & FUSE_SET_ATTR_MODE)) (void)kill_suid(&m, c);  // the reply carries the mode
-    if (d != nullptr) {
-      if (int err = load(d.get(), *n)) return err;
-      d->buf.resize(size);
-      n->size = size;
-      if (deferred) {
-        d->dirty = true;
-        b.put(meta_key(n->key), encode_meta(m));
-      } else {
-        b.put_file(*n, m, d->buf);
-      }
-    } else {
-      pm::Status s = store_->get(n->key, &value);
-      if (!s.ok() && !s.is_not_found()) return to_errno(s);
-      value.resize(size);
-      b.put_file(*n, m, value);
-    }
+    if (int err = load(d.get(), *n)) return err;
+    if (int err = d->content.truncate(size)) return err;
+    n->size = size;
+    if (deferred) b.put(meta_key(n->key), encode_meta(m));
   } else if (n->is_dir()) {
     b.put_dir(n->key, m);
   } else {
@@ -379,18 +530,15 @@ int Fs::do_setattr(Ino ino, const struct stat& attr, int to_set, Handle* h, cons
   }
   // A detached file has no keys left to update.
   if (n->parent != 0 || n->ino == kRootIno) {
-    if (int err = commit(b, EFBIG)) {
-      if (d != nullptr && !deferred) {  // the open file shows the store again
-        d->drop();
-        n->size = n->committed_size;
-      }
+    // A truncate by name puts the content (every write staged so far with it).
+    const int err = resize && !deferred ? put_content(d.get(), n, m, &b) : commit(b, EFBIG);
+    if (err != 0) {
+      if (resize && !deferred) n->size = n->committed_size;  // d shows the store again
       return err;
     }
     n->has_record = true;
-    if (resize && !deferred) {
-      n->size = n->committed_size = static_cast<uint64_t>(attr.st_size);
-      if (d != nullptr) d->dirty = false;  // the put held every write staged so far
-    }
+    if (resize && !deferred) n->size = n->committed_size = static_cast<uint64_t>(attr.st_size);
+    m.chunked = n->meta.chunked;
   }
   n->meta = m;
   fill_stat(*n, out);
@@ -424,7 +572,7 @@ Meta Fs::touched(const Node& dir) const {
 int Fs::do_make(Ino parent, const char* name, mode_t mode, dev_t rdev, std::string_view value,
                 const Caller& c, fuse_entry_param* e) {
   const bool dir = S_ISDIR(mode);
-  if (S_ISLNK(mode) && (value.size() >= PATH_MAX || value.size() > o_.max_value_bytes)) {
+  if (S_ISLNK(mode) && (value.size() >= PATH_MAX || value.size() > layout_.inline_max)) {
     return ENAMETOOLONG;
   }
   std::unique_lock lock(mu_);
@@ -484,6 +632,8 @@ int Fs::do_remove(Ino parent, const char* name, bool dir) {
   // The parent's marker is written with its new times, so a directory that
   // becomes empty stays after a remount even if it was only implied.
   const Meta pm = touched(*p);
+  Removed removed;
+  if (int err = removed_content(*n, &removed)) return err;
   Batch b(store_.get());
   if (dir) {
     b.remove(dir_key(n->key));
@@ -494,6 +644,7 @@ int Fs::do_remove(Ino parent, const char* name, bool dir) {
   if (n->has_xattrs) b.remove(xattr_key(n->key));
   b.put_dir(p->key, pm);
   if (int err = commit(b, EIO)) return err;
+  retire(n, std::move(removed));
   p->meta = pm;
   p->has_record = true;
   n->meta.ctime_ns = pm.ctime_ns;
@@ -572,6 +723,10 @@ int Fs::do_rename(Ino parent, const char* name, Ino newparent, const char* newna
   const int64_t now = now_ns();
   Meta sm = src->meta;
   sm.ctime_ns = now;
+  Removed replaced;
+  if (dst != nullptr) {
+    if (int err = removed_content(*dst, &replaced)) return err;
+  }
   Batch b(store_.get());
   if (dst != nullptr && dst->is_dir()) b.remove(dir_key(dst->key));
   if (dst != nullptr && dst->has_xattrs) b.remove(xattr_key(dst->key));  // src's may replace it
@@ -605,6 +760,7 @@ int Fs::do_rename(Ino parent, const char* name, Ino newparent, const char* newna
   p->has_record = np->has_record = src->has_record = true;
   src->meta = sm;
   if (dst != nullptr) {
+    retire(dst, std::move(replaced));
     table_.detach(dst);
     table_.erase_if_unused(dst);
   }
@@ -623,19 +779,32 @@ int Fs::do_open(Ino ino, int flags, const Caller& c, Handle** out, bool* mode_ch
     Node* n = table_.get(ino);
     if (n == nullptr) return ENOENT;
     if (n->is_dir()) return EISDIR;
-    if (n->data == nullptr) n->data = std::make_shared<FileData>();
+    if (n->data == nullptr) {
+      n->data = std::make_shared<FileData>(store_.get(), &layout_, &next_chunk_id_);
+    }
     h->data = n->data;
     n->open_count++;  // keeps the node and its data until release
   }
   if ((flags & O_TRUNC) && writable(flags)) {  // atomic_o_trunc: the put at flush truncates
-    std::lock_guard dl(h->data->mu);
-    std::unique_lock lock(mu_);
-    Node* n = table_.get(ino);
-    h->data->buf.clear();
-    h->data->staged = h->data->dirty = true;
-    n->size = 0;
-    n->meta.mtime_ns = n->meta.ctime_ns = now_ns();
-    *mode_changed = kill_suid(&n->meta, c);  // stored with the truncated content at flush
+    int err = 0;
+    {
+      std::lock_guard dl(h->data->mu);
+      std::unique_lock lock(mu_);
+      Node* n = table_.get(ino);
+      // Loaded first: a chunked file's manifest says which chunks the put
+      // at flush drops.
+      err = load(h->data.get(), *n);
+      if (err == 0) err = h->data->content.truncate(0);
+      if (err == 0) {
+        n->size = 0;
+        n->meta.mtime_ns = n->meta.ctime_ns = now_ns();
+        *mode_changed = kill_suid(&n->meta, c);  // stored with the truncated content at flush
+      }
+    }
+    if (err != 0) {
+      do_release(h.release());
+      return err;
+    }
   }
   *out = h.release();
   return 0;
@@ -644,15 +813,13 @@ int Fs::do_open(Ino ino, int flags, const Caller& c, Handle** out, bool* mode_ch
 int Fs::do_read(Handle* h, size_t size, off_t off, std::string* out) {
   FileData* d = h->data.get();
   std::lock_guard dl(d->mu);
-  if (!d->staged) {
+  if (!d->content.loaded()) {
     std::shared_lock lock(mu_);
     Node* n = table_.get(h->ino);
     if (n == nullptr) return EBADF;
     if (int err = load(d, *n)) return err;
   }
-  const auto o = static_cast<size_t>(off);
-  out->assign(o < d->buf.size() ? d->buf.substr(o, size) : std::string());
-  return 0;
+  return d->content.read(static_cast<uint64_t>(off), size, out);
 }
 
 int Fs::do_write(Handle* h, const char* data, size_t size, off_t off, const Caller& c,
@@ -663,12 +830,10 @@ int Fs::do_write(Handle* h, const char* data, size_t size, off_t off, const Call
   Node* n = table_.get(h->ino);
   if (n == nullptr) return EBADF;
   if (int err = load(d, *n)) return err;
-  const size_t o = (h->flags & O_APPEND) ? d->buf.size() : static_cast<size_t>(off);
-  if (o + size > o_.max_value_bytes) return EFBIG;
-  if (o + size > d->buf.size()) d->buf.resize(o + size);  // a gap reads as zeros
-  std::memcpy(d->buf.data() + o, data, size);
-  d->dirty = true;
-  n->size = d->buf.size();
+  const uint64_t o = (h->flags & O_APPEND) ? d->content.size() : static_cast<uint64_t>(off);
+  const int err = d->content.write(o, std::string_view(data, size));
+  n->size = d->content.size();  // a failed write may have extended the file
+  if (err != 0) return err;
   n->meta.mtime_ns = n->meta.ctime_ns = now_ns();
   *mode_changed = kill_suid(&n->meta, c);  // stored with the content at flush
   return 0;
@@ -678,25 +843,18 @@ int Fs::do_flush(Handle* h) {
   if (!writable(h->flags)) return 0;  // a reader's close reports no writer's failure
   FileData* d = h->data.get();
   std::lock_guard dl(d->mu);
-  if (!d->dirty) return 0;
-  d->dirty = false;
+  if (!d->content.modified()) return 0;
   std::unique_lock lock(mu_);
   Node* n = table_.get(h->ino);
   if (n == nullptr || n->parent == 0) return 0;  // unlinked: nowhere to put it
-  int err = d->buf.size() > o_.max_value_bytes ? EFBIG : 0;
-  if (err == 0) {
-    Batch b(store_.get());
-    b.put_file(*n, n->meta, d->buf);
-    err = commit(b, EFBIG);
-  }
-  if (err != 0) {  // every descriptor shows the store again
-    d->drop();
+  Batch b(store_.get());
+  if (int err = put_content(d, n, n->meta, &b)) {  // every descriptor shows the store again
     n->size = n->committed_size;
     lock.unlock();
     invalidate_attr(h->ino);
     return err;
   }
-  n->committed_size = n->size = d->buf.size();
+  n->committed_size = n->size = d->content.size();
   n->has_record = true;
   return 0;
 }
@@ -717,21 +875,29 @@ int Fs::do_fsync(Handle* h) {
   return do_sync();
 }
 
-int Fs::do_sync() { return to_errno(store_->sync()); }
+int Fs::do_sync() { return to_errno(sync_and_collect()); }
 
 void Fs::do_release(Handle* h) {
   if (int err = do_flush(h)) {
     fuse_log(FUSE_LOG_WARNING, "pmfs: inode %llu: write at release failed: %s\n",
              static_cast<unsigned long long>(h->ino), std::strerror(err));
   }
+  std::vector<uint64_t> staged, retired;
   {
+    std::lock_guard dl(h->data->mu);
     std::unique_lock lock(mu_);
     Node* n = table_.get(h->ino);
     if (n != nullptr && --n->open_count == 0) {
+      // Named by no committed manifest: what an unflushed writer staged.
+      staged = n->data->content.abandon();
+      retired.swap(n->retired_chunks);
+      std::string().swap(n->unlinked_value);
       n->data.reset();
       table_.erase_if_unused(n);
     }
   }
+  remove_chunks(staged);
+  discard_chunks(std::move(retired));
   delete h;
 }
 

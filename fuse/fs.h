@@ -23,6 +23,8 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <unordered_set>
+#include <vector>
 
 #include "fuse/inode_table.h"
 #include "kv/store.h"
@@ -55,6 +57,8 @@ struct Caller {
 class Fs {
  public:
   Fs(std::unique_ptr<kv::Store> store, const MountOptions& o);
+  // Removes the chunks still waiting for a durable commit (after a sync).
+  ~Fs();
   Fs(const Fs&) = delete;
   Fs& operator=(const Fs&) = delete;
 
@@ -104,8 +108,32 @@ class Fs {
   void fill_entry(Node* n, fuse_entry_param* e) const;
   int check_new_name(const Node* parent, const char* name, std::string* component) const;
   Meta touched(const Node& dir) const;
+  pm::Status index_manifest(Node* n, std::unordered_set<uint64_t>* named);
+  pm::Status sweep_chunks(const std::vector<uint64_t>& chunks,
+                          const std::unordered_set<uint64_t>& named);
   int load(FileData* d, const Node& n);
-  int flush_data(FileData* d, Ino ino);
+  // Puts d's content at n's key with metadata m (and what b holds already)
+  // in one transaction. On failure d is dropped: it reads the store again.
+  // REQUIRES: d->mu and mu_ held exclusively.
+  int put_content(FileData* d, Node* n, Meta m, Batch* b);
+  // What a file's removal (unlink, or a rename over it) takes from the
+  // store that someone still needs: the value, while it is open (its
+  // descriptors read on, as POSIX says), and a chunked file's chunks.
+  struct Removed {
+    std::string value;
+    std::vector<uint64_t> chunks;
+  };
+  int removed_content(const Node& n, Removed* r);
+  // After the removal committed: an open n keeps r until its last release;
+  // otherwise r's chunks are discarded.
+  void retire(Node* n, Removed r);
+  // Chunks no manifest names any more, after a commit: removed once that
+  // commit is durable (at once under kSync, else after the next sync).
+  void discard_chunks(std::vector<uint64_t> ids);
+  // Chunks that no committed manifest ever named: removed now.
+  void remove_chunks(const std::vector<uint64_t>& ids);
+  // Syncs the store, then removes the chunks discarded before the sync.
+  pm::Status sync_and_collect();
   int commit(Batch& b, int size_errno);
   int rename_tree(Node* src, const std::string& new_key, Batch* b);
   // Adds to b the move of n's extended attributes to new_key (if any).
@@ -125,6 +153,11 @@ class Fs {
   const MountOptions o_;
   fuse_session* se_ = nullptr;
   const Meta default_file_, default_dir_;
+  Layout layout_;                            // set once, in the constructor
+  bool commits_durable_ = false;             // kv::Durability::kSync in force
+  std::atomic<uint64_t> next_chunk_id_{1};   // above every chunk id in the store
+  std::mutex garbage_mu_;
+  std::vector<uint64_t> garbage_;            // GUARDED_BY(garbage_mu_)
 
   mutable std::shared_mutex mu_;
   InodeTable table_;  // GUARDED_BY(mu_)

@@ -23,7 +23,9 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
+#include "fuse/file_content.h"
 #include "fuse/key_names.h"
 
 namespace pmfs {
@@ -44,20 +46,13 @@ struct DirEntries {
 // The content of a file while it is open, shared by all its descriptors:
 // writes through one are seen by reads and stat through every other, as on
 // a local file system. Loaded from the store at the first read or write and
-// put back as one value at a flush (close, fsync) through any of them;
-// dropped when the last descriptor is released.
+// put back at a flush (close, fsync) through any of them; dropped when the
+// last descriptor is released.
 struct FileData {
-  std::mutex mu;        // lock order: FileData::mu, then the table's owner's lock
-  bool staged = false;  // buf holds the file
-  bool dirty = false;   // buf differs from the stored value
-  std::string buf;
-
-  // Forgets the staged content (after a failed put): reads load the stored
-  // value again.
-  void drop() {
-    staged = dirty = false;
-    std::string().swap(buf);
-  }
+  FileData(kv::Store* store, const Layout* layout, std::atomic<uint64_t>* next_chunk_id)
+      : content(store, layout, next_chunk_id) {}
+  std::mutex mu;  // lock order: FileData::mu, then the table's owner's lock
+  FileContent content;
 };
 
 struct Node {
@@ -72,6 +67,11 @@ struct Node {
   std::atomic<uint64_t> nlookup{0};  // kernel references (lookup, create, readdirplus)
   uint32_t open_count = 0;
   std::shared_ptr<FileData> data;   // files: set while open_count > 0
+  // A file unlinked or replaced while open: its data key's value then, and
+  // a chunked file's chunks, which its descriptors read on; the chunks are
+  // removed at the last release.
+  std::string unlinked_value;
+  std::vector<uint64_t> retired_chunks;
   bool has_xattrs = false;          // "\0x"+key exists
   std::unique_ptr<DirEntries> dir;  // set for directories
 

@@ -43,19 +43,6 @@ bool is_escape(std::string_view name) {
   return c && (!nameable(*c) || is_escape(*c));
 }
 
-template <typename T>
-void put_le(std::string* out, size_t off, T v) {
-  static_assert(std::endian::native == std::endian::little, "records are little-endian");
-  std::memcpy(out->data() + off, &v, sizeof v);
-}
-
-template <typename T>
-T get_le(std::string_view in, size_t off) {
-  T v;
-  std::memcpy(&v, in.data() + off, sizeof v);
-  return v;
-}
-
 }  // namespace
 
 std::string encode_name(std::string_view component) {
@@ -107,6 +94,7 @@ std::string encode_meta(const Meta& m) {
   const bool v2 = m.atime_ns != m.mtime_ns || m.rdev != 0;
   std::string r(v2 ? kMetaRecordV2Bytes : kMetaRecordBytes, '\0');
   r[0] = static_cast<char>(v2 ? kMetaVersion2 : kMetaVersion);
+  r[1] = static_cast<char>(m.chunked ? kMetaChunked : 0);
   put_le(&r, 4, m.mode);
   put_le(&r, 8, m.uid);
   put_le(&r, 12, m.gid);
@@ -133,6 +121,7 @@ std::optional<Meta> decode_meta(std::string_view record) {
   m.mtime_ns = get_le<int64_t>(record, 16);
   m.ctime_ns = get_le<int64_t>(record, 24);
   m.atime_ns = m.mtime_ns;
+  m.chunked = (static_cast<uint8_t>(record[1]) & kMetaChunked) != 0;
   if (version == kMetaVersion2) {
     m.atime_ns = get_le<int64_t>(record, 32);
     m.rdev = get_le<uint64_t>(record, 40);

@@ -21,7 +21,9 @@
 #ifndef PMFS_KEY_NAMES_H_
 #define PMFS_KEY_NAMES_H_
 
+#include <bit>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <string>
@@ -58,19 +60,35 @@ struct Meta {
   int64_t ctime_ns = 0;
   int64_t atime_ns = 0;  // set by creation and utimensat only (reads leave it: noatime)
   uint64_t rdev = 0;     // device nodes: the device number
+  bool chunked = false;  // regular files: the data key holds a manifest (file_content.h)
 };
 
 // The stored form of Meta (little-endian, docs/fuse.md "Records"):
-//   u8 version (1), u8 flags (0), u16 reserved, u32 mode, u32 uid, u32 gid,
+//   u8 version (1), u8 flags, u16 reserved, u32 mode, u32 uid, u32 gid,
 //   i64 mtime_ns, i64 ctime_ns                              -> 32 bytes
+// flags: bit 0 (kMetaChunked) is Meta::chunked; the others are 0.
 // Version 2 appends i64 atime_ns, u64 rdev (48 bytes). It is written only
 // when atime differs from mtime or rdev is set; version 1 means atime ==
 // mtime and no device, so most records stay 32 bytes.
 inline constexpr size_t kMetaRecordBytes = 32;
 inline constexpr size_t kMetaRecordV2Bytes = 48;
+inline constexpr uint8_t kMetaChunked = 1;
 std::string encode_meta(const Meta& m);
 // nullopt when the record is too short or of an unknown version.
 std::optional<Meta> decode_meta(std::string_view record);
+
+// Fixed-width fields of the records, little-endian.
+template <typename T>
+void put_le(std::string* out, size_t off, T v) {
+  static_assert(std::endian::native == std::endian::little, "records are little-endian");
+  std::memcpy(out->data() + off, &v, sizeof v);
+}
+template <typename T>
+T get_le(std::string_view in, size_t off) {
+  T v;
+  std::memcpy(&v, in.data() + off, sizeof v);
+  return v;
+}
 
 // Extended attributes, name -> value; stored as repeated
 // (u32 name length, name, u32 value length, value), little-endian.

@@ -10,6 +10,10 @@ struct FusePlantedBugs {
   // rename writes the new name in a transaction of its own before the one
   // that removes the old: a crash between leaves the file under both names.
   bool rename_copies_first = false;
+  // A changed chunk is put over the id the committed manifest names instead
+  // of a fresh one (file_content.h's invariant): a crash before the new
+  // manifest commits shows part of the write.
+  bool chunk_written_in_place = false;
 };
 
 // Read by pm_fuse, written only by tests.

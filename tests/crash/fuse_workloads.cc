@@ -28,6 +28,9 @@ kv::StoreOptions store_options() {
   return o;
 }
 
+// The store's value limit: larger files are chunks of this size.
+const size_t kValue = store_options().max_value_bytes;
+
 pmfs::MountOptions mount_options() {
   pmfs::MountOptions m;
   m.max_key_bytes = store_options().max_key_bytes;
@@ -103,8 +106,9 @@ class FuseWorkload final : public Workload {
 
   Status step(Container& c, std::mt19937_64& rng, CommitLog& log) override {
     if (fs_ == nullptr) PM_TRY(open(c, log));
-    const int kind = static_cast<int>(rng() % 20);
+    const int kind = static_cast<int>(rng() % 21);
     if (kind < 6) return write_file(rng, log);
+    if (kind == 20) return overwrite(rng, log);
     if (kind < 7) return make_dir(rng, log);
     if (kind < 9) return remove(rng, log);
     if (kind < 12) return rename(rng, log);
@@ -189,7 +193,9 @@ class FuseWorkload final : public Workload {
     const std::string path = join(random_dir(rng), fmt::format("f{}", rng() % 4));
     auto it = model_.find(path);
     if (it != model_.end() && it->second.type != 'F') return Status();
-    const std::string data(1 + rng() % 300, static_cast<char>('a' + rng() % 26));
+    // One in three is larger than a value: chunks under a manifest.
+    const size_t size = rng() % 3 == 0 ? kValue + rng() % (3 * kValue) : 1 + rng() % 300;
+    const std::string data = random_bytes(rng, size);
     if (it == model_.end()) {  // create: an empty file, one transaction
       Tree after = model_;
       after[path] = Entry{'F', 0644, ""};
@@ -211,6 +217,36 @@ class FuseWorkload final : public Workload {
     Status s = werr != 0 ? errno_status(werr, "write " + path)
                          : change(log, after, "flush " + path, [&] { return fs_->do_flush(h); });
     fs_->do_release(h);
+    return s;
+  }
+
+  // A write into an existing file without O_TRUNC, across chunks when it
+  // is chunked (a chunk changed in place would show half of it after a
+  // crash), possibly extending it.
+  Status overwrite(std::mt19937_64& rng, CommitLog& log) {
+    const std::string path = random_entry(rng);
+    if (path.empty() || model_.at(path).type != 'F') return Status();
+    const std::string& old = model_.at(path).data;
+    const size_t off = rng() % (old.size() + 1);
+    const std::string data = random_bytes(rng, 1 + rng() % (2 * kValue));
+    Tree after = model_;
+    std::string& d = after[path].data;
+    if (d.size() < off + data.size()) d.resize(off + data.size());
+    d.replace(off, data.size(), data);
+    pmfs::Handle* h = nullptr;
+    bool ignored = false;
+    PM_TRY(errno_status(fs_->do_open(ino_of(path), O_WRONLY, kRoot, &h, &ignored), "open " + path));
+    const int werr =
+        fs_->do_write(h, data.data(), data.size(), static_cast<off_t>(off), kRoot, &ignored);
+    Status s = werr != 0 ? errno_status(werr, "write " + path)
+                         : change(log, after, "flush " + path, [&] { return fs_->do_flush(h); });
+    fs_->do_release(h);
+    return s;
+  }
+
+  static std::string random_bytes(std::mt19937_64& rng, size_t n) {
+    std::string s(n, '\0');
+    for (char& c : s) c = static_cast<char>('a' + rng() % 26);
     return s;
   }
 
@@ -304,7 +340,7 @@ class FuseWorkload final : public Workload {
   Status truncate(std::mt19937_64& rng, CommitLog& log) {
     const std::string path = random_entry(rng);
     if (path.empty() || model_.at(path).type != 'F') return Status();
-    const uint64_t size = rng() % 400;
+    const uint64_t size = rng() % 2 == 0 ? rng() % 400 : rng() % (3 * kValue);
     Tree after = model_;
     after[path].data.resize(size);
     struct stat attr {

@@ -11,7 +11,8 @@
 namespace pm::crash {
 
 // Creates and rewrites of files (create, then write and close, as two
-// store transactions), mkdir, rmdir, unlink, renames of files and of whole
+// store transactions; one in three larger than a value, so chunked),
+// writes into existing files across chunks, mkdir, rmdir, unlink, renames of files and of whole
 // directory trees (replacing targets), symlinks, chmod and truncate, with
 // gleaning, epochs and checkpoints in between; checked against a model of
 // the tree: a recovered store, indexed and walked as a fresh mount would,

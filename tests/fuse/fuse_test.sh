@@ -67,7 +67,7 @@ errs "store is not a store" "open" "$PM" mount "$dir/plain" "$M"
 for k in both both/x both/y/z; do "$PM" kv put "$S" "$k" "v-$k" >/dev/null; done
 for i in $(seq 40); do printf 'p%s\tfile\np%s/c\tchild\n' "$i" "$i"; done >"$dir/pairs.tsv"
 "$PM" kv load "$S" "$dir/pairs.tsv" >/dev/null
-mount_fs --max-value 262144
+mount_fs --max-file-size 256KiB
 mkdir "$dir/mnt2"
 errs "store mounted already" "Busy" "$PM" mount "$S" "$dir/mnt2" --wait 0.2
 grep -q "^$S $M fuse.pmfs " /proc/mounts || FAIL "the mount's source is not the store's path: $(grep " $M " /proc/mounts)"
@@ -134,7 +134,7 @@ touch "$M/%" "$M/%abc" "$M/%%x" || FAIL "names starting with %"
 eq "names starting with % are keys as they are" \
   "$(ls "$M" | grep '^%' | sort | tr '\n' ' ')" "% %%x %abc "
 errs "the empty key" "Invalid argument" touch "$M/%%"
-errs "value over --max-value" "File too large" \
+errs "file over --max-file-size" "File too large" \
   dd if=/dev/zero of="$M/big" bs=64k count=5 status=none
 errs "hard link" "not permitted" ln "$M/f" "$M/hard"
 
@@ -308,6 +308,104 @@ eq "extended attributes survive remount" \
   "$(python3 -c 'import os,sys; print(os.getxattr(sys.argv[1], "user.kept").decode(), os.getxattr(sys.argv[2], "user.dir").decode())' "$M/xa/sub2/f2" "$M/xa/sub2")" \
   "across remount d"
 eq "fifo and device survive remount" "$(stat -c '%F' "$M/fifo"):$(stat -c '%t:%T' "$M/null")" "fifo:1:3"
+
+# ---------------------------------------------------------------- large files
+# Files over a value (1 MiB here) are chunks under a manifest: written and
+# read in pieces, any size. PM_FUSE_LONG=1 streams 4 GiB instead of 192 MiB.
+umount_fs
+mount_fs
+big_mib=192
+[ -n "${PM_FUSE_LONG:-}" ] && big_mib=4096
+# A pattern no chunk repeats (each 1 MiB block numbered), so misplaced chunks show.
+pattern() { python3 -c '
+import sys
+out = sys.stdout.buffer
+for i in range(int(sys.argv[1])):
+    out.write((b"%08d" % i) * 131072)' "$1"; }
+pattern "$big_mib" | dd of="$M/large" bs=1M iflag=fullblock status=none || FAIL "dd of ${big_mib} MiB"
+eq "large file size" "$(stat -c %s "$M/large")" $((big_mib << 20))
+pattern "$big_mib" | cmp -s - "$M/large" || FAIL "${big_mib} MiB file reads back"
+python3 - "$M" "$dir/lx" <<'PY' || FAIL "large file operations"
+import os, sys
+m = sys.argv[1]
+def same(path, want, what):
+    got = open(path, "rb").read()
+    if got != bytes(want):
+        sys.exit(f"{what}: {len(got)} bytes differ from the {len(want)} expected")
+b = bytearray(os.urandom(9_000_000))
+open(f"{m}/lf", "wb").write(b)
+same(f"{m}/lf", b, "9 MB write")
+with open(f"{m}/lf", "r+b") as f:          # across chunk boundaries, in place
+    f.seek(1_000_000); f.write(b"X" * 3_000_000)
+b[1_000_000:4_000_000] = b"X" * 3_000_000
+same(f"{m}/lf", b, "overwrite inside")
+os.truncate(f"{m}/lf", 5_500_000); del b[5_500_000:]
+os.truncate(f"{m}/lf", 7_000_000); b += bytes(1_500_000)
+same(f"{m}/lf", b, "truncate into a chunk, then grow: zeros")
+a1, a2 = open(f"{m}/lf", "ab"), open(f"{m}/lf", "ab")
+a1.write(b"a" * 2_000_000); a1.flush(); a2.write(b"b" * 100); a2.flush()
+b += b"a" * 2_000_000 + b"b" * 100
+if os.stat(f"{m}/lf").st_size != len(b): sys.exit("size seen before close")
+a1.close(); a2.close()
+same(f"{m}/lf", b, "two appenders")
+os.truncate(f"{m}/lf", 1000); del b[1000:]
+same(f"{m}/lf", b, "shrunk to one value")
+with open(f"{m}/lf", "ab") as f: f.write(b"c" * 3_000_000)
+b += b"c" * 3_000_000
+same(f"{m}/lf", b, "grown to chunks again")
+with open(f"{m}/sparse2g", "wb") as f:     # a hole of 2 GiB costs no chunks
+    f.seek(2 << 30); f.write(b"end")
+if os.stat(f"{m}/sparse2g").st_size != (2 << 30) + 3: sys.exit("2 GiB sparse size")
+with open(f"{m}/sparse2g", "rb") as f:
+    f.seek((1 << 30) - 2); hole = f.read(4); f.seek(2 << 30); end = f.read()
+if hole != bytes(4) or end != b"end": sys.exit("2 GiB sparse contents")
+r = open(f"{m}/lf", "rb")                  # unlinked while open: still readable
+os.unlink(f"{m}/lf")
+r.seek(2_000_000)
+if r.read(10) != bytes(b[2_000_000:2_000_010]): sys.exit("read after unlink")
+r.close()
+x, y = os.urandom(5_000_000), os.urandom(4_000_000)
+open(f"{m}/lx", "wb").write(x); open(f"{m}/ly", "wb").write(y)
+os.rename(f"{m}/lx", f"{m}/ly")
+same(f"{m}/ly", x, "renamed over")
+open(sys.argv[2], "wb").write(x)
+open(f"{m}/lshort", "wb").write(x)
+open(f"{m}/lshort", "wb").write(b"short")
+same(f"{m}/lshort", b"short", "O_TRUNC rewrite of a chunked file")
+os.unlink(f"{m}/sparse2g")
+PY
+umount_fs
+# What the files above left: the large file's chunks, ly's, and nothing of
+# the rewritten, truncated, replaced or unlinked ones (their chunks removed).
+chunks=$("$PM" kv stats "$S" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["keys"])')
+mount_fs
+pattern "$big_mib" | cmp -s - "$M/large" || FAIL "${big_mib} MiB file after remount"
+cmp -s "$dir/lx" "$M/ly" || FAIL "chunked file renamed over another, after remount"
+rm "$M/large" "$M/ly"
+umount_fs
+after=$("$PM" kv stats "$S" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["keys"])')
+eq "removing two chunked files removes their chunks, manifests and records" \
+  "$((chunks - after))" "$((big_mib + 2 + 5 + 2))"
+# A writer killed before its close leaves chunks no manifest names: the
+# next mount removes them.
+mount_fs
+python3 -c '
+import os, sys, time
+f = open(sys.argv[1], "wb"); f.write(os.urandom(40 << 20)); f.flush()
+print("written", flush=True); time.sleep(60)' "$M/unclosed" >"$dir/writer.out" &
+writer=$!
+for _ in $(seq 300); do grep -q written "$dir/writer.out" && break; sleep 0.1; done
+kill -9 "$pid"; wait "$pid" 2>/dev/null; pid=""
+kill -9 "$writer"; wait "$writer" 2>/dev/null
+fusermount3 -u -z "$M" 2>/dev/null
+staged=$("$PM" kv stats "$S" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["keys"])')
+[ "$staged" -gt "$after" ] || FAIL "the killed writer staged no chunks ($staged keys, $after before)"
+mount_fs
+grep -q "removed [0-9]* chunks no file names" "$dir/daemon.err" || FAIL "no sweep of staged chunks at mount"
+umount_fs
+swept=$("$PM" kv stats "$S" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["keys"])')
+eq "after the sweep: the staged chunks are gone" "$swept" "$((after + 2))"  # unclosed: empty file and record
+mount_fs
 
 # ---------------------------------------------------------------- kill -9
 head -c 65536 /dev/urandom >"$dir/durable"

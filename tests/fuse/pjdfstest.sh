@@ -20,8 +20,6 @@ expected=(
   '^link::' '^rename::to_multiply_linked'
   # ... also as the setup of these (they link(2) before what they check).
   '^unlink::(update_ctime_success|unchanged_ctime_failed)::' '^rename::preserve_metadata::'
-  # A file is one store value: larger than --max-value is EFBIG.
-  '::extend_file_shrink_sparse$' '^open::interact_2gb$'
   # Executes a binary on the mount; direct_io files cannot be mmapped, so the
   # exec fails (the case passed in one run of three: timing).
   '^open::etxtbsy$'

@@ -134,8 +134,12 @@ void add_mount_commands(CLI::App& root, const Globals& g, std::vector<Command>* 
       ->capture_default_str()
       ->group(kCreation);
   m->add_option("--max-value", a->o.max_value_bytes,
-                "largest value, so largest file, in bytes (also enforced on writes: EFBIG)")
-      ->capture_default_str();
+                "largest value in bytes: files up to it are one value, larger ones chunks")
+      ->capture_default_str()
+      ->group(kCreation);
+  add_size_option(m, "--max-file-size", a->o.max_file_bytes,
+                  "largest file (e.g. 4GiB; writes past it get EFBIG; default: what the store "
+                  "allows, (max-value / 8) chunks)");
   out->push_back({m, [a] { return run_mount(*a); }});
 }
 

@@ -20,14 +20,19 @@ struct MountOptions {
   std::string store_path;
   std::string mountpoint;
 
-  // Creation of a missing store (ignored when it exists). The value limit
-  // is also the largest file: a write or truncate past it gets EFBIG. A
+  // Creation of a missing store (ignored when it exists). A file up to the
+  // value limit is one value; a larger one is stored in chunks (of the
+  // value limit, at most 1 MiB) under a manifest, which is one value too:
+  // that bounds a file to (value limit / 8) chunks, 128 GiB by default. A
   // value must fit in a quarter of a log (kv::StoreOptions).
   bool create_if_missing = true;
   int logs = 8;
   uint64_t log_bytes = 8ull << 20;
   uint32_t max_key_bytes = 1024;
   uint32_t max_value_bytes = 1u << 20;
+  // The largest file, when smaller than what the store allows: a write or
+  // truncate past it gets EFBIG. 0: what the store allows.
+  uint64_t max_file_bytes = 0;
 
   // When a change (close() of a written file, create, rename, remove...)
   // is durable. false (kv::Durability::kSyncOnPmem): at once on pmem, where
