@@ -126,7 +126,7 @@ int FileContent::read(uint64_t off, size_t len, std::string* out) {
     std::string_view c;
     if (int err = chunk(i, &c)) return err;
     const size_t have = in < c.size() ? std::min(n, static_cast<size_t>(c.size() - in)) : 0;
-    std::memcpy(out->data() + done, c.data() + in, have);
+    if (have != 0) std::memcpy(out->data() + done, c.data() + in, have);  // a hole has no data()
     std::memset(out->data() + done + have, 0, n - have);  // past a chunk's bytes: zeros
     done += n;
   }

@@ -193,8 +193,8 @@ class FuseWorkload final : public Workload {
     const std::string path = join(random_dir(rng), fmt::format("f{}", rng() % 4));
     auto it = model_.find(path);
     if (it != model_.end() && it->second.type != 'F') return Status();
-    // One in three is larger than a value: chunks under a manifest.
-    const size_t size = rng() % 3 == 0 ? kValue + rng() % (3 * kValue) : 1 + rng() % 300;
+    // One in four is larger than a value: two or three chunks under a manifest.
+    const size_t size = rng() % 4 == 0 ? kValue + 1 + rng() % (2 * kValue) : 1 + rng() % 300;
     const std::string data = random_bytes(rng, size);
     if (it == model_.end()) {  // create: an empty file, one transaction
       Tree after = model_;
@@ -228,7 +228,7 @@ class FuseWorkload final : public Workload {
     if (path.empty() || model_.at(path).type != 'F') return Status();
     const std::string& old = model_.at(path).data;
     const size_t off = rng() % (old.size() + 1);
-    const std::string data = random_bytes(rng, 1 + rng() % (2 * kValue));
+    const std::string data = random_bytes(rng, 1 + rng() % (kValue + kValue / 2));
     Tree after = model_;
     std::string& d = after[path].data;
     if (d.size() < off + data.size()) d.resize(off + data.size());

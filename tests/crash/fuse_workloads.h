@@ -11,7 +11,7 @@
 namespace pm::crash {
 
 // Creates and rewrites of files (create, then write and close, as two
-// store transactions; one in three larger than a value, so chunked),
+// store transactions; one in four larger than a value, so chunked),
 // writes into existing files across chunks, mkdir, rmdir, unlink, renames of files and of whole
 // directory trees (replacing targets), symlinks, chmod and truncate, with
 // gleaning, epochs and checkpoints in between; checked against a model of

@@ -22,6 +22,8 @@ struct FuseConfig {
   // written behind the mount (into the store or the tmpfs directory), so
   // that a million of them take seconds instead of minutes of FUSE creates.
   std::vector<uint64_t> listings = {10'000, 1'000'000};
+  // One file written and read sequentially (MiB).
+  uint64_t large_mib = 1024;
 
   // The pm executable that serves pmfs (`pm mount -f`); empty: this one.
   std::string pm_exe;
@@ -31,6 +33,7 @@ struct FuseConfig {
     c.smoke = true;
     c.files = 200;
     c.listings = {500};
+    c.large_mib = 16;
     return c;
   }
 };

@@ -68,6 +68,58 @@ Result<double> create_files(const std::string& dir, uint64_t n, uint32_t bytes) 
   return seconds_since(t0);
 }
 
+namespace {
+
+// MiB number i of a large file: its number repeated, so that a misplaced
+// MiB is caught.
+void fill_mib(uint64_t i, std::string* buf) {
+  const std::string n = fmt::format("{:08}", i);
+  for (size_t o = 0; o < buf->size(); o += n.size()) buf->replace(o, n.size(), n);
+}
+
+}  // namespace
+
+Result<double> write_large(const std::string& path, uint64_t mib) {
+  std::string buf(1 << 20, '\0');
+  const uint64_t t0 = now_ns();
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return Status::from_errno("open " + path, errno);
+  for (uint64_t i = 0; i < mib; i++) {
+    fill_mib(i, &buf);
+    if (::write(fd, buf.data(), buf.size()) != static_cast<ssize_t>(buf.size())) {
+      const int err = errno;
+      ::close(fd);
+      return Status::from_errno(fmt::format("write {} at {} MiB", path, i), err);
+    }
+  }
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Status::from_errno("fsync " + path, err);
+  }
+  if (::close(fd) != 0) return Status::from_errno("close " + path, errno);
+  return seconds_since(t0);
+}
+
+Result<double> read_large(const std::string& path, uint64_t mib) {
+  std::string buf(1 << 20, '\0'), want(1 << 20, '\0');
+  double busy = 0;  // the check is not the file system's time
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return Status::from_errno("open " + path, errno);
+  for (uint64_t i = 0; i < mib; i++) {
+    const uint64_t t0 = now_ns();
+    const ssize_t r = ::read(fd, buf.data(), buf.size());
+    busy += seconds_since(t0);
+    fill_mib(i, &want);
+    if (r != static_cast<ssize_t>(buf.size()) || buf != want) {
+      ::close(fd);
+      return Status::corruption(fmt::format("read {}: MiB {} is not what was written", path, i));
+    }
+  }
+  ::close(fd);
+  return busy;
+}
+
 Result<double> stat_files(const std::string& dir, uint64_t n, uint32_t bytes) {
   const uint64_t t0 = now_ns();
   struct stat st;

@@ -34,6 +34,12 @@ Result<double> ls_l(const std::string& dir);
 // entry. kCorruption when the directory does not hold `n` entries.
 Result<double> readdir_stat(const std::string& dir, uint64_t n);
 
+// One large file at `path`: written sequentially in 1 MiB writes, then
+// closed and fsynced (what makes it durable on every target), and read back
+// sequentially in 1 MiB reads (checked). Seconds each.
+Result<double> write_large(const std::string& path, uint64_t mib);
+Result<double> read_large(const std::string& path, uint64_t mib);
+
 // Writes files 0..n-1 into `dir` (created), untimed.
 Status write_files(const std::string& dir, uint64_t n, uint32_t bytes);
 

@@ -121,13 +121,17 @@ void add_fuse_command(CLI::App* bench, const Globals& g, std::vector<Command>* o
       fuse->add_option("--listings", cfg->listings,
                        "entries of each listed directory (default 10000 1000000)")
           ->check(CLI::Range(uint64_t{1}, uint64_t{100'000'000}));
+  CLI::Option* large =
+      fuse->add_option("--large-mib", cfg->large_mib, "MiB of the large-file phase (default 1024)")
+          ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
   fuse->add_flag("--smoke", *smoke, "tiny sizes, for a quick check that it works");
-  out->push_back({fuse, [cfg, smoke, files, listings, &g]() -> Status {
+  out->push_back({fuse, [cfg, smoke, files, listings, large, &g]() -> Status {
                     bench::FuseConfig c =
                         *smoke ? bench::FuseConfig::smoke_sized() : bench::FuseConfig();
                     c.dir = cfg->dir;
                     if (files->count() > 0) c.files = cfg->files;
                     if (listings->count() > 0) c.listings = cfg->listings;
+                    if (large->count() > 0) c.large_mib = cfg->large_mib;
                     return bench::run_fuse_bench(c, g.json);
                   }});
 }
