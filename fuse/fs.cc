@@ -205,7 +205,9 @@ pm::Status Fs::build_index() {
   for (auto& [dir, n] : entries) dir->dir->by_name.reserve(dir->dir->by_name.size() + n);
   table_.reserve(table_.nodes() + data.size());
   uint64_t hidden = 0, nfiles = 0;
-  std::unordered_set<uint64_t> named;  // chunks of the files' manifests
+  std::unordered_set<uint64_t> named;
+  std::unordered_map<std::string, uint64_t> chunked_sizes;
+  PM_TRY(index_manifests(records, &named, &chunked_sizes));
   for (size_t i = 0; i < data.size(); i++) {
     if (dirs[i] == nullptr) continue;
     const std::string& key = data[i].key;
@@ -221,7 +223,11 @@ pm::Status Fs::build_index() {
     Node* n = table_.add(dirs[i], std::move(name), key, /*dir=*/false, m);
     n->has_record = r != records.end();
     n->size = n->committed_size = data[i].size;
-    if (m.chunked) PM_TRY(index_manifest(n, &named));
+    if (m.chunked) {
+      auto c = chunked_sizes.find(key);
+      if (c != chunked_sizes.end()) n->size = n->committed_size = c->second;
+      n->meta.chunked = c != chunked_sizes.end();  // a damaged manifest shows as content
+    }
     nfiles++;
   }
   PM_TRY(sweep_chunks(chunks, named));
@@ -244,19 +250,27 @@ pm::Status Fs::build_index() {
   return pm::Status();
 }
 
-// A chunked file's size is its manifest's; the chunks it names go to *named.
-pm::Status Fs::index_manifest(Node* n, std::unordered_set<uint64_t>* named) {
+// The chunks that every manifest names go to *named, shown files or not (a
+// file hidden by a directory of the same path, or without a file name,
+// keeps its chunks); the size of each chunked file to *sizes.
+pm::Status Fs::index_manifests(const std::unordered_map<std::string, Meta>& records,
+                               std::unordered_set<uint64_t>* named,
+                               std::unordered_map<std::string, uint64_t>* sizes) {
   std::string value;
-  PM_TRY(store_->get(n->key, &value).with_context(fmt::format("manifest of {}", n->key)));
-  std::optional<Manifest> m = decode_manifest(value);
-  if (!m) {  // shown as its raw value, which the user can read and fix
-    fuse_log(FUSE_LOG_ERR, "pmfs: %s: damaged chunk manifest (%zu bytes): shown as content\n",
-             n->key.c_str(), value.size());
-    n->meta.chunked = false;
-    return pm::Status();
+  for (const auto& [key, meta] : records) {
+    if (!meta.chunked) continue;
+    pm::Status s = store_->get(key, &value);
+    if (s.is_not_found()) continue;  // a record left by `pm kv del`: its chunks are unnamed
+    PM_TRY(s.with_context(fmt::format("manifest of {}", key)));
+    std::optional<Manifest> m = decode_manifest(value);
+    if (!m) {  // shown as its raw value, which the user can read and fix
+      fuse_log(FUSE_LOG_ERR, "pmfs: %s: damaged chunk manifest (%zu bytes): shown as content\n",
+               key.c_str(), value.size());
+      continue;
+    }
+    named->insert(m->ids.begin(), m->ids.end());
+    sizes->emplace(key, m->size);
   }
-  n->size = n->committed_size = m->size;
-  named->insert(m->ids.begin(), m->ids.end());
   return pm::Status();
 }
 

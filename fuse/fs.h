@@ -23,6 +23,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -108,7 +109,9 @@ class Fs {
   void fill_entry(Node* n, fuse_entry_param* e) const;
   int check_new_name(const Node* parent, const char* name, std::string* component) const;
   Meta touched(const Node& dir) const;
-  pm::Status index_manifest(Node* n, std::unordered_set<uint64_t>* named);
+  pm::Status index_manifests(const std::unordered_map<std::string, Meta>& records,
+                             std::unordered_set<uint64_t>* named,
+                             std::unordered_map<std::string, uint64_t>* sizes);
   pm::Status sweep_chunks(const std::vector<uint64_t>& chunks,
                           const std::unordered_set<uint64_t>& named);
   int load(FileData* d, const Node& n);

@@ -405,7 +405,19 @@ grep -q "removed [0-9]* chunks no file names" "$dir/daemon.err" || FAIL "no swee
 umount_fs
 swept=$("$PM" kv stats "$S" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["keys"])')
 eq "after the sweep: the staged chunks are gone" "$swept" "$((after + 2))"  # unclosed: empty file and record
+# A chunked file hidden by a directory of the same path (keys put by pm kv)
+# keeps its chunks, and shows again when the directory goes.
 mount_fs
+head -c 3000000 /dev/urandom >"$dir/hid"
+cp "$dir/hid" "$M/hid"
+umount_fs
+"$PM" kv put "$S" hid/x v >/dev/null
+mount_fs
+[ -d "$M/hid" ] || FAIL "a key beside hid/x is not a directory"
+umount_fs
+"$PM" kv del "$S" hid/x >/dev/null
+mount_fs
+cmp -s "$dir/hid" "$M/hid" || FAIL "a chunked file hidden by a directory lost its chunks"
 
 # ---------------------------------------------------------------- kill -9
 head -c 65536 /dev/urandom >"$dir/durable"
