@@ -232,7 +232,8 @@ int FileContent::prepare(std::string* value, bool* chunked, bool* wrote_chunks) 
     *chunked = result_chunked_ = false;
     return 0;
   }
-  *wrote_chunks = !dirty_.empty();
+  // Chunks staged by earlier spills count too: the manifest names them.
+  *wrote_chunks = !dirty_.empty() || !staged_.empty();
   if (int err = spill()) return err;
   *chunked = result_chunked_ = true;
   *value = encode_manifest(Manifest{chunk_bytes_, size_, ids_});

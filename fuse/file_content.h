@@ -84,7 +84,8 @@ class FileContent {
 
   // Writes every changed chunk out (a chunked result) and sets *value to
   // what the data key is to hold and *chunked to its form; *wrote_chunks
-  // when chunks were put (they must be durable before the manifest is).
+  // when the manifest names chunks put since the last commit, here or by
+  // earlier spills (they must be durable before the manifest is).
   int prepare(std::string* value, bool* chunked, bool* wrote_chunks);
   // After the transaction holding prepare's value committed: the chunk ids
   // no manifest names any more (garbage once that transaction is durable).
