@@ -166,25 +166,26 @@ int FileContent::write(uint64_t off, std::string_view data) {
 
 int FileContent::truncate(uint64_t size) {
   if (size > layout_->max_file) return EFBIG;
-  modified_ = true;
   if (size >= size_) {  // bytes past the old end are zeros already: chunks end at size_
+    modified_ = true;
     size_ = size;
     ids_.resize(chunks_for(size_), 0);
     return 0;
   }
   const uint64_t n = chunks_for(size);
-  for (uint64_t i = n; i < ids_.size(); i++) forget_id(ids_[i]);
-  ids_.resize(n);
-  dirty_.erase(dirty_.lower_bound(n), dirty_.end());
   // The new last chunk keeps no bytes past the end, or a later growth would
-  // show them again.
+  // show them again. Read first: a failed read changes nothing.
   if (const uint64_t keep = size % chunk_bytes_; keep != 0) {
     int err = 0;
     std::string* c = dirty_chunk(n - 1, &err);
     if (c == nullptr) return err;
     if (c->size() > keep) c->resize(keep);
   }
+  for (uint64_t i = n; i < ids_.size(); i++) forget_id(ids_[i]);
+  ids_.resize(n);
+  dirty_.erase(dirty_.lower_bound(n), dirty_.end());
   size_ = size;
+  modified_ = true;
   return 0;
 }
 

@@ -2,7 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <memory>
+
 #include "fuse/key_names.h"
+#include "kv/store.h"
+#include "testutil/store_options.h"
+#include "testutil/temp_dir.h"
 
 namespace pmfs {
 namespace {
@@ -46,6 +52,37 @@ TEST(FileContentTest, TheChunkedFlagRoundTripsInTheMetadataRecord) {
   EXPECT_TRUE(decode_meta(encode_meta(m))->chunked);
   m.chunked = false;
   EXPECT_FALSE(decode_meta(encode_meta(m))->chunked);
+}
+
+// A truncate into a chunk it cannot read (a damaged store) fails and
+// changes nothing: the file keeps its size and every byte.
+TEST(FileContentTest, ATruncateThatCannotReadItsLastChunkChangesNothing) {
+  pm::test::TempDir dir;
+  auto store = kv::Store::open(dir.file("s.kv"), pm::test::small_store_options());
+  ASSERT_TRUE(store.ok()) << store.status().to_string();
+  const Layout layout{4096, 4096, 1 << 20};
+  std::atomic<uint64_t> next_id{1};
+  FileContent f(store->get(), &layout, &next_id);
+  f.load("", false, "f");
+  std::string data(3 * 4096, '\0');
+  for (size_t i = 0; i < data.size(); i++) data[i] = static_cast<char>('a' + i % 26);
+  ASSERT_EQ(f.write(0, data), 0);
+  std::string value;
+  bool chunked = false, wrote = false;
+  ASSERT_EQ(f.prepare(&value, &chunked, &wrote), 0);
+  ASSERT_TRUE(chunked);
+  EXPECT_TRUE(f.committed().empty());
+  std::optional<Manifest> m = decode_manifest(value);
+  ASSERT_TRUE(m);
+  ASSERT_EQ(m->ids.size(), 3u);
+  ASSERT_TRUE((*store)->remove(chunk_key(m->ids[1])).ok());  // the damage
+
+  EXPECT_EQ(f.truncate(4096 + 100), EIO);
+  EXPECT_EQ(f.size(), data.size());
+  EXPECT_FALSE(f.modified());
+  std::string tail;
+  ASSERT_EQ(f.read(2 * 4096, 4096, &tail), 0);
+  EXPECT_EQ(tail, data.substr(2 * 4096));
 }
 
 }  // namespace

@@ -276,10 +276,13 @@ pm::Status Fs::index_manifests(const std::unordered_map<std::string, Meta>& reco
 
 // Chunks no manifest names are what a crash left between putting them and
 // committing (or durably dropping) their manifest: removed. Chunk ids start
-// above every id in the store.
+// above every id in the store or named by a manifest.
 pm::Status Fs::sweep_chunks(const std::vector<uint64_t>& chunks,
                             const std::unordered_set<uint64_t>& named) {
+  // Above the ids manifests name too: one whose chunk is missing (a damaged
+  // store) must not be handed out again.
   uint64_t max_id = 0, removed = 0;
+  for (uint64_t id : named) max_id = std::max(max_id, id);
   for (uint64_t id : chunks) {
     max_id = std::max(max_id, id);
     if (named.contains(id)) continue;
