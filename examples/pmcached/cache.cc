@@ -440,10 +440,14 @@ Status Cache::evict_if_over() {
     std::string victim;
     uint32_t oldest = UINT32_MAX;
     Shard* from = nullptr;
-    for (int sample = 0; sample < 8; sample++) {
+    // Eight samples from shards that hold items: with fewer items than
+    // shards most picks are empty, and counting those left one or two
+    // candidates, so a just-used item was often the one to go.
+    for (int sample = 0, tries = 0; sample < 8 && tries < 64; tries++) {
       Shard& s = *shards_[rng() % kShards];
       std::lock_guard<std::mutex> l(s.mu);
       if (s.index.empty()) continue;
+      sample++;
       const size_t buckets = s.index.bucket_count();
       for (size_t b = rng() % buckets, n = 0; n < buckets; b = (b + 1) % buckets, n++) {
         if (s.index.begin(b) == s.index.end(b)) continue;
