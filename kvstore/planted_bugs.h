@@ -27,6 +27,11 @@ struct KvPlantedBugs {
   // overwritten in place meanwhile is marked too (and may be evicted while
   // only its predecessor is in the backend): Item::mark_applied's invariant.
   bool mark_applied_unchecked = false;
+  // The version tree (version_tree.cc):
+  bool tree_split_in_place = false;         // a split rewrites the full node in place
+  bool tree_commit_before_persist = false;  // the version store precedes the node writes' drain
+  bool tree_reuse_uncommitted_end = false;  // a slot whose end is not committed counts as dead
+  bool tree_unaligned_slots = false;        // start and end may straddle a line (a torn revival)
 };
 
 // Read by kvstore, written only by tests.

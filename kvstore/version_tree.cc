@@ -1,0 +1,843 @@
+#include "kvstore/version_tree.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <set>
+#include <shared_mutex>
+
+#include "kvstore/planted_bugs.h"
+#include "libpm/file_lock.h"
+
+namespace kv {
+
+namespace {
+
+using pm::Result;
+using pm::Status;
+
+constexpr char kMagic[8] = {'P', 'M', 'V', 'T', 'R', 'E', 'E', '1'};
+constexpr uint32_t kFormat = 1;
+constexpr uint64_t kInf = std::numeric_limits<uint64_t>::max();
+constexpr uint32_t kLeafMagic = 0x4641454c;   // "LEAF"
+constexpr uint32_t kInnerMagic = 0x524e4e49;  // "INNR"
+constexpr uint64_t kNodeHeader = 64;
+constexpr uint32_t kMaxHeight = 32;
+
+// Superblock, node 0 of the file. The immutable part and its checksum, then
+// the two root slots, then the committed version alone in its line.
+constexpr uint64_t kSbChecksum = 32;
+constexpr uint64_t kSbRoots = 64;
+constexpr uint64_t kSbVersion = 128;
+
+// Node header: u32 magic, u32 level (0: leaf), u32 slot count.
+// Leaf slot:  u64 start, u64 end, u16 key length, u16 value length, u32 0,
+//             key[key_max], value[value_max].
+// Inner slot: u64 start, u64 end, u64 child, u16 key length, 6 bytes 0,
+//             key[key_max]: the child holds keys >= key (below the next).
+constexpr uint64_t kStart = 0, kEnd = 8, kLeafKlen = 16, kLeafVlen = 18, kLeafKey = 24;
+constexpr uint64_t kChild = 16, kInnerKlen = 24, kInnerKey = 32;
+
+// Slots are 16-byte multiples after a 64-byte header, so a slot's start and
+// end versions share one aligned 16 bytes: one cache line, one disk sector.
+// A torn write of a reused slot therefore leaves both old (the dead entry,
+// invisible) or both new (start > committed: freed by recovery), never an
+// old start with a new end, which would revive a dead entry.
+uint64_t round16(uint64_t n) { return (n + 15) & ~uint64_t{15}; }
+uint64_t round8(uint64_t n) { return (n + 7) & ~uint64_t{7}; }  // planted bug only
+
+bool visible(uint64_t start, uint64_t end, uint64_t v) {
+  return start != 0 && start <= v && v < end;
+}
+
+struct Layout {
+  uint32_t node_bytes = 0, key_max = 0, value_max = 0, fanout = 0;
+  uint64_t leaf_slot = 0, inner_slot = 0;
+  uint32_t leaf_slots = 0, inner_slots = 0;
+
+  static Result<Layout> make(uint32_t node_bytes, uint32_t key_max, uint32_t value_max,
+                            uint32_t fanout) {
+    Layout l{node_bytes, key_max, value_max, fanout, 0, 0, 0, 0};
+    if (node_bytes < 4096 || node_bytes % 4096 != 0 || node_bytes > (1u << 24)) {
+      return Status::invalid_argument("node size " + std::to_string(node_bytes) +
+                                      " is not a multiple of 4096 up to 16 MiB");
+    }
+    if (key_max < 1 || key_max > 255) {
+      return Status::invalid_argument("key limit " + std::to_string(key_max) +
+                                      " is outside 1..255 bytes");
+    }
+    const auto round = g_kv_planted_bugs.tree_unaligned_slots ? round8 : round16;
+    l.leaf_slot = round(kLeafKey + key_max + value_max);
+    l.inner_slot = round(kInnerKey + key_max);
+    l.leaf_slots = static_cast<uint32_t>((node_bytes - kNodeHeader) / l.leaf_slot);
+    l.inner_slots = static_cast<uint32_t>((node_bytes - kNodeHeader) / l.inner_slot);
+    if (fanout != 0 && fanout < 4) {
+      return Status::invalid_argument("fanout " + std::to_string(fanout) + " is below 4");
+    }
+    if (fanout != 0) {
+      l.leaf_slots = std::min(l.leaf_slots, fanout);
+      l.inner_slots = std::min(l.inner_slots, fanout);
+    }
+    if (l.leaf_slots < std::min<uint32_t>(8, fanout == 0 ? 8 : fanout)) {
+      return Status::invalid_argument("value limit " + std::to_string(value_max) +
+                                      " leaves fewer than 8 entries in a " +
+                                      std::to_string(node_bytes) + "-byte node");
+    }
+    return l;
+  }
+  uint64_t slot_bytes(bool leaf) const { return leaf ? leaf_slot : inner_slot; }
+  uint32_t slots(bool leaf) const { return leaf ? leaf_slots : inner_slots; }
+};
+
+// memcpy of a string_view that may be empty (with a null data()).
+void copy_to(std::byte* dst, std::string_view src) {
+  if (!src.empty()) std::memcpy(dst, src.data(), src.size());
+}
+
+uint64_t sb_checksum(const std::byte* sb) { return XXH3_64bits(sb, kSbChecksum); }
+
+// The rename that publishes a new tree is durable once its directory is.
+Status sync_parent_dir(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir =
+      slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::from_errno("open " + dir, errno);
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  return rc == 0 ? Status() : Status::from_errno("fsync " + dir, err);
+}
+
+}  // namespace
+
+class VersionTree::Impl {
+ public:
+  Impl(std::string path, pm::FileLock lock, std::unique_ptr<pm::Persist> p, Layout l)
+      : path_(std::move(path)), lock_(std::move(lock)), p_(std::move(p)), l_(l) {
+    base_ = p_->view();
+  }
+
+  static Status init_file(pm::Persist& p, const Layout& l);
+  Status recover();
+
+  Status put(std::string_view key, std::string_view value);
+  Status del(std::string_view key);
+  Status commit();
+  Result<std::string> get(std::string_view key, uint64_t v, uint64_t root) const;
+  Status scan(uint64_t v, uint64_t root, std::string_view begin, std::string_view end,
+              size_t limit, const ScanFn& fn) const;
+  Snapshot snapshot(const VersionTree* owner) const;
+  void unpin(uint64_t v) const;
+  VersionTreeStats stats() const;
+  uint64_t committed() const {
+    std::shared_lock lk(mu_);
+    return committed_;
+  }
+
+ private:
+  struct Step {
+    uint64_t node;
+    int64_t slot;  // the parent entry followed to the next step (-1 at the leaf)
+  };
+  struct Entry {
+    std::string_view key;
+    uint64_t off;  // file offset of the slot
+  };
+
+  uint64_t nodes() const { return p_->size() / l_.node_bytes; }
+  uint64_t node_off(uint64_t n) const { return n * l_.node_bytes; }
+  uint64_t slot_off(uint64_t n, bool leaf, uint32_t i) const {
+    return node_off(n) + kNodeHeader + i * l_.slot_bytes(leaf);
+  }
+  uint64_t u64(uint64_t off) const {
+    uint64_t v;
+    std::memcpy(&v, base_ + off, 8);
+    return v;
+  }
+  uint32_t u32(uint64_t off) const {
+    uint32_t v;
+    std::memcpy(&v, base_ + off, 4);
+    return v;
+  }
+  uint16_t u16(uint64_t off) const {
+    uint16_t v;
+    std::memcpy(&v, base_ + off, 2);
+    return v;
+  }
+  bool is_leaf(uint64_t n) const { return u32(node_off(n)) == kLeafMagic; }
+  std::string_view key_at(uint64_t slot, bool leaf) const {
+    const uint64_t at = leaf ? kLeafKey : kInnerKey;
+    const uint16_t len = u16(slot + (leaf ? kLeafKlen : kInnerKlen));
+    return {reinterpret_cast<const char*>(base_ + slot + at), len};
+  }
+  std::string_view value_at(uint64_t slot) const {
+    return {reinterpret_cast<const char*>(base_ + slot + kLeafKey + l_.key_max),
+            u16(slot + kLeafVlen)};
+  }
+
+  // Every write of an epoch goes through here: commit() flushes the ranges.
+  void write(uint64_t off, const void* src, size_t n) {
+    p_->write(off, src, n);
+    dirty_.push_back({off, n});
+    epoch_dirty_ = true;
+  }
+  void write_u64(uint64_t off, uint64_t v) { write(off, &v, 8); }
+
+  uint64_t working() const { return committed_ + 1; }
+  uint64_t oldest_pin() const;
+  // A slot that no version anyone can read needs.
+  bool reusable(uint64_t slot, uint64_t bound) const;
+  int64_t find_reusable(uint64_t node, bool leaf, uint64_t bound, int need) const;
+
+  // The child of inner node `n` whose range holds `key` at version v.
+  int64_t route(uint64_t n, std::string_view key, uint64_t v) const;
+  uint64_t descend(std::string_view key, uint64_t v, uint64_t root, std::vector<Step>* path) const;
+  int64_t find_in_leaf(uint64_t leaf, std::string_view key, uint64_t v) const;
+  std::vector<Entry> visible_sorted(uint64_t n, bool leaf, uint64_t v) const;
+  bool scan_node(uint64_t n, uint64_t v, std::string_view begin, std::string_view end,
+                 size_t* left, const ScanFn& fn, uint32_t depth) const;
+
+  // Replaces path[depth]'s node copy-on-write (compacted, or split in two);
+  // the caller starts again from the root.
+  Status replace(const std::vector<Step>& path, size_t depth);
+  Result<uint64_t> allocate();
+  void collect_retired();
+  void write_node(uint64_t n, bool leaf, uint32_t level, const std::vector<uint64_t>& slots);
+
+  Status recover_node(uint64_t n, uint32_t level, std::vector<bool>* seen, uint32_t depth);
+  Status damaged(uint64_t n, const std::string& what) const {
+    return Status::corruption(path_ + ": node " + std::to_string(n) + " " + what +
+                              " (the tree is damaged; restore it from a copy)");
+  }
+
+  std::string path_;
+  pm::FileLock lock_;
+  std::unique_ptr<pm::Persist> p_;
+  Layout l_;
+  const std::byte* base_ = nullptr;
+
+  mutable std::shared_mutex mu_;
+  uint64_t committed_ = 0;
+  uint64_t committed_root_ = 0;
+  uint64_t root_ = 0;  // working root
+  uint32_t height_ = 1;
+  std::vector<uint64_t> free_;
+  std::vector<std::pair<uint64_t, uint64_t>> retired_;  // (version, node)
+  std::vector<std::pair<uint64_t, size_t>> dirty_;      // written this epoch
+  bool epoch_dirty_ = false;
+  Status failed_;  // a commit whose outcome is unknown: reopen to recover
+  uint64_t splits_ = 0, compactions_ = 0, root_changes_ = 0;
+
+  mutable std::mutex pins_mu_;
+  mutable std::multiset<uint64_t> pins_;
+};
+
+// ---- file set-up and recovery ----
+
+Status VersionTree::Impl::init_file(pm::Persist& p, const Layout& l) {
+  std::vector<std::byte> sb(4096);
+  std::memcpy(sb.data(), kMagic, 8);
+  const uint32_t head[5] = {kFormat, l.node_bytes, l.key_max, l.value_max, l.fanout};
+  std::memcpy(sb.data() + 8, head, 20);
+  const uint64_t sum = sb_checksum(sb.data());
+  std::memcpy(sb.data() + kSbChecksum, &sum, 8);
+  const uint64_t roots[2] = {0, 1};  // version 1's root is node 1
+  std::memcpy(sb.data() + kSbRoots, roots, 16);
+  p.write(0, sb.data(), sb.size());  // version 0: not yet a tree
+  std::vector<std::byte> leaf(l.node_bytes);
+  const uint32_t nh[3] = {kLeafMagic, 0, l.leaf_slots};
+  std::memcpy(leaf.data(), nh, 12);
+  p.write(l.node_bytes, leaf.data(), leaf.size());
+  p.flush(0, 4096);
+  p.flush(l.node_bytes, l.node_bytes);
+  PM_TRY(p.drain());
+  const uint64_t one = 1;
+  p.write(kSbVersion, &one, 8);
+  return p.persist_range(kSbVersion, 8);
+}
+
+Status VersionTree::Impl::recover() {
+  if (p_->size() < 2 * uint64_t{l_.node_bytes} || p_->size() % l_.node_bytes != 0) {
+    return Status::corruption(path_ + ": " + std::to_string(p_->size()) +
+                              " bytes is not a whole number of " +
+                              std::to_string(l_.node_bytes) + "-byte nodes (truncated?)");
+  }
+  committed_ = u64(kSbVersion);
+  if (committed_ == 0) {
+    return Status::corruption(path_ + ": the tree was never completely created; remove it");
+  }
+  root_ = committed_root_ = u64(kSbRoots + 8 * (committed_ & 1));
+  if (root_ == 0 || root_ >= nodes()) {
+    return Status::corruption(path_ + ": root node " + std::to_string(root_) +
+                              " is outside the file's " + std::to_string(nodes()) + " nodes");
+  }
+  const uint32_t level = u32(node_off(root_) + 4);
+  if (level >= kMaxHeight) return damaged(root_, "claims a height over 32");
+  height_ = level + 1;
+  std::vector<bool> seen(nodes(), false);
+  seen[0] = true;
+  PM_TRY(recover_node(root_, level, &seen, 0));
+  for (uint64_t n = nodes(); n-- > 1;) {
+    if (!seen[n]) free_.push_back(n);
+  }
+  // What recovery rewrote is durable before the next epoch writes anything
+  // with the same version numbers.
+  for (const auto& [off, n] : dirty_) p_->flush(off, n);
+  if (!dirty_.empty()) PM_TRY(p_->drain().with_context("recover " + path_));
+  dirty_.clear();
+  epoch_dirty_ = false;
+  return Status();
+}
+
+// Forward garbage collection of one node: what is newer than the committed
+// version goes; what it can see is checked and followed.
+Status VersionTree::Impl::recover_node(uint64_t n, uint32_t level, std::vector<bool>* seen,
+                                       uint32_t depth) {
+  if (n == 0 || n >= nodes()) return damaged(n, "is outside the file");
+  if ((*seen)[n]) return damaged(n, "is reachable twice (a cycle or a shared node)");
+  (*seen)[n] = true;
+  const uint64_t off = node_off(n);
+  const bool leaf = level == 0;
+  if (u32(off) != (leaf ? kLeafMagic : kInnerMagic) || u32(off + 4) != level ||
+      u32(off + 8) != l_.slots(leaf)) {
+    return damaged(n, "has a bad header for a level-" + std::to_string(level) + " node");
+  }
+  const uint64_t c = committed_;
+  for (uint32_t i = 0; i < l_.slots(leaf); i++) {
+    const uint64_t s = slot_off(n, leaf, i);
+    uint64_t start = u64(s + kStart), end = u64(s + kEnd);
+    if (start == 0 && end == 0) continue;
+    if (start == 0 || start > c) {  // written by an epoch that never committed
+      const uint64_t zero[2] = {0, 0};
+      write(s, zero, 16);
+      continue;
+    }
+    if (end != kInf && end > c) {  // ended by an epoch that never committed
+      end = kInf;
+      write_u64(s + kEnd, end);
+    }
+    if (!visible(start, end, c)) continue;
+    if (u16(s + (leaf ? kLeafKlen : kInnerKlen)) > l_.key_max) {
+      return damaged(n, "has a key longer than the tree's limit");
+    }
+    if (leaf && u16(s + kLeafVlen) > l_.value_max) {
+      return damaged(n, "has a value longer than the tree's limit");
+    }
+    if (!leaf) PM_TRY(recover_node(u64(s + kChild), level - 1, seen, depth + 1));
+  }
+  return Status();
+}
+
+// ---- reads ----
+
+int64_t VersionTree::Impl::route(uint64_t n, std::string_view key, uint64_t v) const {
+  int64_t best = -1, lowest = -1;
+  std::string_view best_key, lowest_key;
+  for (uint32_t i = 0; i < l_.inner_slots; i++) {
+    const uint64_t s = slot_off(n, false, i);
+    if (!visible(u64(s + kStart), u64(s + kEnd), v)) continue;
+    const std::string_view k = key_at(s, false);
+    if (k <= key && (best < 0 || k > best_key)) best = i, best_key = k;
+    if (lowest < 0 || k < lowest_key) lowest = i, lowest_key = k;
+  }
+  return best >= 0 ? best : lowest;
+}
+
+uint64_t VersionTree::Impl::descend(std::string_view key, uint64_t v, uint64_t root,
+                                    std::vector<Step>* path) const {
+  uint64_t n = root;
+  while (!is_leaf(n)) {
+    const int64_t i = route(n, key, v);
+    if (path) path->push_back({n, i});
+    if (i < 0) return 0;  // an inner node with nothing visible: no such key
+    n = u64(slot_off(n, false, static_cast<uint32_t>(i)) + kChild);
+  }
+  if (path) path->push_back({n, -1});
+  return n;
+}
+
+int64_t VersionTree::Impl::find_in_leaf(uint64_t leaf, std::string_view key, uint64_t v) const {
+  for (uint32_t i = 0; i < l_.leaf_slots; i++) {
+    const uint64_t s = slot_off(leaf, true, i);
+    if (u16(s + kLeafKlen) != key.size()) continue;
+    if (!visible(u64(s + kStart), u64(s + kEnd), v)) continue;
+    if (key_at(s, true) == key) return i;
+  }
+  return -1;
+}
+
+Result<std::string> VersionTree::Impl::get(std::string_view key, uint64_t v,
+                                           uint64_t root) const {
+  std::shared_lock lk(mu_);
+  if (root == 0) root = root_, v = working();
+  const uint64_t leaf = descend(key, v, root, nullptr);
+  const int64_t i = leaf == 0 ? -1 : find_in_leaf(leaf, key, v);
+  if (i < 0) return Status::not_found("no key '" + std::string(key) + "'");
+  return std::string(value_at(slot_off(leaf, true, static_cast<uint32_t>(i))));
+}
+
+std::vector<VersionTree::Impl::Entry> VersionTree::Impl::visible_sorted(uint64_t n, bool leaf,
+                                                                        uint64_t v) const {
+  std::vector<Entry> out;
+  for (uint32_t i = 0; i < l_.slots(leaf); i++) {
+    const uint64_t s = slot_off(n, leaf, i);
+    if (visible(u64(s + kStart), u64(s + kEnd), v)) out.push_back({key_at(s, leaf), s});
+  }
+  std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) { return a.key < b.key; });
+  return out;
+}
+
+bool VersionTree::Impl::scan_node(uint64_t n, uint64_t v, std::string_view begin,
+                                  std::string_view end, size_t* left, const ScanFn& fn,
+                                  uint32_t depth) const {
+  const bool leaf = is_leaf(n);
+  const std::vector<Entry> es = visible_sorted(n, leaf, v);
+  for (size_t i = 0; i < es.size(); i++) {
+    if (!end.empty() && es[i].key >= end) return false;
+    if (leaf) {
+      if (es[i].key < begin) continue;
+      if (!fn(es[i].key, value_at(es[i].off))) return false;
+      if (*left != 0 && --*left == 0) return false;
+      continue;
+    }
+    if (i + 1 < es.size() && es[i + 1].key <= begin) continue;  // child wholly below begin
+    if (depth >= kMaxHeight) return false;
+    if (!scan_node(u64(es[i].off + kChild), v, begin, end, left, fn, depth + 1)) return false;
+  }
+  return true;
+}
+
+Status VersionTree::Impl::scan(uint64_t v, uint64_t root, std::string_view begin,
+                               std::string_view end, size_t limit, const ScanFn& fn) const {
+  std::shared_lock lk(mu_);
+  if (root == 0) root = root_, v = working();
+  size_t left = limit;
+  scan_node(root, v, begin, end, &left, fn, 0);
+  return Status();
+}
+
+// ---- snapshots and reclamation ----
+
+VersionTree::Snapshot VersionTree::Impl::snapshot(const VersionTree* owner) const {
+  std::shared_lock lk(mu_);
+  std::lock_guard g(pins_mu_);
+  pins_.insert(committed_);
+  return Snapshot(owner, committed_, committed_root_);
+}
+
+void VersionTree::Impl::unpin(uint64_t v) const {
+  std::lock_guard g(pins_mu_);
+  auto it = pins_.find(v);
+  if (it != pins_.end()) pins_.erase(it);
+}
+
+uint64_t VersionTree::Impl::oldest_pin() const {
+  std::lock_guard g(pins_mu_);
+  return pins_.empty() ? kInf : *pins_.begin();
+}
+
+bool VersionTree::Impl::reusable(uint64_t slot, uint64_t bound) const {
+  const uint64_t start = u64(slot + kStart), end = u64(slot + kEnd);
+  if (start == 0) return true;
+  if (g_kv_planted_bugs.tree_reuse_uncommitted_end) return end <= working();
+  return end <= bound;
+}
+
+int64_t VersionTree::Impl::find_reusable(uint64_t node, bool leaf, uint64_t bound,
+                                         int need) const {
+  int64_t first = -1;
+  for (uint32_t i = 0; i < l_.slots(leaf) && need > 0; i++) {
+    if (!reusable(slot_off(node, leaf, i), bound)) continue;
+    if (first < 0) first = i;
+    need--;
+  }
+  return need == 0 ? first : -1;
+}
+
+void VersionTree::Impl::collect_retired() {
+  const uint64_t bound = std::min(committed_, oldest_pin());
+  auto keep = std::remove_if(retired_.begin(), retired_.end(), [&](const auto& r) {
+    if (r.first > bound) return false;
+    free_.push_back(r.second);
+    return true;
+  });
+  retired_.erase(keep, retired_.end());
+}
+
+Result<uint64_t> VersionTree::Impl::allocate() {
+  if (free_.empty()) collect_retired();
+  if (free_.empty()) {
+    const uint64_t have = nodes(), grow = std::max<uint64_t>(64, have / 2);
+    Status s = p_->resize(p_->size(), (have + grow) * l_.node_bytes);
+    if (!s.ok()) return s.with_context("grow " + path_);
+    base_ = p_->view();
+    for (uint64_t n = have + grow; n-- > have;) free_.push_back(n);
+  }
+  const uint64_t n = free_.back();
+  free_.pop_back();
+  return n;
+}
+
+// ---- writes ----
+
+void VersionTree::Impl::write_node(uint64_t n, bool leaf, uint32_t level,
+                                   const std::vector<uint64_t>& slots) {
+  std::vector<std::byte> buf(l_.node_bytes);
+  const uint32_t head[3] = {leaf ? kLeafMagic : kInnerMagic, level, l_.slots(leaf)};
+  std::memcpy(buf.data(), head, 12);
+  const uint64_t sb = l_.slot_bytes(leaf);
+  for (size_t i = 0; i < slots.size(); i++) {
+    std::memcpy(buf.data() + kNodeHeader + i * sb, base_ + slots[i], sb);
+  }
+  write(node_off(n), buf.data(), buf.size());
+}
+
+Status VersionTree::Impl::replace(const std::vector<Step>& path, size_t depth) {
+  const uint64_t old = path[depth].node, w = working();
+  const bool leaf = is_leaf(old);
+  const uint32_t level = u32(node_off(old) + 4);
+  std::vector<Entry> live = visible_sorted(old, leaf, w);
+  // Split when a compacted copy would keep too little room: a quarter of
+  // the node, and at least the three slots a child's split takes here.
+  const uint32_t slots = l_.slots(leaf);
+  const bool split = live.size() > std::min(slots * 3 / 4, slots - 3);
+  // The parent must take the new entries first.
+  const bool root = depth == 0;
+  uint64_t pslot = 0;
+  if (!root) {
+    const Step& up = path[depth - 1];
+    pslot = slot_off(up.node, false, static_cast<uint32_t>(up.slot));
+    const int need = (u64(pslot + kStart) == w ? 0 : 1) + (split ? 1 : 0);
+    const uint64_t bound = std::min(committed_, oldest_pin());
+    if (need > 0 && find_reusable(up.node, false, bound, need) < 0) return replace(path, depth - 1);
+  } else if (split && height_ >= kMaxHeight) {
+    return Status::no_space(path_ + ": the tree reached its height limit");
+  }
+  // Every node it needs comes first: a failure (a full disk) changes nothing.
+  uint64_t got[3] = {0, 0, 0};
+  const int want = 1 + (split ? 1 : 0) + (root && split ? 1 : 0);
+  for (int i = 0; i < want; i++) {
+    Result<uint64_t> r = allocate();
+    if (!r.ok()) {
+      for (int j = 0; j < i; j++) free_.push_back(got[j]);
+      return r.status();
+    }
+    got[i] = *r;
+  }
+  Result<uint64_t> a = got[0];
+  const uint64_t b = got[1], new_root = got[2];
+  live = visible_sorted(old, leaf, w);  // growth may have remapped the file
+  if (g_kv_planted_bugs.tree_split_in_place) {
+    free_.push_back(*a);
+    a = old;
+  }
+  const size_t half = split ? live.size() / 2 : live.size();
+  std::vector<uint64_t> lo, hi;
+  for (size_t i = 0; i < live.size(); i++) (i < half ? lo : hi).push_back(live[i].off);
+  const std::string sep = split ? std::string(live[half].key) : std::string();
+  write_node(*a, leaf, level, lo);
+  if (split) write_node(b, leaf, level, hi);
+  if (old != *a) retired_.push_back({w, old});
+  split ? splits_++ : compactions_++;
+
+  auto inner_slot = [&](uint64_t child, std::string_view key) {
+    std::vector<std::byte> s(l_.inner_slot);
+    const uint64_t se[3] = {w, kInf, child};
+    const uint16_t klen = static_cast<uint16_t>(key.size());
+    std::memcpy(s.data(), se, 24);
+    std::memcpy(s.data() + kInnerKlen, &klen, 2);
+    copy_to(s.data() + kInnerKey, key);
+    return s;
+  };
+  if (root) {
+    root_changes_++;
+    if (!split) {
+      root_ = *a;
+      return Status();
+    }
+    const auto s1 = inner_slot(*a, {}), s2 = inner_slot(b, sep);
+    std::vector<std::byte> buf(l_.node_bytes);
+    const uint32_t head[3] = {kInnerMagic, level + 1, l_.inner_slots};
+    std::memcpy(buf.data(), head, 12);
+    std::memcpy(buf.data() + kNodeHeader, s1.data(), s1.size());
+    std::memcpy(buf.data() + kNodeHeader + l_.inner_slot, s2.data(), s2.size());
+    write(node_off(new_root), buf.data(), buf.size());
+    root_ = new_root;
+    height_++;
+    return Status();
+  }
+  const uint64_t pnode = path[depth - 1].node;
+  const uint64_t bound = std::min(committed_, oldest_pin());
+  if (u64(pslot + kStart) == w) {
+    write_u64(pslot + kChild, *a);  // an entry this epoch added: nobody else sees it
+  } else {
+    const std::string key(key_at(pslot, false));
+    write_u64(pslot + kEnd, w);
+    const auto s = inner_slot(*a, key);
+    write(slot_off(pnode, false, static_cast<uint32_t>(find_reusable(pnode, false, bound, 1))),
+          s.data(), s.size());
+  }
+  if (split) {
+    const auto s = inner_slot(b, sep);
+    write(slot_off(pnode, false, static_cast<uint32_t>(find_reusable(pnode, false, bound, 1))),
+          s.data(), s.size());
+  }
+  return Status();
+}
+
+Status VersionTree::Impl::put(std::string_view key, std::string_view value) {
+  if (key.empty() || key.size() > l_.key_max) {
+    return Status::invalid_argument("key of " + std::to_string(key.size()) +
+                                    " bytes: the tree takes 1.." + std::to_string(l_.key_max));
+  }
+  if (value.size() > l_.value_max) {
+    return Status::invalid_argument("value of " + std::to_string(value.size()) +
+                                    " bytes: the tree takes up to " +
+                                    std::to_string(l_.value_max));
+  }
+  std::unique_lock lk(mu_);
+  if (!failed_.ok()) return failed_;
+  const uint64_t w = working();
+  for (;;) {
+    std::vector<Step> path;
+    const uint64_t leaf = descend(key, w, root_, &path);
+    if (leaf == 0) return damaged(path.back().node, "routes no key (no visible entry)");
+    const int64_t old = find_in_leaf(leaf, key, w);
+    const uint16_t vlen = static_cast<uint16_t>(value.size());
+    if (old >= 0) {
+      const uint64_t s = slot_off(leaf, true, static_cast<uint32_t>(old));
+      if (u64(s + kStart) == w) {  // this epoch's own entry: nobody else sees it
+        if (!value.empty()) write(s + kLeafKey + l_.key_max, value.data(), value.size());
+        write(s + kLeafVlen, &vlen, 2);
+        return Status();
+      }
+    }
+    const uint64_t bound = std::min(committed_, oldest_pin());
+    const int64_t i = find_reusable(leaf, true, bound, 1);
+    if (i < 0) {
+      PM_TRY(replace(path, path.size() - 1));
+      continue;
+    }
+    std::vector<std::byte> s(l_.leaf_slot);
+    const uint64_t se[2] = {w, kInf};
+    const uint16_t klen = static_cast<uint16_t>(key.size());
+    std::memcpy(s.data(), se, 16);
+    std::memcpy(s.data() + kLeafKlen, &klen, 2);
+    std::memcpy(s.data() + kLeafVlen, &vlen, 2);
+    copy_to(s.data() + kLeafKey, key);
+    copy_to(s.data() + kLeafKey + l_.key_max, value);
+    write(slot_off(leaf, true, static_cast<uint32_t>(i)), s.data(),
+          kLeafKey + l_.key_max + value.size());
+    if (old >= 0) write_u64(slot_off(leaf, true, static_cast<uint32_t>(old)) + kEnd, w);
+    return Status();
+  }
+}
+
+Status VersionTree::Impl::del(std::string_view key) {
+  std::unique_lock lk(mu_);
+  if (!failed_.ok()) return failed_;
+  const uint64_t w = working();
+  const uint64_t leaf = descend(key, w, root_, nullptr);
+  const int64_t i = leaf == 0 ? -1 : find_in_leaf(leaf, key, w);
+  if (i < 0) return Status::not_found("no key '" + std::string(key) + "'");
+  const uint64_t s = slot_off(leaf, true, static_cast<uint32_t>(i));
+  if (u64(s + kStart) == w) {
+    const uint64_t zero[2] = {0, 0};
+    write(s, zero, 16);
+  } else {
+    write_u64(s + kEnd, w);
+  }
+  return Status();
+}
+
+// The commit protocol: every write of the epoch durable, then the root for
+// W, then the version store that makes W current. A crash before that store
+// leaves version W-1, whose entries and nodes W never overwrote.
+Status VersionTree::Impl::commit() {
+  std::unique_lock lk(mu_);
+  if (!failed_.ok()) return failed_;
+  if (!epoch_dirty_) return Status();
+  const uint64_t w = working();
+  auto bump = [&] {
+    p_->write(kSbVersion, &w, 8);
+    return p_->persist_range(kSbVersion, 8);
+  };
+  if (g_kv_planted_bugs.tree_commit_before_persist) {
+    p_->write(kSbRoots + 8 * (w & 1), &root_, 8);
+    (void)p_->persist_range(kSbRoots, 16);
+    (void)bump();
+  }
+  for (const auto& [off, n] : dirty_) p_->flush(off, n);
+  Status s = p_->drain();
+  if (!s.ok()) return s.with_context("commit " + path_);  // nothing current changed: retry
+  p_->write(kSbRoots + 8 * (w & 1), &root_, 8);
+  s = p_->persist_range(kSbRoots, 16);
+  if (!s.ok()) return s.with_context("commit " + path_);
+  s = bump();
+  if (!s.ok()) {
+    // The version may or may not be durable: writing more into W could
+    // make a crash recover half of it. Refuse until a reopen recovers.
+    failed_ = s.with_context("commit " + path_ + " (reopen the tree to recover)");
+    return failed_;
+  }
+  committed_ = w;
+  committed_root_ = root_;
+  dirty_.clear();
+  epoch_dirty_ = false;
+  collect_retired();
+  return Status();
+}
+
+VersionTreeStats VersionTree::Impl::stats() const {
+  std::shared_lock lk(mu_);
+  VersionTreeStats st;
+  st.version = committed_;
+  st.nodes = nodes();
+  st.free_nodes = free_.size();
+  st.retired_nodes = retired_.size();
+  st.splits = splits_;
+  st.compactions = compactions_;
+  st.root_changes = root_changes_;
+  st.height = height_;
+  st.key_max = l_.key_max;
+  st.value_max = l_.value_max;
+  st.node_bytes = l_.node_bytes;
+  return st;
+}
+
+// ---- VersionTree ----
+
+VersionTree::VersionTree(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+VersionTree::~VersionTree() = default;
+
+Result<std::unique_ptr<VersionTree>> VersionTree::create(const std::string& path,
+                                                         const VersionTreeOptions& o,
+                                                         const pm::PersistOpener& opener) {
+  Result<Layout> l = Layout::make(o.node_bytes, o.key_max, o.value_max, o.fanout);
+  if (!l.ok()) return l.status().with_context("create " + path);
+  if (::access(path.c_str(), F_OK) == 0) {
+    return Status::invalid_argument("create " + path + ": the file exists");
+  }
+  // Built under a temporary name and renamed: a crash leaves no half tree
+  // at `path` (a stale temporary is harmless; its name holds the pid).
+  const std::string tmp = path + ".creating." + std::to_string(::getpid());
+  ::unlink(tmp.c_str());
+  Result<pm::FileLock> lock = pm::FileLock::acquire(tmp, /*create=*/true);
+  if (!lock.ok()) return lock.status();
+  auto undo = [&](Status s) {
+    ::unlink(tmp.c_str());
+    return s.with_context("create " + path);
+  };
+  const uint64_t bytes = std::max<uint64_t>(o.initial_nodes, 2) * o.node_bytes;
+  if (::ftruncate(lock->fd(), static_cast<off_t>(bytes)) != 0) {
+    return undo(Status::from_errno("size " + tmp, errno));
+  }
+  Status s = pm::allocate_file_space(lock->fd(), 0, bytes, tmp);
+  if (!s.ok()) return undo(s);
+  Result<std::unique_ptr<pm::Persist>> p = opener ? opener(tmp) : pm::open_pmem_file(tmp);
+  if (!p.ok()) return undo(p.status());
+  s = Impl::init_file(**p, *l);
+  if (s.ok() && ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0) {
+    s = Status::from_errno("rename " + tmp + " to " + path, errno);
+  }
+  if (s.ok()) s = sync_parent_dir(path);
+  if (!s.ok()) return undo(s);
+  (*p)->set_path(path);
+  auto impl = std::make_unique<Impl>(path, std::move(*lock), std::move(*p), *l);
+  PM_TRY(impl->recover());
+  return std::unique_ptr<VersionTree>(new VersionTree(std::move(impl)));
+}
+
+Result<std::unique_ptr<VersionTree>> VersionTree::open(const std::string& path,
+                                                       const pm::PersistOpener& opener) {
+  Result<pm::FileLock> lock = pm::FileLock::acquire(path, /*create=*/false);
+  if (!lock.ok()) return lock.status();
+  Result<std::unique_ptr<pm::Persist>> p = opener ? opener(path) : pm::open_pmem_file(path);
+  if (!p.ok()) return p.status();
+  const std::byte* sb = (*p)->view();
+  if ((*p)->size() < 4096 || std::memcmp(sb, kMagic, 8) != 0) {
+    return Status::corruption(path + " is not a version tree (no PMVTREE1 header)");
+  }
+  uint64_t sum;
+  std::memcpy(&sum, sb + kSbChecksum, 8);
+  if (sum != sb_checksum(sb)) return Status::corruption(path + ": the header checksum fails");
+  uint32_t head[5];
+  std::memcpy(head, sb + 8, 20);
+  if (head[0] != kFormat) {
+    return Status::not_supported(path + ": tree format " + std::to_string(head[0]) +
+                                 "; this build reads format " + std::to_string(kFormat));
+  }
+  Result<Layout> l = Layout::make(head[1], head[2], head[3], head[4]);
+  if (!l.ok()) return Status::corruption(path + ": " + l.status().message());
+  auto impl = std::make_unique<Impl>(path, std::move(*lock), std::move(*p), *l);
+  PM_TRY(impl->recover());
+  return std::unique_ptr<VersionTree>(new VersionTree(std::move(impl)));
+}
+
+Status VersionTree::put(std::string_view key, std::string_view value) {
+  return impl_->put(key, value);
+}
+Status VersionTree::del(std::string_view key) { return impl_->del(key); }
+Status VersionTree::commit() { return impl_->commit(); }
+Result<std::string> VersionTree::get(std::string_view key) const { return impl_->get(key, 0, 0); }
+Result<std::string> VersionTree::get(std::string_view key, const Snapshot& snap) const {
+  return impl_->get(key, snap.version_, snap.root_);
+}
+Status VersionTree::scan(const Snapshot* snap, std::string_view begin, std::string_view end,
+                         size_t limit, const ScanFn& fn) const {
+  return snap ? impl_->scan(snap->version_, snap->root_, begin, end, limit, fn)
+              : impl_->scan(0, 0, begin, end, limit, fn);
+}
+VersionTree::Snapshot VersionTree::snapshot() const { return impl_->snapshot(this); }
+uint64_t VersionTree::committed_version() const { return impl_->committed(); }
+VersionTreeStats VersionTree::stats() const { return impl_->stats(); }
+void VersionTree::unpin(uint64_t v) const { impl_->unpin(v); }
+
+VersionTree::Snapshot& VersionTree::Snapshot::operator=(Snapshot&& o) noexcept {
+  if (this != &o) {
+    if (tree_) tree_->unpin(version_);
+    tree_ = o.tree_;
+    version_ = o.version_;
+    root_ = o.root_;
+    o.tree_ = nullptr;
+  }
+  return *this;
+}
+
+VersionTree::Snapshot::~Snapshot() {
+  if (tree_) tree_->unpin(version_);
+}
+
+// ---- iterator ----
+
+void VersionTreeIterator::fill(std::string_view from, bool skip_from) {
+  keys_.clear();
+  values_.clear();
+  pos_ = 0;
+  const std::string start(from);
+  status_ = tree_->scan(snap_, start, end_, batch_ + (skip_from ? 1 : 0),
+                        [&](std::string_view k, std::string_view v) {
+                          if (skip_from && k == start) return true;
+                          keys_.emplace_back(k);
+                          values_.emplace_back(v);
+                          return true;
+                        });
+  exhausted_ = keys_.size() < batch_;
+}
+
+void VersionTreeIterator::seek(std::string_view key) { fill(key, false); }
+
+void VersionTreeIterator::next() {
+  if (++pos_ < keys_.size() || exhausted_ || keys_.empty()) return;
+  const std::string last = keys_.back();
+  fill(last, true);
+}
+
+}  // namespace kv
