@@ -57,10 +57,6 @@ uint64_t FileContent::chunks_for(uint64_t size) const {
   return size / chunk_bytes_ + (size % chunk_bytes_ != 0);
 }
 
-uint64_t FileContent::chunk_len(uint64_t i) const {
-  return std::min<uint64_t>(chunk_bytes_, size_ - i * chunk_bytes_);
-}
-
 void FileContent::load(std::string_view value, bool chunked, std::string_view key) {
   modified_ = false;
   size_ = 0;

@@ -96,8 +96,7 @@ class FileContent {
 
  private:
   uint64_t chunks_for(uint64_t size) const;
-  uint64_t chunk_len(uint64_t i) const;
-  // Chunk i's bytes (may be shorter than chunk_len: zeros follow).
+  // Chunk i's bytes (may be shorter than the chunk: zeros follow).
   int chunk(uint64_t i, std::string_view* out);
   std::string* dirty_chunk(uint64_t i, int* err);
   int spill();

@@ -518,7 +518,7 @@ int Fs::do_setattr(Ino ino, const struct stat& attr, int to_set, Handle* h, cons
   }
   const bool deferred = d != nullptr && h != nullptr;
   if (resize && d == nullptr) {
-    d = std::make_shared<FileData>(store_.get(), &layout_, &next_chunk_id_);
+    d = new_file_data();
   }
   const int64_t now = now_ns();
   Meta m = n->meta;
@@ -797,7 +797,7 @@ int Fs::do_open(Ino ino, int flags, const Caller& c, Handle** out, bool* mode_ch
     if (n == nullptr) return ENOENT;
     if (n->is_dir()) return EISDIR;
     if (n->data == nullptr) {
-      n->data = std::make_shared<FileData>(store_.get(), &layout_, &next_chunk_id_);
+      n->data = new_file_data();
     }
     h->data = n->data;
     n->open_count++;  // keeps the node and its data until release

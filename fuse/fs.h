@@ -115,6 +115,9 @@ class Fs {
   pm::Status sweep_chunks(const std::vector<uint64_t>& chunks,
                           const std::unordered_set<uint64_t>& named);
   int load(FileData* d, const Node& n);
+  std::shared_ptr<FileData> new_file_data() {
+    return std::make_shared<FileData>(store_.get(), &layout_, &next_chunk_id_);
+  }
   // Puts d's content at n's key with metadata m (and what b holds already)
   // in one transaction. On failure d is dropped: it reads the store again.
   // REQUIRES: d->mu and mu_ held exclusively.

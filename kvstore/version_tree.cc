@@ -84,6 +84,8 @@ struct Layout {
       l.leaf_slots = std::min(l.leaf_slots, fanout);
       l.inner_slots = std::min(l.inner_slots, fanout);
     }
+    l.leaf_slots = std::min(l.leaf_slots, 65535u);  // the DRAM order holds u16 slot ids
+    l.inner_slots = std::min(l.inner_slots, 65535u);
     if (l.leaf_slots < std::min<uint32_t>(8, fanout == 0 ? 8 : fanout)) {
       return Status::invalid_argument("value limit " + std::to_string(value_max) +
                                       " leaves fewer than 8 entries in a " +
@@ -150,6 +152,15 @@ class VersionTree::Impl {
     std::string_view key;
     uint64_t off;  // file offset of the slot
   };
+  // The working version's routing table of an inner node: its visible
+  // entries in key order. DRAM only, rebuilt whenever the node is written,
+  // so gets and scans of the working state binary-search instead of
+  // sorting unsorted slots; snapshots of older versions read the node.
+  struct Routes {
+    std::vector<Entry> entries;     // keys view `keys`
+    std::vector<uint64_t> children;  // entries[i]'s child
+    std::string keys;
+  };
 
   uint64_t nodes() const { return p_->size() / l_.node_bytes; }
   uint64_t node_off(uint64_t n) const { return n * l_.node_bytes; }
@@ -197,10 +208,40 @@ class VersionTree::Impl {
   int64_t find_reusable(uint64_t node, bool leaf, uint64_t bound, int need) const;
 
   // The child of inner node `n` whose range holds `key` at version v.
-  int64_t route(uint64_t n, std::string_view key, uint64_t v) const;
+  // The slot of inner node n whose child's range holds `key` at version v
+  // (-1: none visible), and that child.
+  int64_t route(uint64_t n, std::string_view key, uint64_t v, uint64_t* child) const;
   uint64_t descend(std::string_view key, uint64_t v, uint64_t root, std::vector<Step>* path) const;
   int64_t find_in_leaf(uint64_t leaf, std::string_view key, uint64_t v) const;
   std::vector<Entry> visible_sorted(uint64_t n, bool leaf, uint64_t v) const;
+  void index_inner(uint64_t n);
+  // One byte per leaf slot: a hash of its key when the slot is visible at
+  // W, else 0 (DRAM, kept with every leaf write), so that a lookup of the
+  // working state reads one or two of a leaf's slots instead of all.
+  static uint8_t fingerprint(std::string_view key) {
+    return static_cast<uint8_t>(XXH3_64bits(key.data(), key.size()) % 255 + 1);
+  }
+  uint8_t* fps(uint64_t leaf) {
+    if (fps_.size() < nodes() * l_.leaf_slots) fps_.resize(nodes() * l_.leaf_slots);
+    return &fps_[leaf * l_.leaf_slots];
+  }
+  // Per leaf, its slots visible at W in key order: [count, slot...] (DRAM,
+  // kept with every leaf write), so that scans of the working state sort
+  // nothing.
+  uint16_t* ord(uint64_t leaf) {
+    const uint64_t stride = l_.leaf_slots + 1;
+    if (ord_.size() < nodes() * stride) ord_.resize(nodes() * stride);
+    return &ord_[leaf * stride];
+  }
+  void ord_insert(uint64_t leaf, uint32_t slot, std::string_view key);
+  void ord_remove(uint64_t leaf, uint32_t slot);
+  void index_leaf(uint64_t n);
+  const Routes* routes(uint64_t n, uint64_t v) const {
+    return v == working() && n < routes_.size() ? routes_[n].get() : nullptr;
+  }
+  // The entry of `es` whose child's range holds `key` (the last key <= it,
+  // else the first).
+  static size_t covering(const std::vector<Entry>& es, std::string_view key);
   bool scan_node(uint64_t n, uint64_t v, std::string_view begin, std::string_view end,
                  size_t* left, const ScanFn& fn, uint32_t depth) const;
 
@@ -232,6 +273,11 @@ class VersionTree::Impl {
   std::vector<std::pair<uint64_t, uint64_t>> retired_;  // (version, node)
   std::vector<std::pair<uint64_t, size_t>> dirty_;      // written this epoch
   bool epoch_dirty_ = false;
+  std::vector<std::unique_ptr<Routes>> routes_;  // by node; inner nodes reachable at W
+  std::vector<uint8_t> fps_;                      // by node and slot; leaves reachable at W
+  std::vector<uint16_t> ord_;                     // by node; leaves reachable at W
+  std::vector<Step> path_scratch_;                // the writer's, reused
+  std::vector<std::byte> slot_scratch_;
   Status failed_;  // a commit whose outcome is unknown: reopen to recover
   uint64_t splits_ = 0, compactions_ = 0, root_changes_ = 0;
 
@@ -332,12 +378,46 @@ Status VersionTree::Impl::recover_node(uint64_t n, uint32_t level, std::vector<b
     }
     if (!leaf) PM_TRY(recover_node(u64(s + kChild), level - 1, seen, depth + 1));
   }
+  leaf ? index_leaf(n) : index_inner(n);
   return Status();
 }
 
 // ---- reads ----
 
-int64_t VersionTree::Impl::route(uint64_t n, std::string_view key, uint64_t v) const {
+size_t VersionTree::Impl::covering(const std::vector<Entry>& es, std::string_view key) {
+  auto it = std::upper_bound(es.begin(), es.end(), key,
+                             [](std::string_view k, const Entry& e) { return k < e.key; });
+  return it == es.begin() ? 0 : static_cast<size_t>(it - es.begin()) - 1;
+}
+
+void VersionTree::Impl::index_inner(uint64_t n) {
+  if (routes_.size() < nodes()) routes_.resize(nodes());
+  auto r = std::make_unique<Routes>();
+  std::vector<Entry> es = visible_sorted(n, false, working());
+  size_t bytes = 0;
+  for (const Entry& e : es) bytes += e.key.size();
+  r->keys.reserve(bytes);
+  for (const Entry& e : es) r->keys.append(e.key);
+  size_t at = 0;
+  for (Entry& e : es) {
+    const size_t len = e.key.size();
+    e.key = std::string_view(r->keys).substr(at, len);
+    at += len;
+  }
+  r->children.reserve(es.size());
+  for (const Entry& e : es) r->children.push_back(u64(e.off + kChild));
+  r->entries = std::move(es);
+  routes_[n] = std::move(r);
+}
+
+int64_t VersionTree::Impl::route(uint64_t n, std::string_view key, uint64_t v,
+                                 uint64_t* child) const {
+  if (const Routes* r = routes(n, v)) {
+    if (r->entries.empty()) return -1;
+    const size_t j = covering(r->entries, key);
+    *child = r->children[j];
+    return static_cast<int64_t>((r->entries[j].off - node_off(n) - kNodeHeader) / l_.inner_slot);
+  }
   int64_t best = -1, lowest = -1;
   std::string_view best_key, lowest_key;
   for (uint32_t i = 0; i < l_.inner_slots; i++) {
@@ -347,23 +427,77 @@ int64_t VersionTree::Impl::route(uint64_t n, std::string_view key, uint64_t v) c
     if (k <= key && (best < 0 || k > best_key)) best = i, best_key = k;
     if (lowest < 0 || k < lowest_key) lowest = i, lowest_key = k;
   }
-  return best >= 0 ? best : lowest;
+  const int64_t i = best >= 0 ? best : lowest;
+  if (i >= 0) *child = u64(slot_off(n, false, static_cast<uint32_t>(i)) + kChild);
+  return i;
 }
 
 uint64_t VersionTree::Impl::descend(std::string_view key, uint64_t v, uint64_t root,
                                     std::vector<Step>* path) const {
   uint64_t n = root;
-  while (!is_leaf(n)) {
-    const int64_t i = route(n, key, v);
+  // The working tree's height is known: its descents read no node headers
+  // (each one a cache miss on a large tree).
+  int64_t level = root == root_ && v == working() ? int64_t{height_} - 1 : -1;
+  while (level > 0 || (level < 0 && !is_leaf(n))) {
+    uint64_t child = 0;
+    const int64_t i = route(n, key, v, &child);
     if (path) path->push_back({n, i});
     if (i < 0) return 0;  // an inner node with nothing visible: no such key
-    n = u64(slot_off(n, false, static_cast<uint32_t>(i)) + kChild);
+    n = child;
+    if (level > 0) level--;
   }
   if (path) path->push_back({n, -1});
   return n;
 }
 
+void VersionTree::Impl::index_leaf(uint64_t n) {
+  uint8_t* f = fps(n);
+  uint16_t* o = ord(n);
+  std::vector<Entry> es;
+  for (uint32_t i = 0; i < l_.leaf_slots; i++) {
+    const uint64_t s = slot_off(n, true, i);
+    f[i] = 0;
+    if (!visible(u64(s + kStart), u64(s + kEnd), working())) continue;
+    f[i] = fingerprint(key_at(s, true));
+    es.push_back({key_at(s, true), i});
+  }
+  std::sort(es.begin(), es.end(), [](const Entry& a, const Entry& b) { return a.key < b.key; });
+  o[0] = static_cast<uint16_t>(es.size());
+  for (size_t i = 0; i < es.size(); i++) o[i + 1] = static_cast<uint16_t>(es[i].off);
+}
+
+void VersionTree::Impl::ord_insert(uint64_t leaf, uint32_t slot, std::string_view key) {
+  uint16_t* o = ord(leaf);
+  uint16_t* first = o + 1;
+  uint16_t* last = o + 1 + o[0];
+  uint16_t* at = std::lower_bound(first, last, key, [&](uint16_t i, std::string_view k) {
+    return key_at(slot_off(leaf, true, i), true) < k;
+  });
+  std::memmove(at + 1, at, static_cast<size_t>(last - at) * sizeof *at);
+  *at = static_cast<uint16_t>(slot);
+  o[0]++;
+}
+
+void VersionTree::Impl::ord_remove(uint64_t leaf, uint32_t slot) {
+  uint16_t* o = ord(leaf);
+  uint16_t* last = o + 1 + o[0];
+  uint16_t* at = std::find(o + 1, last, static_cast<uint16_t>(slot));
+  if (at == last) return;
+  std::memmove(at, at + 1, static_cast<size_t>(last - at - 1) * sizeof *at);
+  o[0]--;
+}
+
 int64_t VersionTree::Impl::find_in_leaf(uint64_t leaf, std::string_view key, uint64_t v) const {
+  if (v == working() && (leaf + 1) * l_.leaf_slots <= fps_.size()) {
+    const uint8_t want = fingerprint(key);
+    const uint8_t* f = &fps_[leaf * l_.leaf_slots];
+    for (uint32_t i = 0; i < l_.leaf_slots; i++) {
+      if (f[i] != want) continue;
+      const uint64_t s = slot_off(leaf, true, i);
+      if (key_at(s, true) == key && visible(u64(s + kStart), u64(s + kEnd), v)) return i;
+    }
+    return -1;
+  }
   for (uint32_t i = 0; i < l_.leaf_slots; i++) {
     const uint64_t s = slot_off(leaf, true, i);
     if (u16(s + kLeafKlen) != key.size()) continue;
@@ -386,6 +520,17 @@ Result<std::string> VersionTree::Impl::get(std::string_view key, uint64_t v,
 std::vector<VersionTree::Impl::Entry> VersionTree::Impl::visible_sorted(uint64_t n, bool leaf,
                                                                         uint64_t v) const {
   std::vector<Entry> out;
+  const uint64_t stride = l_.leaf_slots + 1;
+  if (leaf && v == working() && (n + 1) * stride <= ord_.size()) {  // already in order
+    const uint16_t* o = &ord_[n * stride];
+    out.reserve(o[0]);
+    for (uint16_t i = 1; i <= o[0]; i++) {
+      const uint64_t s = slot_off(n, true, o[i]);
+      out.push_back({key_at(s, true), s});
+    }
+    return out;
+  }
+  out.reserve(l_.slots(leaf));
   for (uint32_t i = 0; i < l_.slots(leaf); i++) {
     const uint64_t s = slot_off(n, leaf, i);
     if (visible(u64(s + kStart), u64(s + kEnd), v)) out.push_back({key_at(s, leaf), s});
@@ -398,8 +543,12 @@ bool VersionTree::Impl::scan_node(uint64_t n, uint64_t v, std::string_view begin
                                   std::string_view end, size_t* left, const ScanFn& fn,
                                   uint32_t depth) const {
   const bool leaf = is_leaf(n);
-  const std::vector<Entry> es = visible_sorted(n, leaf, v);
-  for (size_t i = 0; i < es.size(); i++) {
+  const Routes* r = leaf ? nullptr : routes(n, v);
+  std::vector<Entry> own;
+  if (r == nullptr) own = visible_sorted(n, leaf, v);
+  const std::vector<Entry>& es = r ? r->entries : own;
+  const size_t first = leaf || es.empty() ? 0 : covering(es, begin);
+  for (size_t i = first; i < es.size(); i++) {
     if (!end.empty() && es[i].key >= end) return false;
     if (leaf) {
       if (es[i].key < begin) continue;
@@ -409,7 +558,8 @@ bool VersionTree::Impl::scan_node(uint64_t n, uint64_t v, std::string_view begin
     }
     if (i + 1 < es.size() && es[i + 1].key <= begin) continue;  // child wholly below begin
     if (depth >= kMaxHeight) return false;
-    if (!scan_node(u64(es[i].off + kChild), v, begin, end, left, fn, depth + 1)) return false;
+    const uint64_t child = r ? r->children[i] : u64(es[i].off + kChild);
+    if (!scan_node(child, v, begin, end, left, fn, depth + 1)) return false;
   }
   return true;
 }
@@ -452,8 +602,13 @@ bool VersionTree::Impl::reusable(uint64_t slot, uint64_t bound) const {
 
 int64_t VersionTree::Impl::find_reusable(uint64_t node, bool leaf, uint64_t bound,
                                          int need) const {
+  // A slot visible at W (a nonzero fingerprint) ends at inf: never reusable.
+  const uint8_t* f = leaf && (node + 1) * l_.leaf_slots <= fps_.size()
+                         ? &fps_[node * l_.leaf_slots]
+                         : nullptr;
   int64_t first = -1;
   for (uint32_t i = 0; i < l_.slots(leaf) && need > 0; i++) {
+    if (f != nullptr && f[i] != 0) continue;
     if (!reusable(slot_off(node, leaf, i), bound)) continue;
     if (first < 0) first = i;
     need--;
@@ -545,6 +700,14 @@ Status VersionTree::Impl::replace(const std::vector<Step>& path, size_t depth) {
   write_node(*a, leaf, level, lo);
   if (split) write_node(b, leaf, level, hi);
   if (old != *a) retired_.push_back({w, old});
+  if (leaf) {
+    index_leaf(*a);
+    if (split) index_leaf(b);
+  } else {
+    if (old < routes_.size()) routes_[old].reset();
+    index_inner(*a);
+    if (split) index_inner(b);
+  }
   split ? splits_++ : compactions_++;
 
   auto inner_slot = [&](uint64_t child, std::string_view key) {
@@ -569,6 +732,7 @@ Status VersionTree::Impl::replace(const std::vector<Step>& path, size_t depth) {
     std::memcpy(buf.data() + kNodeHeader, s1.data(), s1.size());
     std::memcpy(buf.data() + kNodeHeader + l_.inner_slot, s2.data(), s2.size());
     write(node_off(new_root), buf.data(), buf.size());
+    index_inner(new_root);
     root_ = new_root;
     height_++;
     return Status();
@@ -577,6 +741,7 @@ Status VersionTree::Impl::replace(const std::vector<Step>& path, size_t depth) {
   const uint64_t bound = std::min(committed_, oldest_pin());
   if (u64(pslot + kStart) == w) {
     write_u64(pslot + kChild, *a);  // an entry this epoch added: nobody else sees it
+    // (index_inner(pnode) below picks the new child up)
   } else {
     const std::string key(key_at(pslot, false));
     write_u64(pslot + kEnd, w);
@@ -589,6 +754,7 @@ Status VersionTree::Impl::replace(const std::vector<Step>& path, size_t depth) {
     write(slot_off(pnode, false, static_cast<uint32_t>(find_reusable(pnode, false, bound, 1))),
           s.data(), s.size());
   }
+  index_inner(pnode);
   return Status();
 }
 
@@ -605,8 +771,9 @@ Status VersionTree::Impl::put(std::string_view key, std::string_view value) {
   std::unique_lock lk(mu_);
   if (!failed_.ok()) return failed_;
   const uint64_t w = working();
+  std::vector<Step>& path = path_scratch_;
   for (;;) {
-    std::vector<Step> path;
+    path.clear();
     const uint64_t leaf = descend(key, w, root_, &path);
     if (leaf == 0) return damaged(path.back().node, "routes no key (no visible entry)");
     const int64_t old = find_in_leaf(leaf, key, w);
@@ -625,7 +792,8 @@ Status VersionTree::Impl::put(std::string_view key, std::string_view value) {
       PM_TRY(replace(path, path.size() - 1));
       continue;
     }
-    std::vector<std::byte> s(l_.leaf_slot);
+    std::vector<std::byte>& s = slot_scratch_;
+    s.assign(l_.leaf_slot, std::byte{0});
     const uint64_t se[2] = {w, kInf};
     const uint16_t klen = static_cast<uint16_t>(key.size());
     std::memcpy(s.data(), se, 16);
@@ -635,7 +803,16 @@ Status VersionTree::Impl::put(std::string_view key, std::string_view value) {
     copy_to(s.data() + kLeafKey + l_.key_max, value);
     write(slot_off(leaf, true, static_cast<uint32_t>(i)), s.data(),
           kLeafKey + l_.key_max + value.size());
-    if (old >= 0) write_u64(slot_off(leaf, true, static_cast<uint32_t>(old)) + kEnd, w);
+    fps(leaf)[i] = fingerprint(key);
+    if (old >= 0) {
+      write_u64(slot_off(leaf, true, static_cast<uint32_t>(old)) + kEnd, w);
+      fps(leaf)[old] = 0;
+      uint16_t* o = ord(leaf);  // the same key: the new slot takes the old one's place
+      uint16_t* at = std::find(o + 1, o + 1 + o[0], static_cast<uint16_t>(old));
+      if (at != o + 1 + o[0]) *at = static_cast<uint16_t>(i);
+    } else {
+      ord_insert(leaf, static_cast<uint32_t>(i), key);
+    }
     return Status();
   }
 }
@@ -654,11 +831,13 @@ Status VersionTree::Impl::del(std::string_view key) {
   } else {
     write_u64(s + kEnd, w);
   }
+  fps(leaf)[i] = 0;
+  ord_remove(leaf, static_cast<uint32_t>(i));
   return Status();
 }
 
-// The commit protocol: every write of the epoch durable, then the root for
-// W, then the version store that makes W current. A crash before that store
+// The commit protocol: every write of the epoch and the root for W durable,
+// then the version store that makes W current. A crash before that store
 // leaves version W-1, whose entries and nodes W never overwrote.
 Status VersionTree::Impl::commit() {
   std::unique_lock lk(mu_);
@@ -674,12 +853,13 @@ Status VersionTree::Impl::commit() {
     (void)p_->persist_range(kSbRoots, 16);
     (void)bump();
   }
+  // root[W & 1] is read only once the version is W: it goes with the
+  // epoch's writes, under the same drain (two barriers per commit).
+  p_->write(kSbRoots + 8 * (w & 1), &root_, 8);
+  p_->flush(kSbRoots, 16);
   for (const auto& [off, n] : dirty_) p_->flush(off, n);
   Status s = p_->drain();
   if (!s.ok()) return s.with_context("commit " + path_);  // nothing current changed: retry
-  p_->write(kSbRoots + 8 * (w & 1), &root_, 8);
-  s = p_->persist_range(kSbRoots, 16);
-  if (!s.ok()) return s.with_context("commit " + path_);
   s = bump();
   if (!s.ok()) {
     // The version may or may not be durable: writing more into W could

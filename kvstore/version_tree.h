@@ -12,8 +12,9 @@
 //     new nodes holding its entries visible at W; the parent's entry for it
 //     ends at W and new entries {W, inf} point to the new nodes (a full root
 //     gets a new root).
-// commit() makes every write of the epoch durable, then the root for W
-// (root[W & 1] in the superblock), then stores the version: that store is
+// commit() makes every write of the epoch and the root for W (root[W & 1]
+// in the superblock, read only once the version is W) durable under one
+// drain, then stores the version: that store is
 // the commit. Recovery (open) walks what the committed version can see and
 // undoes what is newer: entries with start > committed become free, ends
 // > committed become inf (the paper's forward garbage collection); nodes

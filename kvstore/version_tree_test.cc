@@ -16,6 +16,8 @@
 namespace kv {
 namespace {
 
+using pm::Result;
+
 using Model = std::map<std::string, std::string>;
 
 std::unique_ptr<VersionTree> make(const std::string& path, VersionTreeOptions o = {}) {
@@ -98,6 +100,14 @@ TEST(VersionTreeTest, RandomOperationsMatchAMapAcrossCommitsAndReopens) {
       working = committed;
     }
     ASSERT_EQ(contents(*t), working) << "round " << round;
+    for (int i = 0; i < 3000; i += 7) {  // point reads of the working state
+      auto it = working.find(key_of(i));
+      Result<std::string> got = t->get(key_of(i));
+      ASSERT_EQ(got.ok(), it != working.end()) << key_of(i) << " round " << round;
+      if (got.ok()) {
+        ASSERT_EQ(*got, it->second);
+      }
+    }
   }
   EXPECT_GT(t->stats().height, 1u);
 }

@@ -5,7 +5,8 @@
 # page of pm; libevent-dev: pmcached's event loop; memcached, libmemcached-tools
 # and python3-pymemcache: the reference server and the clients pmcached is
 # tested with; nutcracker: twemproxy, in front of a pmcached cluster;
-# libsqlite3-dev and sqlite3: the SQLite port, and the shell it is tested in).
+# libsqlite3-dev and sqlite3: the SQLite port, and the shell it is tested in;
+# libdb5.3-dev and liblmdb-dev: the baselines of `pm bench ordered`).
 # Idempotent: asks apt only for what is missing. Needs root (or sudo).
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config git
@@ -14,7 +15,7 @@ pkgs=(build-essential cmake ninja-build pkg-config git
       librocksdb-dev gnuplot-nox fuse3 libfuse3-dev
       libcuckoo-dev libtbb-dev help2man file
       libevent-dev memcached libmemcached-tools python3-pymemcache nutcracker
-      libsqlite3-dev sqlite3)
+      libsqlite3-dev sqlite3 libdb5.3-dev liblmdb-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,4 +1,4 @@
-// pm bench container, alloc, kv, fuse, memcached, sqlite: the benchmark suites (tools/bench/).
+// pm bench container, alloc, kv, fuse, memcached, sqlite, ordered: the benchmark suites (tools/bench/).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -12,6 +12,7 @@
 #include "bench/kv_bench.h"
 #include "bench/kv_config.h"
 #include "bench/memcached_bench.h"
+#include "bench/ordered_bench.h"
 #include "bench/sqlite_bench.h"
 #include "pm/command.h"
 
@@ -219,6 +220,31 @@ void add_sqlite_command(CLI::App* bench, const Globals& g, std::vector<Command>*
                   }});
 }
 
+void add_ordered_command(CLI::App* bench, const Globals& g, std::vector<Command>* out) {
+  auto cfg = std::make_shared<bench::OrderedConfig>();
+  auto smoke = std::make_shared<bool>(false);
+  CLI::App* o = bench->add_subcommand(
+      "ordered", "the version tree (after CDDS) vs Berkeley DB's B-tree and LMDB: puts, gets, "
+                 "scans of 100 keys, deletes");
+  o->add_option("--dir", cfg->dir, "directory (emulated pmem: /dev/shm)")->capture_default_str();
+  CLI::Option* keys = o->add_option("--keys", cfg->keys, "keys (default 1000000)")
+                          ->check(CLI::Range(uint64_t{100}, uint64_t{1} << 32));
+  CLI::Option* scans = o->add_option("--scans", cfg->scans, "scans of 100 keys (default 100000)")
+                           ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
+  CLI::Option* reps = o->add_option("--repeats", cfg->repeats, "runs per engine (median; default 3)")
+                          ->check(CLI::Range(1, 16));
+  o->add_flag("--smoke", *smoke, "tiny sizes, for a quick check that it works");
+  out->push_back({o, [cfg, smoke, keys, scans, reps, &g]() -> Status {
+                    bench::OrderedConfig c =
+                        *smoke ? bench::OrderedConfig::smoke_sized() : bench::OrderedConfig();
+                    c.dir = cfg->dir;
+                    if (keys->count() > 0) c.keys = cfg->keys;
+                    if (scans->count() > 0) c.scans = cfg->scans;
+                    if (reps->count() > 0) c.repeats = cfg->repeats;
+                    return bench::run_ordered_bench(c, g.json);
+                  }});
+}
+
 }  // namespace
 
 void add_bench_commands(CLI::App& root, const Globals& g, std::vector<Command>* out) {
@@ -263,6 +289,7 @@ void add_bench_commands(CLI::App& root, const Globals& g, std::vector<Command>* 
   add_fuse_command(bench, g, out);
   add_memcached_command(bench, g, out);
   add_sqlite_command(bench, g, out);
+  add_ordered_command(bench, g, out);
 }
 
 }  // namespace pm::cli
