@@ -6,6 +6,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -13,6 +14,7 @@
 #include <shared_mutex>
 
 #include "kvstore/planted_bugs.h"
+#include "kvstore/slot_index.h"
 #include "libpm/file_lock.h"
 
 namespace kv {
@@ -202,7 +204,12 @@ class VersionTree::Impl {
   void write_u64(uint64_t off, uint64_t v) { write(off, &v, 8); }
 
   uint64_t working() const { return committed_ + 1; }
-  uint64_t oldest_pin() const;
+  // The oldest pinned version (kInf: none), read without a lock by the
+  // writer, which every put consults.
+  uint64_t oldest_pin() const { return oldest_pin_.load(std::memory_order_acquire); }
+  // Entries that ended at or before it, and nodes retired at or before it,
+  // no version anyone can read needs: the committed one and every pin.
+  uint64_t reclaim_bound() const { return std::min(committed_, oldest_pin()); }
   // A slot that no version anyone can read needs.
   bool reusable(uint64_t slot, uint64_t bound) const;
   int64_t find_reusable(uint64_t node, bool leaf, uint64_t bound, int need) const;
@@ -212,18 +219,32 @@ class VersionTree::Impl {
   // (-1: none visible), and that child.
   int64_t route(uint64_t n, std::string_view key, uint64_t v, uint64_t* child) const;
   uint64_t descend(std::string_view key, uint64_t v, uint64_t root, std::vector<Step>* path) const;
+  // The slot of `key` visible at v in `leaf` (-1: none), read from the node
+  // (older versions; the working one has idx_).
   int64_t find_in_leaf(uint64_t leaf, std::string_view key, uint64_t v) const;
   std::vector<Entry> visible_sorted(uint64_t n, bool leaf, uint64_t v) const;
   void index_inner(uint64_t n);
-  // One byte per leaf slot: a hash of its key when the slot is visible at
-  // W, else 0 (DRAM, kept with every leaf write), so that a lookup of the
-  // working state reads one or two of a leaf's slots instead of all.
-  static uint8_t fingerprint(std::string_view key) {
-    return static_cast<uint8_t>(XXH3_64bits(key.data(), key.size()) % 255 + 1);
+  // The working state's point operations go through idx_ (slot_index.h):
+  // one probe instead of a descent. Kept with every leaf write.
+  static uint64_t hash(std::string_view key) { return XXH3_64bits(key.data(), key.size()); }
+  // The working version's slot of `key` (hash h), or 0 (idx_).
+  uint64_t indexed(std::string_view key, uint64_t h) const {
+    return idx_.find(key, h, [this](uint64_t s) { return key_at(s, true); });
   }
-  uint8_t* fps(uint64_t leaf) {
-    if (fps_.size() < nodes() * l_.leaf_slots) fps_.resize(nodes() * l_.leaf_slots);
-    return &fps_[leaf * l_.leaf_slots];
+  void index_set(std::string_view key, uint64_t h, uint64_t slot) {
+    idx_.set(key, h, slot, [this](uint64_t s) { return key_at(s, true); });
+  }
+  void index_erase(std::string_view key, uint64_t h) {
+    idx_.erase(key, h, [this](uint64_t s) { return key_at(s, true); });
+  }
+  uint32_t leaf_slot_of(uint64_t slot) const {
+    return static_cast<uint32_t>((slot % l_.node_bytes - kNodeHeader) / l_.leaf_slot);
+  }
+  // Per leaf slot, 1 if it is visible at W: such a slot is never reusable,
+  // and find_reusable skips it without reading the node.
+  uint8_t* live(uint64_t leaf) {
+    if (live_.size() < nodes() * l_.leaf_slots) live_.resize(nodes() * l_.leaf_slots);
+    return &live_[leaf * l_.leaf_slots];
   }
   // Per leaf, its slots visible at W in key order: [count, slot...] (DRAM,
   // kept with every leaf write), so that scans of the working state sort
@@ -244,6 +265,8 @@ class VersionTree::Impl {
   static size_t covering(const std::vector<Entry>& es, std::string_view key);
   bool scan_node(uint64_t n, uint64_t v, std::string_view begin, std::string_view end,
                  size_t* left, const ScanFn& fn, uint32_t depth) const;
+  bool scan_ordered_leaf(uint64_t n, const uint16_t* o, std::string_view begin,
+                         std::string_view end, size_t* left, const ScanFn& fn) const;
 
   // Replaces path[depth]'s node copy-on-write (compacted, or split in two);
   // the caller starts again from the root.
@@ -274,8 +297,11 @@ class VersionTree::Impl {
   std::vector<std::pair<uint64_t, size_t>> dirty_;      // written this epoch
   bool epoch_dirty_ = false;
   std::vector<std::unique_ptr<Routes>> routes_;  // by node; inner nodes reachable at W
-  std::vector<uint8_t> fps_;                      // by node and slot; leaves reachable at W
+  std::vector<uint8_t> live_;  // by node and slot, leaves reachable at W: 1 if visible at W
   std::vector<uint16_t> ord_;                     // by node; leaves reachable at W
+  SlotIndex idx_;                                 // every key visible at W: its slot
+  // During recovery: what idx_ will be built from, in one pass at the end.
+  std::vector<std::pair<uint64_t, uint64_t>>* recovered_ = nullptr;
   std::vector<Step> path_scratch_;                // the writer's, reused
   std::vector<std::byte> slot_scratch_;
   Status failed_;  // a commit whose outcome is unknown: reopen to recover
@@ -283,6 +309,7 @@ class VersionTree::Impl {
 
   mutable std::mutex pins_mu_;
   mutable std::multiset<uint64_t> pins_;
+  mutable std::atomic<uint64_t> oldest_pin_{kInf};  // *pins_.begin(), kept under pins_mu_
 };
 
 // ---- file set-up and recovery ----
@@ -315,6 +342,7 @@ Status VersionTree::Impl::recover() {
                               " bytes is not a whole number of " +
                               std::to_string(l_.node_bytes) + "-byte nodes (truncated?)");
   }
+  idx_.clear();
   committed_ = u64(kSbVersion);
   if (committed_ == 0) {
     return Status::corruption(path_ + ": the tree was never completely created; remove it");
@@ -329,7 +357,12 @@ Status VersionTree::Impl::recover() {
   height_ = level + 1;
   std::vector<bool> seen(nodes(), false);
   seen[0] = true;
-  PM_TRY(recover_node(root_, level, &seen, 0));
+  std::vector<std::pair<uint64_t, uint64_t>> keys;
+  recovered_ = &keys;
+  Status walked = recover_node(root_, level, &seen, 0);
+  recovered_ = nullptr;
+  PM_TRY(walked);
+  idx_.build(keys);
   for (uint64_t n = nodes(); n-- > 1;) {
     if (!seen[n]) free_.push_back(n);
   }
@@ -451,15 +484,22 @@ uint64_t VersionTree::Impl::descend(std::string_view key, uint64_t v, uint64_t r
 }
 
 void VersionTree::Impl::index_leaf(uint64_t n) {
-  uint8_t* f = fps(n);
+  uint8_t* f = live(n);
   uint16_t* o = ord(n);
   std::vector<Entry> es;
+  std::vector<uint64_t> hs;
   for (uint32_t i = 0; i < l_.leaf_slots; i++) {
     const uint64_t s = slot_off(n, true, i);
     f[i] = 0;
     if (!visible(u64(s + kStart), u64(s + kEnd), working())) continue;
-    f[i] = fingerprint(key_at(s, true));
+    f[i] = 1;
     es.push_back({key_at(s, true), i});
+    hs.push_back(hash(es.back().key));
+    idx_.prefetch(hs.back());  // a node's keys land all over the index: overlap the misses
+  }
+  for (size_t i = 0; i < es.size(); i++) {
+    const uint64_t s = slot_off(n, true, es[i].off);
+    recovered_ ? recovered_->push_back({hs[i], s}) : index_set(es[i].key, hs[i], s);
   }
   std::sort(es.begin(), es.end(), [](const Entry& a, const Entry& b) { return a.key < b.key; });
   o[0] = static_cast<uint16_t>(es.size());
@@ -488,16 +528,6 @@ void VersionTree::Impl::ord_remove(uint64_t leaf, uint32_t slot) {
 }
 
 int64_t VersionTree::Impl::find_in_leaf(uint64_t leaf, std::string_view key, uint64_t v) const {
-  if (v == working() && (leaf + 1) * l_.leaf_slots <= fps_.size()) {
-    const uint8_t want = fingerprint(key);
-    const uint8_t* f = &fps_[leaf * l_.leaf_slots];
-    for (uint32_t i = 0; i < l_.leaf_slots; i++) {
-      if (f[i] != want) continue;
-      const uint64_t s = slot_off(leaf, true, i);
-      if (key_at(s, true) == key && visible(u64(s + kStart), u64(s + kEnd), v)) return i;
-    }
-    return -1;
-  }
   for (uint32_t i = 0; i < l_.leaf_slots; i++) {
     const uint64_t s = slot_off(leaf, true, i);
     if (u16(s + kLeafKlen) != key.size()) continue;
@@ -510,7 +540,11 @@ int64_t VersionTree::Impl::find_in_leaf(uint64_t leaf, std::string_view key, uin
 Result<std::string> VersionTree::Impl::get(std::string_view key, uint64_t v,
                                            uint64_t root) const {
   std::shared_lock lk(mu_);
-  if (root == 0) root = root_, v = working();
+  if (root == 0) {  // the working state: one probe of its index
+    const uint64_t s = indexed(key, hash(key));
+    if (s == 0) return Status::not_found("no key '" + std::string(key) + "'");
+    return std::string(value_at(s));
+  }
   const uint64_t leaf = descend(key, v, root, nullptr);
   const int64_t i = leaf == 0 ? -1 : find_in_leaf(leaf, key, v);
   if (i < 0) return Status::not_found("no key '" + std::string(key) + "'");
@@ -543,6 +577,10 @@ bool VersionTree::Impl::scan_node(uint64_t n, uint64_t v, std::string_view begin
                                   std::string_view end, size_t* left, const ScanFn& fn,
                                   uint32_t depth) const {
   const bool leaf = is_leaf(n);
+  const uint64_t stride = l_.leaf_slots + 1;
+  if (leaf && v == working() && (n + 1) * stride <= ord_.size()) {
+    return scan_ordered_leaf(n, &ord_[n * stride], begin, end, left, fn);
+  }
   const Routes* r = leaf ? nullptr : routes(n, v);
   std::vector<Entry> own;
   if (r == nullptr) own = visible_sorted(n, leaf, v);
@@ -564,6 +602,25 @@ bool VersionTree::Impl::scan_node(uint64_t n, uint64_t v, std::string_view begin
   return true;
 }
 
+// A leaf of the working version through its slots in key order: a binary
+// search to `begin`, then no copy.
+bool VersionTree::Impl::scan_ordered_leaf(uint64_t n, const uint16_t* o, std::string_view begin,
+                                          std::string_view end, size_t* left,
+                                          const ScanFn& fn) const {
+  const uint16_t* first = std::lower_bound(o + 1, o + 1 + o[0], begin,
+                                           [&](uint16_t slot, std::string_view k) {
+                                             return key_at(slot_off(n, true, slot), true) < k;
+                                           });
+  for (const uint16_t* at = first; at != o + 1 + o[0]; at++) {
+    const uint64_t s = slot_off(n, true, *at);
+    const std::string_view key = key_at(s, true);
+    if (!end.empty() && key >= end) return false;
+    if (!fn(key, value_at(s))) return false;
+    if (*left != 0 && --*left == 0) return false;
+  }
+  return true;
+}
+
 Status VersionTree::Impl::scan(uint64_t v, uint64_t root, std::string_view begin,
                                std::string_view end, size_t limit, const ScanFn& fn) const {
   std::shared_lock lk(mu_);
@@ -579,6 +636,7 @@ VersionTree::Snapshot VersionTree::Impl::snapshot(const VersionTree* owner) cons
   std::shared_lock lk(mu_);
   std::lock_guard g(pins_mu_);
   pins_.insert(committed_);
+  oldest_pin_.store(*pins_.begin(), std::memory_order_release);
   return Snapshot(owner, committed_, committed_root_);
 }
 
@@ -586,11 +644,7 @@ void VersionTree::Impl::unpin(uint64_t v) const {
   std::lock_guard g(pins_mu_);
   auto it = pins_.find(v);
   if (it != pins_.end()) pins_.erase(it);
-}
-
-uint64_t VersionTree::Impl::oldest_pin() const {
-  std::lock_guard g(pins_mu_);
-  return pins_.empty() ? kInf : *pins_.begin();
+  oldest_pin_.store(pins_.empty() ? kInf : *pins_.begin(), std::memory_order_release);
 }
 
 bool VersionTree::Impl::reusable(uint64_t slot, uint64_t bound) const {
@@ -602,9 +656,9 @@ bool VersionTree::Impl::reusable(uint64_t slot, uint64_t bound) const {
 
 int64_t VersionTree::Impl::find_reusable(uint64_t node, bool leaf, uint64_t bound,
                                          int need) const {
-  // A slot visible at W (a nonzero fingerprint) ends at inf: never reusable.
-  const uint8_t* f = leaf && (node + 1) * l_.leaf_slots <= fps_.size()
-                         ? &fps_[node * l_.leaf_slots]
+  // A slot visible at W ends at inf: never reusable.
+  const uint8_t* f = leaf && (node + 1) * l_.leaf_slots <= live_.size()
+                         ? &live_[node * l_.leaf_slots]
                          : nullptr;
   int64_t first = -1;
   for (uint32_t i = 0; i < l_.slots(leaf) && need > 0; i++) {
@@ -617,7 +671,7 @@ int64_t VersionTree::Impl::find_reusable(uint64_t node, bool leaf, uint64_t boun
 }
 
 void VersionTree::Impl::collect_retired() {
-  const uint64_t bound = std::min(committed_, oldest_pin());
+  const uint64_t bound = reclaim_bound();
   auto keep = std::remove_if(retired_.begin(), retired_.end(), [&](const auto& r) {
     if (r.first > bound) return false;
     free_.push_back(r.second);
@@ -670,13 +724,14 @@ Status VersionTree::Impl::replace(const std::vector<Step>& path, size_t depth) {
     const Step& up = path[depth - 1];
     pslot = slot_off(up.node, false, static_cast<uint32_t>(up.slot));
     const int need = (u64(pslot + kStart) == w ? 0 : 1) + (split ? 1 : 0);
-    const uint64_t bound = std::min(committed_, oldest_pin());
+    const uint64_t bound = reclaim_bound();
     if (need > 0 && find_reusable(up.node, false, bound, need) < 0) return replace(path, depth - 1);
   } else if (split && height_ >= kMaxHeight) {
     return Status::no_space(path_ + ": the tree reached its height limit");
   }
   // Every node it needs comes first: a failure (a full disk) changes nothing.
   uint64_t got[3] = {0, 0, 0};
+  const std::byte* const before = base_;
   const int want = 1 + (split ? 1 : 0) + (root && split ? 1 : 0);
   for (int i = 0; i < want; i++) {
     Result<uint64_t> r = allocate();
@@ -686,26 +741,26 @@ Status VersionTree::Impl::replace(const std::vector<Step>& path, size_t depth) {
     }
     got[i] = *r;
   }
-  Result<uint64_t> a = got[0];
+  uint64_t a = got[0];
   const uint64_t b = got[1], new_root = got[2];
-  live = visible_sorted(old, leaf, w);  // growth may have remapped the file
+  if (base_ != before) live = visible_sorted(old, leaf, w);  // growth remapped the keys' file
   if (g_kv_planted_bugs.tree_split_in_place) {
-    free_.push_back(*a);
+    free_.push_back(a);
     a = old;
   }
   const size_t half = split ? live.size() / 2 : live.size();
   std::vector<uint64_t> lo, hi;
   for (size_t i = 0; i < live.size(); i++) (i < half ? lo : hi).push_back(live[i].off);
   const std::string sep = split ? std::string(live[half].key) : std::string();
-  write_node(*a, leaf, level, lo);
+  write_node(a, leaf, level, lo);
   if (split) write_node(b, leaf, level, hi);
-  if (old != *a) retired_.push_back({w, old});
+  if (old != a) retired_.push_back({w, old});
   if (leaf) {
-    index_leaf(*a);
+    index_leaf(a);
     if (split) index_leaf(b);
   } else {
     if (old < routes_.size()) routes_[old].reset();
-    index_inner(*a);
+    index_inner(a);
     if (split) index_inner(b);
   }
   split ? splits_++ : compactions_++;
@@ -722,10 +777,10 @@ Status VersionTree::Impl::replace(const std::vector<Step>& path, size_t depth) {
   if (root) {
     root_changes_++;
     if (!split) {
-      root_ = *a;
+      root_ = a;
       return Status();
     }
-    const auto s1 = inner_slot(*a, {}), s2 = inner_slot(b, sep);
+    const auto s1 = inner_slot(a, {}), s2 = inner_slot(b, sep);
     std::vector<std::byte> buf(l_.node_bytes);
     const uint32_t head[3] = {kInnerMagic, level + 1, l_.inner_slots};
     std::memcpy(buf.data(), head, 12);
@@ -738,14 +793,14 @@ Status VersionTree::Impl::replace(const std::vector<Step>& path, size_t depth) {
     return Status();
   }
   const uint64_t pnode = path[depth - 1].node;
-  const uint64_t bound = std::min(committed_, oldest_pin());
+  const uint64_t bound = reclaim_bound();
   if (u64(pslot + kStart) == w) {
-    write_u64(pslot + kChild, *a);  // an entry this epoch added: nobody else sees it
+    write_u64(pslot + kChild, a);  // an entry this epoch added: nobody else sees it
     // (index_inner(pnode) below picks the new child up)
   } else {
     const std::string key(key_at(pslot, false));
     write_u64(pslot + kEnd, w);
-    const auto s = inner_slot(*a, key);
+    const auto s = inner_slot(a, key);
     write(slot_off(pnode, false, static_cast<uint32_t>(find_reusable(pnode, false, bound, 1))),
           s.data(), s.size());
   }
@@ -771,12 +826,16 @@ Status VersionTree::Impl::put(std::string_view key, std::string_view value) {
   std::unique_lock lk(mu_);
   if (!failed_.ok()) return failed_;
   const uint64_t w = working();
+  const uint64_t h = hash(key);
   std::vector<Step>& path = path_scratch_;
   for (;;) {
+    // A key the working state holds is found by its index, and its leaf
+    // needs a descent only if it must be replaced; a new key descends.
     path.clear();
-    const uint64_t leaf = descend(key, w, root_, &path);
+    const uint64_t at = indexed(key, h);
+    const uint64_t leaf = at != 0 ? at / l_.node_bytes : descend(key, w, root_, &path);
     if (leaf == 0) return damaged(path.back().node, "routes no key (no visible entry)");
-    const int64_t old = find_in_leaf(leaf, key, w);
+    const int64_t old = at != 0 ? static_cast<int64_t>(leaf_slot_of(at)) : -1;
     const uint16_t vlen = static_cast<uint16_t>(value.size());
     if (old >= 0) {
       const uint64_t s = slot_off(leaf, true, static_cast<uint32_t>(old));
@@ -786,9 +845,10 @@ Status VersionTree::Impl::put(std::string_view key, std::string_view value) {
         return Status();
       }
     }
-    const uint64_t bound = std::min(committed_, oldest_pin());
+    const uint64_t bound = reclaim_bound();
     const int64_t i = find_reusable(leaf, true, bound, 1);
     if (i < 0) {
+      if (path.empty()) descend(key, w, root_, &path);
       PM_TRY(replace(path, path.size() - 1));
       continue;
     }
@@ -803,10 +863,11 @@ Status VersionTree::Impl::put(std::string_view key, std::string_view value) {
     copy_to(s.data() + kLeafKey + l_.key_max, value);
     write(slot_off(leaf, true, static_cast<uint32_t>(i)), s.data(),
           kLeafKey + l_.key_max + value.size());
-    fps(leaf)[i] = fingerprint(key);
+    live(leaf)[i] = 1;
+    index_set(key, h, slot_off(leaf, true, static_cast<uint32_t>(i)));
     if (old >= 0) {
       write_u64(slot_off(leaf, true, static_cast<uint32_t>(old)) + kEnd, w);
-      fps(leaf)[old] = 0;
+      live(leaf)[old] = 0;
       uint16_t* o = ord(leaf);  // the same key: the new slot takes the old one's place
       uint16_t* at = std::find(o + 1, o + 1 + o[0], static_cast<uint16_t>(old));
       if (at != o + 1 + o[0]) *at = static_cast<uint16_t>(i);
@@ -821,18 +882,20 @@ Status VersionTree::Impl::del(std::string_view key) {
   std::unique_lock lk(mu_);
   if (!failed_.ok()) return failed_;
   const uint64_t w = working();
-  const uint64_t leaf = descend(key, w, root_, nullptr);
-  const int64_t i = leaf == 0 ? -1 : find_in_leaf(leaf, key, w);
-  if (i < 0) return Status::not_found("no key '" + std::string(key) + "'");
-  const uint64_t s = slot_off(leaf, true, static_cast<uint32_t>(i));
+  const uint64_t h = hash(key);
+  const uint64_t s = indexed(key, h);
+  if (s == 0) return Status::not_found("no key '" + std::string(key) + "'");
+  const uint64_t leaf = s / l_.node_bytes;
+  const uint32_t i = leaf_slot_of(s);
+  index_erase(key, h);  // before the slot is cleared: it compares the key there
   if (u64(s + kStart) == w) {
     const uint64_t zero[2] = {0, 0};
     write(s, zero, 16);
   } else {
     write_u64(s + kEnd, w);
   }
-  fps(leaf)[i] = 0;
-  ord_remove(leaf, static_cast<uint32_t>(i));
+  live(leaf)[i] = 0;
+  ord_remove(leaf, i);
   return Status();
 }
 
@@ -927,8 +990,13 @@ Result<std::unique_ptr<VersionTree>> VersionTree::create(const std::string& path
   if (s.ok() && ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0) {
     s = Status::from_errno("rename " + tmp + " to " + path, errno);
   }
-  if (s.ok()) s = sync_parent_dir(path);
   if (!s.ok()) return undo(s);
+  s = sync_parent_dir(path);
+  if (!s.ok()) {
+    // Renamed, but the name may not last: a create that fails leaves nothing.
+    ::unlink(path.c_str());
+    return s.with_context("create " + path);
+  }
   (*p)->set_path(path);
   auto impl = std::make_unique<Impl>(path, std::move(*lock), std::move(*p), *l);
   PM_TRY(impl->recover());
