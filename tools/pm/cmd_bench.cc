@@ -3,17 +3,17 @@
 #include <memory>
 #include <string>
 
-#include "bench/alloc_bench.h"
-#include "bench/alloc_config.h"
-#include "bench/config.h"
-#include "bench/container_bench.h"
-#include "bench/fuse_bench.h"
-#include "bench/fuse_config.h"
-#include "bench/kv_bench.h"
-#include "bench/kv_config.h"
-#include "bench/memcached_bench.h"
-#include "bench/ordered_bench.h"
-#include "bench/sqlite_bench.h"
+#include "bench/alloc/alloc_bench.h"
+#include "bench/alloc/alloc_config.h"
+#include "bench/container/config.h"
+#include "bench/container/container_bench.h"
+#include "bench/fuse/fuse_bench.h"
+#include "bench/fuse/fuse_config.h"
+#include "bench/kv/kv_bench.h"
+#include "bench/kv/kv_config.h"
+#include "bench/memcached/memcached_bench.h"
+#include "bench/ordered/ordered_bench.h"
+#include "bench/sqlite/sqlite_bench.h"
 #include "pm/command.h"
 
 namespace pm::cli {

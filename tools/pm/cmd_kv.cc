@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "bench/kv_stats_rows.h"
+#include "bench/kv/kv_stats_rows.h"
 #include "kv/check.h"
 #include "kv/store.h"
 #include "pm/command.h"
