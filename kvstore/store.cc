@@ -137,7 +137,7 @@ StoreImpl::StoreImpl(pm::Container* c, std::unique_ptr<pm::Container> owned,
 
 StoreImpl::~StoreImpl() {
   stopping_ = true;
-  bg_cv_.notify_all();
+  bell_.ring();
   if (maintenance_.joinable()) maintenance_.join();
   for (std::thread& t : gleaners_) t.join();
   if (logs_ != nullptr && durability_ == Durability::kAsync) (void)logs_->sync();
@@ -334,7 +334,7 @@ Result<LogState*> StoreImpl::log_for(uint64_t n) {
     }
     // Every log is full: glean and end an epoch here (back-pressure).
     n_.add(Counter::kWriterWaits);
-    bg_cv_.notify_all();
+    bell_.ring();
     Result<uint64_t> g = gleaner_->glean(UINT64_MAX);
     if (!g.ok()) return g.status();
     PM_TRY(advance_epoch());

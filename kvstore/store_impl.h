@@ -11,7 +11,6 @@
 #define KVSTORE_STORE_IMPL_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -21,6 +20,7 @@
 #include "kv/store.h"
 #include "kvstore/backend.h"
 #include "kvstore/crl.h"
+#include "kvstore/doorbell.h"
 #include "kvstore/frontend.h"
 #include "kvstore/gleaner.h"
 #include "kvstore/log_writer.h"
@@ -91,6 +91,7 @@ class StoreImpl final : public Store {
   void maintenance_loop();
   void gleaner_loop(int id);
   void wake_background_if(uint64_t log_used, uint64_t log_capacity);
+  void sleep_background(uint32_t ms);
 
   pm::Container* c_;
   std::unique_ptr<pm::Container> owned_;
@@ -109,8 +110,7 @@ class StoreImpl final : public Store {
   std::mutex txn_mu_;  // transactions hold several buckets: one at a time
 
   std::atomic<bool> stopping_{false};
-  std::mutex bg_mu_;
-  std::condition_variable bg_cv_;
+  Doorbell bell_;  // wakes the background threads (a put rings it: it never blocks)
   std::thread maintenance_;
   std::vector<std::thread> gleaners_;
   std::atomic<int> active_gleaners_{0};
