@@ -119,6 +119,9 @@ class Backend {
   // Thread-safe with each other and with get (not with the exclusive ones).
   Status apply_put(std::string_view key, uint64_t h, std::string_view value, uint64_t seq);
   Status apply_remove(std::string_view key, uint64_t h, uint64_t seq);
+  // Brings the head of hash h's chain into the cache. Like apply_*, it must
+  // not run beside the exclusive ones (the gleaners' epoch lock sees to it).
+  void prefetch(uint64_t h) const { __builtin_prefetch(slot(bucket_of(h))); }
 
   // --- exclusive: no apply or get may run ---
   // Splits buckets until the load factor is at most 1 (or max_splits done).

@@ -96,6 +96,8 @@ class Frontend {
   // checks. Only its atomic fields may be read without the bucket lock (a
   // put may overwrite the rest in place). REQUIRES: a Reclaimer::Guard.
   const Item* peek(std::string_view key, uint64_t h) const;
+  // Brings the bucket of hash h into the cache. REQUIRES: a Reclaimer::Guard.
+  void prefetch(uint64_t h) const;
 
   struct Bucket;
   // Writers: lock the key's bucket, change it, unlock.
@@ -214,6 +216,11 @@ inline uint64_t version_after_reads(const std::atomic<uint64_t>& v) {
 
 // A moved bucket's overflow word: go on to the next table.
 inline Item* const kMovedBucket = reinterpret_cast<Item*>(uintptr_t{1});
+
+inline void Frontend::prefetch(uint64_t h) const {
+  const Table* t = current();
+  __builtin_prefetch(&t->buckets[h & t->mask]);
+}
 
 template <typename Fn>
 bool Frontend::read(std::string_view key, uint64_t h, Fn&& fn) const {

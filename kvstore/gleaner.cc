@@ -14,8 +14,7 @@ Gleaner::Gleaner(const Env& env) : env_(env) {
 
 void Gleaner::restore(uint32_t log, uint64_t head) { cursors_[log]->pos = head; }
 
-Status Gleaner::apply(const Op& op, LogRef ref, uint64_t seq) {
-  const uint64_t h = hash_key(op.key);
+Status Gleaner::apply(const Op& op, uint64_t h, LogRef ref, uint64_t seq) {
   Reclaimer::Guard g;
   const Item* it = env_.frontend->peek(op.key, h);
   if (it == nullptr || it->lentry.load(std::memory_order_relaxed) != ref) {  // superseded: write collapsing
@@ -47,7 +46,8 @@ Result<uint64_t> Gleaner::glean(uint64_t max_records) {
   uint64_t seen = 0;
   const uint32_t nlogs = env_.logs->size();
   const uint32_t start = next_log_.fetch_add(1);
-  Record rec;
+  std::vector<Record> batch(kBatch);
+  std::vector<uint64_t> hashes;
   for (uint32_t i = 0; i < nlogs && seen < max_records; i++) {
     const uint32_t n = (start + i) % nlogs;
     LogState* L = env_.logs->at(n);
@@ -57,19 +57,36 @@ Result<uint64_t> Gleaner::glean(uint64_t max_records) {
     uint64_t pos = cur.pos.load(std::memory_order_relaxed);
     const uint64_t tail = L->tail.load(std::memory_order_acquire);
     while (pos < tail && seen < max_records) {
-      pm::sync_point::point("kv.glean.record");
-      emulate_delay(env_.emulate_read_ns);
-      if (!L->log->read(pos, env_.limits, &rec)) {
-        return fail(Status::corruption("log " + std::to_string(n) + ": record at " +
-                                       std::to_string(pos) + " does not validate"));
+      // Read a batch; hash and prefetch its keys' buckets; apply in order.
+      int got = 0;
+      hashes.clear();
+      for (uint64_t at = pos; got < kBatch && at < tail && seen + got < max_records; got++) {
+        Record& rec = batch[got];
+        pm::sync_point::point("kv.glean.record");
+        emulate_delay(env_.emulate_read_ns);
+        if (!L->log->read(at, env_.limits, &rec)) {
+          return fail(Status::corruption("log " + std::to_string(n) + ": record at " +
+                                         std::to_string(at) + " does not validate"));
+        }
+        for (const Op& op : rec.ops) {
+          hashes.push_back(hash_key(op.key));
+          Reclaimer::Guard g;  // the frontend's table may be retired meanwhile
+          env_.frontend->prefetch(hashes.back());
+          env_.backend->prefetch(hashes.back());
+        }
+        at += rec.header.len;
       }
-      for (const Op& op : rec.ops) {
-        Status s = apply(op, make_ref(n, pos), rec.header.seq);
-        if (!s.ok()) return fail(s);
+      size_t k = 0;
+      for (int r = 0; r < got; r++) {
+        const Record& rec = batch[r];
+        for (const Op& op : rec.ops) {
+          Status s = apply(op, hashes[k++], make_ref(n, pos), rec.header.seq);
+          if (!s.ok()) return fail(s);
+        }
+        pos += rec.header.len;
+        cur.pos.store(pos, std::memory_order_release);
+        seen++;
       }
-      pos += rec.header.len;
-      cur.pos.store(pos, std::memory_order_release);
-      seen++;
     }
   }
   return seen;

@@ -80,7 +80,10 @@ class Gleaner {
     std::mutex mu;                  // held by the gleaner reading this log
     std::atomic<uint64_t> pos{0};   // applied to the working backend up to here
   };
-  Status apply(const Op& op, LogRef ref, uint64_t seq);
+  Status apply(const Op& op, uint64_t h, LogRef ref, uint64_t seq);
+  // Records read ahead of their apply, so that the cache misses of their
+  // keys' frontend and backend buckets overlap (prefetched together).
+  static constexpr int kBatch = 16;
   // The oldest sequence number still in a log after this epoch: ghosts
   // older than it can go.
   uint64_t oldest_live_seq() const;
