@@ -91,7 +91,7 @@ class StoreImpl final : public Store {
   void maintenance_loop();
   void gleaner_loop(int id);
   void wake_background_if(uint64_t log_used, uint64_t log_capacity);
-  void sleep_background(uint32_t ms);
+  void sleep_background(uint32_t ms, bool idle);
 
   pm::Container* c_;
   std::unique_ptr<pm::Container> owned_;

@@ -748,6 +748,11 @@ Status VersionTree::Impl::replace(const std::vector<Step>& path, size_t depth) {
     free_.push_back(a);
     a = old;
   }
+  // The index finds a key's entry by the key at its slot: a leaf rewritten
+  // in place (only the planted bug above) must drop its entries first.
+  if (leaf && a == old) {
+    for (const Entry& e : live) index_erase(e.key, hash(e.key));
+  }
   const size_t half = split ? live.size() / 2 : live.size();
   std::vector<uint64_t> lo, hi;
   for (size_t i = 0; i < live.size(); i++) (i < half ? lo : hi).push_back(live[i].off);
@@ -848,7 +853,9 @@ Status VersionTree::Impl::put(std::string_view key, std::string_view value) {
     const uint64_t bound = reclaim_bound();
     const int64_t i = find_reusable(leaf, true, bound, 1);
     if (i < 0) {
-      if (path.empty()) descend(key, w, root_, &path);
+      if (path.empty() && descend(key, w, root_, &path) != leaf) {
+        return damaged(leaf, "holds a key its parents do not route to it");
+      }
       PM_TRY(replace(path, path.size() - 1));
       continue;
     }
