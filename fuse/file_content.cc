@@ -12,20 +12,9 @@
 
 namespace pmfs {
 
-std::string chunk_key(uint64_t id) {
-  std::string k(kChunkPrefix);
-  for (int shift = 56; shift >= 0; shift -= 8) k += static_cast<char>(id >> shift);
-  return k;
-}
+std::string chunk_key(uint64_t id) { return id_key(kChunkPrefix, id); }
 
-std::optional<uint64_t> chunk_id(std::string_view key) {
-  if (!key.starts_with(kChunkPrefix) || key.size() != kChunkPrefix.size() + 8) return std::nullopt;
-  uint64_t id = 0;
-  for (size_t i = kChunkPrefix.size(); i < key.size(); i++) {
-    id = id << 8 | static_cast<uint8_t>(key[i]);
-  }
-  return id;
-}
+std::optional<uint64_t> chunk_id(std::string_view key) { return key_id(kChunkPrefix, key); }
 
 std::string encode_manifest(const Manifest& m) {
   std::string r(kManifestHeaderBytes + 8 * m.ids.size(), '\0');

@@ -95,11 +95,15 @@ class Fs::Batch {
   void remove(std::string_view k) {
     if (s_.ok()) s_ = t_->remove(k);
   }
-  void put_file(const Node& n, const Meta& m, std::string_view value) {
-    put(n.key, value);
-    put(meta_key(n.key), encode_meta(m));
-  }
   void put_dir(std::string_view key, const Meta& m) { put(dir_key(key), encode_meta(m)); }
+  // A name of the file with hard links whose inode key holds id; m is kept
+  // in its record for readers that know no links (only the flag counts).
+  void put_link(std::string_view name_key, uint64_t id, Meta m) {
+    m.link = true;
+    m.chunked = false;
+    put(name_key, id_key("", id));
+    put(meta_key(name_key), encode_meta(m));
+  }
   pm::Status commit() { return s_.ok() ? t_->commit() : s_; }
 
  private:
@@ -112,6 +116,7 @@ Fs::Fs(std::unique_ptr<kv::Store> store, const MountOptions& o)
       o_(o),
       default_file_(default_meta(S_IFREG | 0644)),
       default_dir_(default_meta(S_IFDIR | 0755)),
+      generation_(static_cast<uint32_t>(now_ns() / 1000)),
       table_(default_dir_) {
   const kv::StoreStats st = store_->stats();
   layout_.inline_max = st.max_value_bytes;
@@ -146,8 +151,10 @@ pm::Status Fs::build_index() {
   struct DataKey {
     std::string key;
     uint64_t size;
+    std::optional<uint64_t> link;  // the id it holds, if it could be a link
   };
   std::vector<DataKey> data;
+  std::unordered_map<uint64_t, uint64_t> inodes;  // id -> size of the inode key's value
   std::unordered_map<std::string, Meta> records;
   std::vector<std::pair<std::string, Meta>> markers;
   std::vector<std::string> xattrs;
@@ -155,6 +162,8 @@ pm::Status Fs::build_index() {
   PM_TRY(store_->scan("", [&](std::string_view k, std::string_view v) {
     if (auto id = chunk_id(k)) {
       chunks.push_back(*id);
+    } else if (auto ino = key_id(kInodePrefix, k)) {
+      inodes.emplace(*ino, v.size());
     } else if (k.starts_with(kXattrPrefix)) {
       xattrs.emplace_back(k.substr(kXattrPrefix.size()));
     } else if (k.starts_with(kDirPrefix)) {
@@ -162,7 +171,7 @@ pm::Status Fs::build_index() {
     } else if (k.starts_with(kMetaPrefix)) {
       records.emplace(k.substr(kMetaPrefix.size()), decode_meta(v).value_or(default_file_));
     } else if (!k.empty() && k[0] != '\0') {
-      data.push_back({std::string(k), v.size()});
+      data.push_back({std::string(k), v.size(), key_id("", v)});
     }
     return true;
   }));
@@ -204,10 +213,28 @@ pm::Status Fs::build_index() {
   }
   for (auto& [dir, n] : entries) dir->dir->by_name.reserve(dir->dir->by_name.size() + n);
   table_.reserve(table_.nodes() + data.size());
+  // Names of files with hard links: a data key whose record has the link
+  // flag and whose value is the id of an inode key. A name whose inode is
+  // gone shows its raw value. Ids are never handed out again while a name
+  // holds them.
+  auto link_of = [&](const DataKey& k) -> std::optional<uint64_t> {
+    auto r = records.find(k.key);
+    if (r == records.end() || !r->second.link || !k.link) return std::nullopt;
+    return k.link;
+  };
+  std::unordered_set<uint64_t> linked;
+  for (size_t i = 0; i < data.size(); i++) {
+    const std::optional<uint64_t> id = link_of(data[i]);
+    if (!id) continue;
+    next_inode_id_ = std::max(next_inode_id_, *id + 1);
+    if (inodes.contains(*id)) linked.insert(*id);  // shown or not, as chunks are
+  }
+  PM_TRY(sweep_inodes(inodes, linked, &records));
   uint64_t hidden = 0, nfiles = 0;
   std::unordered_set<uint64_t> named;
   std::unordered_map<std::string, uint64_t> chunked_sizes;
   PM_TRY(index_manifests(records, &named, &chunked_sizes));
+  std::unordered_map<uint64_t, Node*> by_inode;
   for (size_t i = 0; i < data.size(); i++) {
     if (dirs[i] == nullptr) continue;
     const std::string& key = data[i].key;
@@ -216,15 +243,27 @@ pm::Status Fs::build_index() {
       hidden++;
       continue;
     }
-    auto r = records.find(key);
+    std::optional<uint64_t> id = link_of(data[i]);
+    if (id && !linked.contains(*id)) id.reset();
+    if (id && by_inode.contains(*id)) {
+      table_.link(by_inode[*id], dirs[i], std::move(name));
+      continue;
+    }
+    const std::string content_key = id ? inode_key(*id) : key;
+    auto r = records.find(content_key);
     Meta m = r != records.end() ? r->second : default_file_;
+    m.link = false;
     // A record may make a key anything but a directory.
     if (S_ISDIR(m.mode) || !valid_file_type(m.mode)) m.mode = S_IFREG | (m.mode & 07777);
-    Node* n = table_.add(dirs[i], std::move(name), key, /*dir=*/false, m);
+    Node* n = table_.add(dirs[i], std::move(name), content_key, /*dir=*/false, m);
     n->has_record = r != records.end();
-    n->size = n->committed_size = data[i].size;
+    n->size = n->committed_size = id ? inodes[*id] : data[i].size;
+    if (id) {
+      n->linked = true;
+      by_inode[*id] = n;
+    }
     if (m.chunked) {
-      auto c = chunked_sizes.find(key);
+      auto c = chunked_sizes.find(content_key);
       if (c != chunked_sizes.end()) n->size = n->committed_size = c->second;
       n->meta.chunked = c != chunked_sizes.end();  // a damaged manifest shows as content
     }
@@ -233,7 +272,10 @@ pm::Status Fs::build_index() {
   PM_TRY(sweep_chunks(chunks, named));
   for (const std::string& key : xattrs) {  // whose attributes: walk the names
     Node* n = table_.get(kRootIno);
-    if (auto names = key_to_names(key); names && !key.empty()) {
+    if (auto id = key_id(kInodePrefix, key)) {
+      auto it = by_inode.find(*id);
+      n = it != by_inode.end() ? it->second : nullptr;
+    } else if (auto names = key_to_names(key); names && !key.empty()) {
       for (const std::string& name : *names) n = n && n->is_dir() ? table_.child(*n, name) : nullptr;
     }
     if (n != nullptr) n->has_xattrs = true;
@@ -274,6 +316,33 @@ pm::Status Fs::index_manifests(const std::unordered_map<std::string, Meta>& reco
   return pm::Status();
 }
 
+// Inode keys no name links to are what `pm kv del` of every name left
+// (a crash cannot: the last name goes in one transaction with them):
+// removed with their records and attributes, and their records dropped from
+// *records, so that the chunks of their manifests are swept as unnamed.
+pm::Status Fs::sweep_inodes(const std::unordered_map<uint64_t, uint64_t>& inodes,
+                            const std::unordered_set<uint64_t>& linked,
+                            std::unordered_map<std::string, Meta>* records) {
+  uint64_t removed = 0;
+  for (const auto& [id, size] : inodes) {
+    next_inode_id_ = std::max(next_inode_id_, id + 1);
+    if (linked.contains(id)) continue;
+    const std::string key = inode_key(id);
+    records->erase(key);
+    Batch b(store_.get());
+    b.remove(key);
+    b.remove(meta_key(key));
+    b.remove(xattr_key(key));
+    PM_TRY(b.commit().with_context("remove a file no name links to"));
+    removed++;
+  }
+  if (removed != 0) {
+    fuse_log(FUSE_LOG_INFO, "pmfs: removed %llu files no name links to\n",
+             static_cast<unsigned long long>(removed));
+  }
+  return pm::Status();
+}
+
 // Chunks no manifest names are what a crash left between putting them and
 // committing (or durably dropping) their manifest: removed. Chunk ids start
 // above every id in the store or named by a manifest.
@@ -310,7 +379,7 @@ void Fs::fill_stat(const Node& n, struct stat* st) const {
     st->st_nlink = n.parent == 0 && n.ino != kRootIno ? 0 : 2 + n.dir->subdirs;
     st->st_size = static_cast<off_t>(n.dir->by_cookie.size());
   } else {
-    st->st_nlink = n.parent == 0 ? 0 : 1;
+    st->st_nlink = n.parent == 0 ? 0 : n.nlink;
     st->st_size = static_cast<off_t>(n.size);
   }
   st->st_rdev = static_cast<dev_t>(n.meta.rdev);
@@ -324,6 +393,7 @@ void Fs::fill_stat(const Node& n, struct stat* st) const {
 void Fs::fill_entry(Node* n, fuse_entry_param* e) const {
   *e = {};
   e->ino = n->ino;
+  e->generation = generation_;
   e->attr_timeout = kCacheSeconds;
   e->entry_timeout = kCacheSeconds;
   fill_stat(*n, &e->attr);
@@ -334,6 +404,15 @@ int Fs::do_lookup(Ino parent, const char* name, fuse_entry_param* e) {
   std::shared_lock lock(mu_);
   Node* p = table_.get(parent);
   if (p == nullptr) return ENOENT;
+  // "." and ".." of any inode the index holds: how the kernel decodes a file
+  // handle (open_by_handle_at, NFS export) of an inode it no longer caches.
+  const std::string_view dots(name);
+  if (dots == "." || (dots == ".." && p->is_dir())) {
+    Node* n = dots == "." ? p : table_.get(p->parent != 0 ? p->parent : p->ino);
+    if (n == nullptr || (n->parent == 0 && n->ino != kRootIno)) return ESTALE;
+    fill_entry(n, e);
+    return 0;
+  }
   if (!p->is_dir()) return ENOTDIR;
   if (std::strlen(name) > kNameMax) return ENAMETOOLONG;
   Node* n = table_.child(*p, name);
@@ -549,10 +628,13 @@ int Fs::do_setattr(Ino ino, const struct stat& attr, int to_set, Handle* h, cons
   if (n->parent != 0 || n->ino == kRootIno) {
     // A truncate by name puts the content (every write staged so far with it).
     const int err = resize && !deferred ? put_content(d.get(), n, m, &b) : commit(b, EFBIG);
-    if (err != 0) {
-      if (resize && !deferred) n->size = n->committed_size;  // d shows the store again
-      return err;
+    if (err != 0 && resize && !deferred) {  // d shows the store again, without the staged writes
+      n->size = n->committed_size;
+      lock.unlock();
+      if (dl.owns_lock()) dl.unlock();
+      invalidate_content(ino);
     }
+    if (err != 0) return err;
     n->has_record = true;
     if (resize && !deferred) n->size = n->committed_size = static_cast<uint64_t>(attr.st_size);
     m.chunked = n->meta.chunked;
@@ -649,24 +731,95 @@ int Fs::do_remove(Ino parent, const char* name, bool dir) {
   // The parent's marker is written with its new times, so a directory that
   // becomes empty stays after a remount even if it was only implied.
   const Meta pm = touched(*p);
+  Meta m = n->meta;
+  m.ctime_ns = pm.ctime_ns;
+  const bool last = dir || n->nlink == 1;
   Removed removed;
-  if (int err = removed_content(*n, &removed)) return err;
+  if (last) {
+    if (int err = removed_content(*n, &removed)) return err;
+  }
   Batch b(store_.get());
   if (dir) {
     b.remove(dir_key(n->key));
   } else {
-    b.remove(n->key);
-    b.remove(meta_key(n->key));
+    remove_name(*n, child_key(p->key, *decode_name(name)), last, m, &b);
   }
-  if (n->has_xattrs) b.remove(xattr_key(n->key));
+  if (n->has_xattrs && last) b.remove(xattr_key(n->key));
   b.put_dir(p->key, pm);
   if (int err = commit(b, EIO)) return err;
-  retire(n, std::move(removed));
+  if (last) retire(n, std::move(removed));
   p->meta = pm;
   p->has_record = true;
-  n->meta.ctime_ns = pm.ctime_ns;
-  table_.detach(n);
+  n->meta = m;
+  table_.unlink(p, name);
   table_.erase_if_unused(n);
+  return 0;
+}
+
+// Adds to b the removal of the file n's name at name_key: with its content
+// and record when it is the last name (a linked file's inode key goes with
+// it), else the inode's record with its new metadata m (ctime).
+void Fs::remove_name(const Node& n, const std::string& name_key, bool last, const Meta& m,
+                     Batch* b) {
+  b->remove(name_key);
+  b->remove(meta_key(name_key));
+  if (!n.linked) return;
+  if (last) {
+    b->remove(n.key);
+    b->remove(meta_key(n.key));
+  } else {
+    b->put(meta_key(n.key), encode_meta(m));
+  }
+}
+
+int Fs::do_link(Ino ino, Ino newparent, const char* newname, fuse_entry_param* e) {
+  std::unique_lock lock(mu_);
+  Node* n = table_.get(ino);
+  if (n == nullptr) return ENOENT;
+  if (n->is_dir()) return EPERM;
+  if (n->parent == 0) return ENOENT;  // unlinked: no name to link to, as Linux says
+  if (n->nlink >= kLinkMax) return EMLINK;
+  Node* np = table_.get(newparent);
+  std::string component;
+  if (int err = check_new_name(np, newname, &component)) return err;
+  const std::string key = child_key(np->key, component);
+  Meta m = n->meta;
+  m.ctime_ns = now_ns();
+  const Meta npm = touched(*np);
+  Batch b(store_.get());
+  // A file's first link moves its content, record and attributes to an
+  // inode key, and its name becomes a link like the new one: all in the
+  // transaction that adds the name.
+  const uint64_t id = n->linked ? *key_id(kInodePrefix, n->key) : next_inode_id_;
+  const std::string ikey = inode_key(id);
+  if (!n->linked && g_fuse_planted_bugs.link_name_first) {
+    Batch first(store_.get());
+    first.put_link(key, id, m);
+    if (int err = commit(first, ENOSPC)) return err;
+  }
+  if (!n->linked) {
+    std::string value;
+    pm::Status s = store_->get(n->key, &value);
+    if (!s.ok() && !s.is_not_found()) return to_errno(s);
+    b.put(ikey, value);
+    if (int err = move_xattrs(*n, ikey, &b)) return err;
+    b.put_link(n->key, id, m);
+  }
+  b.put_link(key, id, m);
+  b.put(meta_key(ikey), encode_meta(m));
+  b.put_dir(np->key, npm);
+  if (int err = commit(b, ENOSPC)) return err;
+  if (!n->linked) {
+    next_inode_id_++;
+    n->key = ikey;
+    n->linked = true;
+  }
+  n->meta = m;
+  n->has_record = true;
+  np->meta = npm;
+  np->has_record = true;
+  table_.link(n, np, newname);
+  fill_entry(n, e);
   return 0;
 }
 
@@ -680,11 +833,19 @@ int Fs::rename_tree(Node* src, const std::string& new_key, Batch* b) {
     b->remove(dir_key(dir->key));
     b->put_dir(key, dir->meta);
     if (int err = move_xattrs(*dir, key, b)) return err;
-    for (const auto& [cookie, ino] : dir->dir->by_cookie) {
-      Node* c = table_.get(ino);
-      std::string ck = child_key(key, *decode_name(c->name));
+    for (const auto& [name, ci] : dir->dir->by_name) {
+      Node* c = table_.get(ci.second);
+      const std::string component = *decode_name(name);
+      std::string ck = child_key(key, component);
       if (c->is_dir()) {
         pending.emplace_back(c, std::move(ck));
+        continue;
+      }
+      if (c->linked) {  // a name: the content stays at the inode key
+        const std::string old = child_key(dir->key, component);
+        b->remove(old);
+        b->remove(meta_key(old));
+        b->put_link(ck, *key_id(kInodePrefix, c->key), c->meta);
         continue;
       }
       pm::Status s = store_->get(c->key, &value);
@@ -724,7 +885,7 @@ int Fs::do_rename(Ino parent, const char* name, Ino newparent, const char* newna
   auto component = decode_name(newname);
   if (!component || (component->empty() && np->key.empty())) return EINVAL;
   Node* dst = table_.child(*np, newname);
-  if (dst == src) return 0;
+  if (dst == src) return 0;  // the same name, or two names of one file: POSIX says do nothing
   if (dst != nullptr) {
     if (flags & RENAME_NOREPLACE) return EEXIST;
     if (src->is_dir() && !dst->is_dir()) return ENOTDIR;
@@ -740,16 +901,27 @@ int Fs::do_rename(Ino parent, const char* name, Ino newparent, const char* newna
   const int64_t now = now_ns();
   Meta sm = src->meta;
   sm.ctime_ns = now;
+  // The replaced file loses a name; its content goes with its last one.
+  const bool dst_last = dst != nullptr && (dst->is_dir() || dst->nlink == 1);
+  Meta dm = dst != nullptr ? dst->meta : Meta();
+  dm.ctime_ns = now;
   Removed replaced;
-  if (dst != nullptr) {
+  if (dst_last) {
     if (int err = removed_content(*dst, &replaced)) return err;
   }
   Batch b(store_.get());
   if (dst != nullptr && dst->is_dir()) b.remove(dir_key(dst->key));
-  if (dst != nullptr && dst->has_xattrs) b.remove(xattr_key(dst->key));  // src's may replace it
+  if (dst != nullptr && !dst->is_dir()) remove_name(*dst, new_key, dst_last, dm, &b);
+  if (dst_last && dst->has_xattrs) b.remove(xattr_key(dst->key));  // src's may replace it
   if (src->is_dir()) {
     if (int err = rename_tree(src, new_key, &b)) return err;
     b.put_dir(new_key, sm);
+  } else if (src->linked) {  // a name moves; the content stays at the inode key
+    const std::string old = child_key(p->key, *decode_name(name));
+    b.remove(old);
+    b.remove(meta_key(old));
+    b.put_link(new_key, *key_id(kInodePrefix, src->key), sm);
+    b.put(meta_key(src->key), encode_meta(sm));
   } else {
     std::string value;
     pm::Status s = store_->get(src->key, &value);
@@ -777,11 +949,12 @@ int Fs::do_rename(Ino parent, const char* name, Ino newparent, const char* newna
   p->has_record = np->has_record = src->has_record = true;
   src->meta = sm;
   if (dst != nullptr) {
-    retire(dst, std::move(replaced));
-    table_.detach(dst);
+    if (dst_last) retire(dst, std::move(replaced));
+    dst->meta = dm;
+    table_.unlink(np, newname);
     table_.erase_if_unused(dst);
   }
-  table_.move(src, np, newname, new_key);
+  table_.move(p, name, np, newname, new_key);
   return 0;
 }
 
@@ -859,7 +1032,7 @@ int Fs::do_write(Handle* h, const char* data, size_t size, off_t off, const Call
 int Fs::do_flush(Handle* h) {
   if (!writable(h->flags)) return 0;  // a reader's close reports no writer's failure
   FileData* d = h->data.get();
-  std::lock_guard dl(d->mu);
+  std::unique_lock dl(d->mu);
   if (!d->content.modified()) return 0;
   std::unique_lock lock(mu_);
   Node* n = table_.get(h->ino);
@@ -868,7 +1041,8 @@ int Fs::do_flush(Handle* h) {
   if (int err = put_content(d, n, n->meta, &b)) {  // every descriptor shows the store again
     n->size = n->committed_size;
     lock.unlock();
-    invalidate_attr(h->ino);
+    dl.unlock();  // the kernel may write dirty mapped pages back first: a FUSE_WRITE
+    invalidate_content(h->ino);
     return err;
   }
   n->committed_size = n->size = d->content.size();
@@ -876,11 +1050,16 @@ int Fs::do_flush(Handle* h) {
   return 0;
 }
 
-// The kernel grew its cached size with the writes it sent; after a failed
-// flush the file has its stored size again, which only a getattr tells it.
-void Fs::invalidate_attr(Ino ino) {
+void Fs::invalidate_attr(Ino ino) { invalidate(ino, -1); }
+
+// The kernel grew its cached size and pages with the writes it sent; after
+// a failed flush the file has its stored size and bytes again, which only
+// a getattr and fresh reads tell it.
+void Fs::invalidate_content(Ino ino) { invalidate(ino, 0); }
+
+void Fs::invalidate(Ino ino, off_t off) {
   if (se_ == nullptr) return;
-  const int err = fuse_lowlevel_notify_inval_inode(se_, ino, -1, 0);  // attributes only
+  const int err = fuse_lowlevel_notify_inval_inode(se_, ino, off, 0);
   if (err != 0 && err != -ENOENT) {
     fuse_log(FUSE_LOG_WARNING, "pmfs: inode %llu: cache invalidation failed: %s\n",
              static_cast<unsigned long long>(ino), std::strerror(-err));
@@ -936,6 +1115,7 @@ int Fs::do_readdir(fuse_req_t req, Ino ino, size_t size, off_t off, bool plus, s
     if (plus) {
       if (!dot) {
         e.ino = n->ino;
+        e.generation = generation_;
         e.attr_timeout = e.entry_timeout = kCacheSeconds;
       }
       need = fuse_add_direntry_plus(req, out->data() + pos, size - pos, name, &e,
@@ -958,8 +1138,8 @@ int Fs::do_readdir(fuse_req_t req, Ino ino, size_t size, off_t off, bool plus, s
   const auto& entries = d->dir->by_cookie;
   for (auto it = entries.upper_bound(static_cast<uint64_t>(std::max<off_t>(off, 2)));
        more && it != entries.end(); ++it) {
-    Node* c = table_.get(it->second);
-    more = emit(c->name.c_str(), c, false, it->first);
+    const auto& [name, ci] = *it->second;
+    more = emit(name.c_str(), table_.get(ci.second), false, it->first);
   }
   out->resize(pos);
   return 0;

@@ -41,6 +41,8 @@ namespace pmfs {
 // kernel does not see, a failed flush that puts the old size back, is
 // invalidated explicitly (Fs::invalidate).
 inline constexpr double kCacheSeconds = 86400.0;
+// Names a file may have, as on ext4.
+inline constexpr uint32_t kLinkMax = 65000;
 
 // One open file description: its flags and the file's shared open content
 // (FileData, inode_table.h).
@@ -77,6 +79,8 @@ class Fs {
               const Caller& c, fuse_entry_param* e);
   int do_readlink(Ino ino, std::string* target);
   int do_remove(Ino parent, const char* name, bool dir);
+  // A new name for file ino (a hard link). EPERM for directories.
+  int do_link(Ino ino, Ino newparent, const char* newname, fuse_entry_param* e);
   int do_rename(Ino parent, const char* name, Ino newparent, const char* newname, unsigned flags);
   // do_open and do_write set *mode_changed when they cleared SUID/SGID (a
   // truncation or write by another user): the kernel's cached attributes
@@ -112,6 +116,9 @@ class Fs {
   pm::Status index_manifests(const std::unordered_map<std::string, Meta>& records,
                              std::unordered_set<uint64_t>* named,
                              std::unordered_map<std::string, uint64_t>* sizes);
+  pm::Status sweep_inodes(const std::unordered_map<uint64_t, uint64_t>& inodes,
+                          const std::unordered_set<uint64_t>& linked,
+                          std::unordered_map<std::string, Meta>* records);
   pm::Status sweep_chunks(const std::vector<uint64_t>& chunks,
                           const std::unordered_set<uint64_t>& named);
   int load(FileData* d, const Node& n);
@@ -142,6 +149,7 @@ class Fs {
   pm::Status sync_and_collect();
   int commit(Batch& b, int size_errno);
   int rename_tree(Node* src, const std::string& new_key, Batch* b);
+  void remove_name(const Node& n, const std::string& name_key, bool last, const Meta& m, Batch* b);
   // Adds to b the move of n's extended attributes to new_key (if any).
   int move_xattrs(const Node& n, const std::string& new_key, Batch* b);
   // n's extended attributes. REQUIRES: mu_.
@@ -152,16 +160,27 @@ class Fs {
   // Tells the kernel to drop its cached attributes of ino (attributes only:
   // safe from a request's handler, which holds no page lock).
   void invalidate_attr(Ino ino);
+  // ... and its cached pages too (after a failed flush: the file shows the
+  // store again). REQUIRES: no lock held (writing back a dirty mapped page
+  // is a FUSE_WRITE, served by another thread).
+  void invalidate_content(Ino ino);
 
  private:
+  void invalidate(Ino ino, off_t off);  // off -1: attributes only; 0: all
 
   std::unique_ptr<kv::Store> store_;
   const MountOptions o_;
   fuse_session* se_ = nullptr;
   const Meta default_file_, default_dir_;
+  // Inode numbers are assigned anew at each mount: the generation, from the
+  // mount's clock, makes file handles of an earlier mount stale (ESTALE)
+  // instead of naming whatever has their number now. (The kernel keeps 32
+  // bits of it.)
+  const uint32_t generation_;
   Layout layout_;                            // set once, in the constructor
   bool commits_durable_ = false;             // kv::Durability::kSync in force
   std::atomic<uint64_t> next_chunk_id_{1};   // above every chunk id in the store
+  uint64_t next_inode_id_ = 1;               // above every inode id; GUARDED_BY(mu_)
   std::mutex garbage_mu_;
   std::vector<uint64_t> garbage_;            // GUARDED_BY(garbage_mu_)
 

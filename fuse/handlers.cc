@@ -38,10 +38,18 @@ void sfs_init(void* userdata, fuse_conn_info* conn) {
   // 45 s that way against 5.5 s (plain `ls` pays 1.4 -> 2.5 s).
   conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+  // File handles (open_by_handle_at, NFS): the kernel looks up "." of an
+  // inode number it no longer caches (Fs::do_lookup).
+  if (conn->capable & FUSE_CAP_EXPORT_SUPPORT) conn->want |= FUSE_CAP_EXPORT_SUPPORT;
   // Values are written whole at flush: no writeback cache, no splicing.
   conn->want &= ~(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
                   FUSE_CAP_SPLICE_MOVE);
   conn->max_write = 1u << 20;
+  // Every change to a file's content comes through the kernel, which keeps
+  // its pages (set_caching): it need not drop them when a getattr shows a
+  // new mtime (libfuse asks for that by default).
+  conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+  conn->max_readahead = 1u << 20;  // the kernel keeps its own limit if lower
 }
 
 void sfs_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -113,8 +121,8 @@ void sfs_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t 
 }
 
 void sfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
-  (void)ino, (void)newparent, (void)newname;
-  fuse_reply_err(req, EPERM);  // a key has one name
+  fuse_entry_param e;
+  reply_entry_or_err(req, fs_of(req).do_link(ino, newparent, newname, &e), e);
 }
 
 void sfs_symlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
@@ -132,6 +140,17 @@ void sfs_readlink(fuse_req_t req, fuse_ino_t ino) {
   }
 }
 
+// Files go through the kernel's page cache, kept across opens, so that
+// shared writable mmap works (SQLite's WAL index, fsx) and re-reads cost no
+// round trip. It stays coherent because every change to a file's content
+// arrives as a kernel request, which the kernel applies to its own pages;
+// the one change it does not see, a failed flush that puts the stored
+// content back, invalidates the file's pages (Fs::invalidate_content).
+void set_caching(fuse_file_info* fi) {
+  fi->direct_io = 0;
+  fi->keep_cache = 1;
+}
+
 void sfs_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Handle* h = nullptr;
   bool mode_changed = false;
@@ -140,10 +159,7 @@ void sfs_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     return;
   }
   fi->fh = reinterpret_cast<uint64_t>(h);
-  // No page cache: reads come from the stored value (or the handle's own
-  // staged writes), so a reader never sees another handle's unflushed data.
-  fi->direct_io = 1;
-  fi->keep_cache = 0;
+  set_caching(fi);
   Fs& fs = fs_of(req);
   if (fuse_reply_open(req, fi) != 0) {
     fs.do_release(h);  // open was interrupted
@@ -168,7 +184,7 @@ void sfs_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode
     return;
   }
   fi->fh = reinterpret_cast<uint64_t>(h);
-  fi->direct_io = 1;
+  set_caching(fi);
   if (fuse_reply_create(req, &e, fi) != 0) {
     fs.do_release(h);
     fs.do_forget(e.ino, 1);

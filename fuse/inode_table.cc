@@ -28,6 +28,12 @@ Node* InodeTable::child(const Node& parent, std::string_view name) const {
   return it == parent.dir->by_name.end() ? nullptr : get(it->second.second);
 }
 
+void InodeTable::insert_entry(DirEntries* d, std::string name, uint64_t cookie, Ino ino) {
+  auto [it, inserted] = d->by_name.emplace(std::move(name), std::make_pair(cookie, ino));
+  assert(inserted);
+  d->by_cookie.emplace(cookie, &*it);
+}
+
 Node* InodeTable::add(Node* parent, std::string name, std::string key, bool dir, const Meta& m) {
   assert(parent->is_dir() && child(*parent, name) == nullptr);
   auto n = std::make_unique<Node>();
@@ -37,35 +43,47 @@ Node* InodeTable::add(Node* parent, std::string name, std::string key, bool dir,
   raw->key = std::move(key);
   raw->meta = m;
   if (dir) raw->dir = std::make_unique<DirEntries>();
-  DirEntries& d = *parent->dir;
-  const uint64_t cookie = cookie_of(raw->ino);
-  d.by_cookie.emplace(cookie, raw->ino);
-  d.by_name.emplace(name, std::make_pair(cookie, raw->ino));
-  if (dir) d.subdirs++;
+  insert_entry(parent->dir.get(), name, cookie_of(raw->ino), raw->ino);
+  if (dir) parent->dir->subdirs++;
   raw->name = std::move(name);
   nodes_.emplace(raw->ino, std::move(n));
   return raw;
 }
 
-void InodeTable::detach(Node* n) {
-  Node* p = get(n->parent);
-  if (n->parent == 0 || p == nullptr || n->ino == kRootIno) return;
-  DirEntries& d = *p->dir;
-  auto it = d.by_name.find(n->name);
-  assert(it != d.by_name.end() && it->second.second == n->ino);
-  d.by_cookie.erase(it->second.first);
-  d.by_name.erase(it);
-  if (n->is_dir()) d.subdirs--;
-  n->parent = 0;
+void InodeTable::link(Node* n, Node* parent, std::string name) {
+  assert(!n->is_dir() && n->linked && n->nlink > 0 && parent->is_dir());
+  insert_entry(parent->dir.get(), std::move(name), cookie_of(next_ino_++), n->ino);
+  n->nlink++;
 }
 
-void InodeTable::move(Node* n, Node* new_parent, std::string new_name, std::string new_key) {
-  detach(n);
-  DirEntries& d = *new_parent->dir;
-  const uint64_t cookie = cookie_of(n->ino);
-  d.by_cookie.emplace(cookie, n->ino);
-  d.by_name.emplace(new_name, std::make_pair(cookie, n->ino));
-  if (n->is_dir()) d.subdirs++;
+Node* InodeTable::unlink(Node* parent, std::string_view name) {
+  DirEntries& d = *parent->dir;
+  auto it = d.by_name.find(std::string(name));
+  assert(it != d.by_name.end());
+  Node* n = get(it->second.second);
+  d.by_cookie.erase(it->second.first);
+  const bool gone = n->is_dir() || --n->nlink == 0;
+  if (n->is_dir()) d.subdirs--;
+  if (gone) {
+    n->nlink = 0;
+    n->parent = 0;
+  }  // else a linked file: parent and name only say it has a name
+  d.by_name.erase(it);
+  return n;
+}
+
+void InodeTable::move(Node* parent, std::string_view name, Node* new_parent, std::string new_name,
+                      std::string new_key) {
+  DirEntries& d = *parent->dir;
+  auto it = d.by_name.find(std::string(name));
+  assert(it != d.by_name.end());
+  const auto [cookie, ino] = it->second;
+  d.by_cookie.erase(cookie);
+  d.by_name.erase(it);
+  Node* n = get(ino);
+  if (n->is_dir()) d.subdirs--, new_parent->dir->subdirs++;
+  insert_entry(new_parent->dir.get(), new_name, cookie, ino);
+  if (n->linked) return;  // its key is its inode's; its names are entries only
   n->parent = new_parent->ino;
   n->name = std::move(new_name);
   n->key = std::move(new_key);
@@ -75,9 +93,10 @@ void InodeTable::move(Node* n, Node* new_parent, std::string new_name, std::stri
     Node* dir = pending.back();
     pending.pop_back();
     if (!dir->is_dir()) continue;
-    for (const auto& [cookie, ino] : dir->dir->by_cookie) {
-      Node* c = get(ino);
-      c->key = child_key(dir->key, *decode_name(c->name));
+    for (const auto& [child_name, ci] : dir->dir->by_name) {
+      Node* c = get(ci.second);
+      if (c->linked) continue;
+      c->key = child_key(dir->key, *decode_name(child_name));
       pending.push_back(c);
     }
   }

@@ -3,12 +3,14 @@
 // (docs/fuse.md, "Index").
 //
 // Inode numbers are assigned at mount, increasing, never reused while
-// mounted (so generation 0 is enough). An entry's readdir cookie is derived
+// mounted (so one generation per mount is enough: Fs's). An entry's readdir cookie is derived
 // from its inode number (cookie_of), not from where or when it was linked:
 // readdir resumes after the cookie of the last entry it returned, so
 // removals never shift the entries that follow, and an entry renamed during
 // a listing (within the directory, or out and back) keeps its cookie and is
-// returned at most once per pass.
+// returned at most once per pass. A file's second and later names (hard
+// links) take the cookie of an inode number drawn for them and never used
+// as an inode, so every entry of a directory has a cookie of its own.
 //
 // Thread safety: none; the owner (Fs) guards the table with its mutex.
 // Node pointers stay valid until erase_if_unused() erases the node.
@@ -38,8 +40,11 @@ inline constexpr uint64_t cookie_of(Ino ino) { return ino + 1; }
 static_assert(cookie_of(kRootIno + 1) == kFirstCookie);
 
 struct DirEntries {
-  std::map<uint64_t, Ino> by_cookie;
-  std::unordered_map<std::string, std::pair<uint64_t, Ino>> by_name;  // name -> cookie, ino
+  using ByName = std::unordered_map<std::string, std::pair<uint64_t, Ino>>;  // name -> cookie, ino
+  ByName by_name;
+  // The same entries in cookie order, pointing into by_name (whose elements
+  // stay where they are while they exist).
+  std::map<uint64_t, const ByName::value_type*> by_cookie;
   uint32_t subdirs = 0;
 };
 
@@ -57,9 +62,15 @@ struct FileData {
 
 struct Node {
   Ino ino = 0;
-  Ino parent = 0;           // 0: detached (unlinked or replaced)
-  std::string name;         // file name in the parent (escaped)
-  std::string key;          // files: the data key; directories: the key prefix without '/'
+  // 0: detached (unlinked or replaced). A file with several names: the
+  // directory of one of them (parent and name mean nothing else then).
+  Ino parent = 0;
+  std::string name;  // file name in the parent (escaped)
+  // Files: the data key (a linked file's inode key, key_names.h);
+  // directories: the key prefix without '/'.
+  std::string key;
+  uint32_t nlink = 1;     // files: names in directories (0 once detached)
+  bool linked = false;    // files: key is an inode key, and each name holds its id
   bool has_record = false;  // files: "\0m"+key exists; dirs: the marker exists
   Meta meta;
   uint64_t size = 0;                 // files: as last written or truncated (may be staged)
@@ -88,11 +99,19 @@ class InodeTable {
   Node* child(const Node& parent, std::string_view name) const;
   // Adds a file (dir == false) or directory. REQUIRES: no entry `name`.
   Node* add(Node* parent, std::string name, std::string key, bool dir, const Meta& m);
-  // Takes the node out of its parent (it keeps its inode while referenced).
-  void detach(Node* n);
-  // Moves `n` to `new_parent` as `new_name` with key `new_key`, rewriting
-  // the keys of everything below it. REQUIRES: no entry `new_name`.
-  void move(Node* n, Node* new_parent, std::string new_name, std::string new_key);
+  // Gives the file n one more name. REQUIRES: n a linked file with a
+  // name; no entry `name` in parent.
+  void link(Node* n, Node* parent, std::string name);
+  // Removes parent's entry `name`; the node is detached once no name is
+  // left (it keeps its inode while referenced). Returns the node.
+  // REQUIRES: the entry exists.
+  Node* unlink(Node* parent, std::string_view name);
+  // Moves parent's entry `name` to `new_parent` as `new_name`, keeping its
+  // cookie. Unless the node is a linked file (whose key names no path), its
+  // key becomes `new_key` and the keys of everything below it follow.
+  // REQUIRES: the entry exists; no entry `new_name` in new_parent.
+  void move(Node* parent, std::string_view name, Node* new_parent, std::string new_name,
+            std::string new_key);
   // Erases a detached node nobody references (nlookup 0, not open).
   void erase_if_unused(Node* n);
 
@@ -105,6 +124,8 @@ class InodeTable {
   void reserve(uint64_t n) { nodes_.reserve(n); }
 
  private:
+  void insert_entry(DirEntries* d, std::string name, uint64_t cookie, Ino ino);
+
   std::unordered_map<Ino, std::unique_ptr<Node>> nodes_;
   Ino next_ino_ = kRootIno + 1;
 };

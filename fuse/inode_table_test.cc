@@ -30,10 +30,10 @@ TEST(InodeTableTest, FileInTheWayOfADirectoryIsReported) {
 TEST(InodeTableTest, CookiesStayStableWhenEntriesGo) {
   InodeTable t(kDir);
   Node* root = t.get(kRootIno);
-  Node* a = t.add(root, "a", "a", false, kFile);
+  t.add(root, "a", "a", false, kFile);
   t.add(root, "b", "b", false, kFile);
   const uint64_t cookie_b = root->dir->by_name.at("b").first;
-  t.detach(a);
+  t.unlink(root, "a");
   EXPECT_EQ(root->dir->by_name.at("b").first, cookie_b);
   EXPECT_EQ(root->dir->by_cookie.upper_bound(kFirstCookie - 1)->first, cookie_b);
   t.add(root, "a", "a", false, kFile);
@@ -48,10 +48,11 @@ TEST(InodeTableTest, ARenamedEntryKeepsItsCookie) {
   Node* a = t.add(root, "a", "a", false, kFile);
   t.add(root, "b", "b", false, kFile);
   const uint64_t cookie_a = root->dir->by_name.at("a").first;
-  t.move(a, root, "a2", "a2");
+  t.move(root, "a", root, "a2", "a2");
   EXPECT_EQ(root->dir->by_name.at("a2").first, cookie_a);
-  t.move(a, d, "a", "d/a");  // out and back: the same cookie again
-  t.move(a, root, "a3", "a3");
+  EXPECT_EQ(a->key, "a2");
+  t.move(root, "a2", d, "a", "d/a");  // out and back: the same cookie again
+  t.move(d, "a", root, "a3", "a3");
   EXPECT_EQ(root->dir->by_name.at("a3").first, cookie_a);
   EXPECT_EQ(root->dir->by_cookie.size(), 3u);
 }
@@ -60,8 +61,7 @@ TEST(InodeTableTest, MoveRewritesKeysBelow) {
   InodeTable t(kDir);
   Node* d = t.ensure_dir("x/y", kDir);
   Node* f = t.add(d, "%%", "x/y/", false, kFile);  // the key "x/y/" (empty component)
-  Node* x = t.child(*t.get(kRootIno), "x");
-  t.move(x, t.get(kRootIno), "z", "z");
+  t.move(t.get(kRootIno), "x", t.get(kRootIno), "z", "z");
   EXPECT_EQ(d->key, "z/y");
   EXPECT_EQ(f->key, "z/y/");
 }
@@ -71,10 +71,40 @@ TEST(InodeTableTest, DetachedNodesGoWhenUnreferenced) {
   Node* f = t.add(t.get(kRootIno), "f", "f", false, kFile);
   const Ino ino = f->ino;
   f->nlookup = 1;
-  t.detach(f);
+  t.unlink(t.get(kRootIno), "f");
   t.erase_if_unused(f);
   EXPECT_NE(t.get(ino), nullptr);
   f->nlookup = 0;
+  t.erase_if_unused(f);
+  EXPECT_EQ(t.get(ino), nullptr);
+}
+
+// Hard links: each name has a cookie of its own, a linked file's key stays
+// its inode key when a directory above a name moves, and the node goes
+// with its last name.
+TEST(InodeTableTest, LinksAreEntriesOfOneNode) {
+  InodeTable t(kDir);
+  Node* root = t.get(kRootIno);
+  Node* d = t.add(root, "d", "d", true, kDir);
+  Node* f = t.add(d, "f", std::string("\0i1", 3), false, kFile);
+  f->linked = true;
+  t.link(f, d, "g");
+  t.link(f, root, "h");
+  EXPECT_EQ(f->nlink, 3u);
+  EXPECT_EQ(d->dir->by_cookie.size(), 2u);
+  EXPECT_NE(d->dir->by_name.at("f").first, d->dir->by_name.at("g").first);
+  EXPECT_EQ(t.child(*d, "g"), f);
+  t.move(root, "d", root, "e", "e");
+  EXPECT_EQ(f->key, std::string("\0i1", 3));
+  const Ino ino = f->ino;
+  EXPECT_EQ(t.unlink(d, "f"), f);
+  EXPECT_EQ(t.unlink(root, "h"), f);
+  EXPECT_EQ(f->nlink, 1u);
+  EXPECT_NE(f->parent, 0u);
+  t.erase_if_unused(f);
+  ASSERT_EQ(t.get(ino), f);
+  t.unlink(d, "g");
+  EXPECT_EQ(f->parent, 0u);
   t.erase_if_unused(f);
   EXPECT_EQ(t.get(ino), nullptr);
 }

@@ -90,11 +90,24 @@ std::string child_key(std::string_view dir, std::string_view component) {
   return k;
 }
 
+std::string id_key(std::string_view prefix, uint64_t id) {
+  std::string k(prefix);
+  for (int shift = 56; shift >= 0; shift -= 8) k += static_cast<char>(id >> shift);
+  return k;
+}
+
+std::optional<uint64_t> key_id(std::string_view prefix, std::string_view key) {
+  if (!key.starts_with(prefix) || key.size() != prefix.size() + 8) return std::nullopt;
+  uint64_t id = 0;
+  for (size_t i = prefix.size(); i < key.size(); i++) id = id << 8 | static_cast<uint8_t>(key[i]);
+  return id;
+}
+
 std::string encode_meta(const Meta& m) {
   const bool v2 = m.atime_ns != m.mtime_ns || m.rdev != 0;
   std::string r(v2 ? kMetaRecordV2Bytes : kMetaRecordBytes, '\0');
   r[0] = static_cast<char>(v2 ? kMetaVersion2 : kMetaVersion);
-  r[1] = static_cast<char>(m.chunked ? kMetaChunked : 0);
+  r[1] = static_cast<char>((m.chunked ? kMetaChunked : 0) | (m.link ? kMetaLink : 0));
   put_le(&r, 4, m.mode);
   put_le(&r, 8, m.uid);
   put_le(&r, 12, m.gid);
@@ -122,6 +135,7 @@ std::optional<Meta> decode_meta(std::string_view record) {
   m.ctime_ns = get_le<int64_t>(record, 24);
   m.atime_ns = m.mtime_ns;
   m.chunked = (static_cast<uint8_t>(record[1]) & kMetaChunked) != 0;
+  m.link = (static_cast<uint8_t>(record[1]) & kMetaLink) != 0;
   if (version == kMetaVersion2) {
     m.atime_ns = get_le<int64_t>(record, 32);
     m.rdev = get_le<uint64_t>(record, 40);

@@ -17,6 +17,10 @@
 //                 key prefix without its trailing '/'; "\0d" is the root
 //   "\0x" + key   the extended attributes of the file at key, or of the
 //                 directory with that prefix (only while it has any)
+//   "\0i" + id    (8 bytes, big-endian) the content of a file with hard
+//                 links; its record and attributes are at "\0m\0i" + id and
+//                 "\0x\0i" + id, and each of its names is a data key holding
+//                 the id, with a record whose link flag is set
 // A data key and its record change in one transaction.
 #ifndef PMFS_KEY_NAMES_H_
 #define PMFS_KEY_NAMES_H_
@@ -35,6 +39,7 @@ namespace pmfs {
 inline constexpr std::string_view kMetaPrefix{"\0m", 2};
 inline constexpr std::string_view kDirPrefix{"\0d", 2};
 inline constexpr std::string_view kXattrPrefix{"\0x", 2};
+inline constexpr std::string_view kInodePrefix{"\0i", 2};
 inline constexpr size_t kNameMax = 255;
 
 // The file name of key component `component` (see the file comment).
@@ -51,6 +56,13 @@ std::optional<std::vector<std::string>> key_to_names(std::string_view key);
 // the root).
 std::string child_key(std::string_view dir, std::string_view component);
 
+// prefix + id as 8 big-endian bytes (chunk and inode keys; with an empty
+// prefix, the value of a hard link's name).
+std::string id_key(std::string_view prefix, uint64_t id);
+// The id of such a key; nullopt for any other.
+std::optional<uint64_t> key_id(std::string_view prefix, std::string_view key);
+inline std::string inode_key(uint64_t id) { return id_key(kInodePrefix, id); }
+
 // Metadata kept with a key. Times are nanoseconds since the epoch.
 struct Meta {
   uint32_t mode = 0;  // type and permission bits, as st_mode
@@ -61,18 +73,21 @@ struct Meta {
   int64_t atime_ns = 0;  // set by creation and utimensat only (reads leave it: noatime)
   uint64_t rdev = 0;     // device nodes: the device number
   bool chunked = false;  // regular files: the data key holds a manifest (file_content.h)
+  bool link = false;     // a name of a file with hard links: the data key holds the id
 };
 
 // The stored form of Meta (little-endian, docs/fuse.md "Records"):
 //   u8 version (1), u8 flags, u16 reserved, u32 mode, u32 uid, u32 gid,
 //   i64 mtime_ns, i64 ctime_ns                              -> 32 bytes
-// flags: bit 0 (kMetaChunked) is Meta::chunked; the others are 0.
+// flags: bit 0 (kMetaChunked) is Meta::chunked, bit 1 (kMetaLink)
+// Meta::link; the others are 0.
 // Version 2 appends i64 atime_ns, u64 rdev (48 bytes). It is written only
 // when atime differs from mtime or rdev is set; version 1 means atime ==
 // mtime and no device, so most records stay 32 bytes.
 inline constexpr size_t kMetaRecordBytes = 32;
 inline constexpr size_t kMetaRecordV2Bytes = 48;
 inline constexpr uint8_t kMetaChunked = 1;
+inline constexpr uint8_t kMetaLink = 2;
 std::string encode_meta(const Meta& m);
 // nullopt when the record is too short or of an unknown version.
 std::optional<Meta> decode_meta(std::string_view record);

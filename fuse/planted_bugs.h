@@ -14,6 +14,10 @@ struct FusePlantedBugs {
   // of a fresh one (file_content.h's invariant): a crash before the new
   // manifest commits shows part of the write.
   bool chunk_written_in_place = false;
+  // A file's first hard link puts the new name in a transaction of its own
+  // before the one that moves the file to its inode key: a crash between
+  // shows the new name as a file holding the 8-byte id.
+  bool link_name_first = false;
 };
 
 // Read by pm_fuse, written only by tests.

@@ -300,6 +300,8 @@ const Planted kPlanted[] = {
      power(make_fuse_workload, UnitMode::kPmemLines, 100)},
     {"fuse_chunk_written_in_place", &pmfs::g_fuse_planted_bugs.chunk_written_in_place,
      power(make_fuse_workload, UnitMode::kPmemLines, 100)},
+    {"fuse_link_name_first", &pmfs::g_fuse_planted_bugs.link_name_first,
+     power(make_fuse_workload, UnitMode::kPmemLines, 100)},
     // Issue 11, defect 1: found only with an update in flight during an epoch.
     {"kv_epoch_skips_log_sync", &kv::g_kv_planted_bugs.epoch_skips_log_sync,
      power(make_kv_concurrent_workload, UnitMode::kMsyncPages, 80)},

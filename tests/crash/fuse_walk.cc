@@ -38,6 +38,18 @@ std::vector<Dirent> parse_dirents(const std::string& buf) {
   return out;
 }
 
+Status read_xattrs(pmfs::Fs& fs, pmfs::Ino ino, const std::string& path,
+                  std::map<std::string, std::string>* out) {
+  std::string names;
+  PM_TRY(errno_status(fs.do_listxattr(ino, &names), "listxattr " + path));
+  for (size_t pos = 0; pos < names.size();) {
+    const std::string name = names.substr(pos, names.find('\0', pos) - pos);
+    pos += name.size() + 1;
+    PM_TRY(errno_status(fs.do_getxattr(ino, name.c_str(), &(*out)[name]), "getxattr " + path));
+  }
+  return Status();
+}
+
 }  // namespace
 
 // What a fresh mount of the store shows below directory `ino` (at `path`),
@@ -56,9 +68,11 @@ Status walk(pmfs::Fs& fs, pmfs::Ino ino, const std::string& path, Tree* out) {
       fuse_entry_param e;
       PM_TRY(errno_status(fs.do_lookup(ino, d.name.c_str(), &e), "lookup " + p));
       if (e.ino == 0) return Status::corruption("listed but not found: " + p);
-      Entry entry{'F', static_cast<uint32_t>(e.attr.st_mode & 07777), ""};
+      Entry entry{'F', static_cast<uint32_t>(e.attr.st_mode & 07777), "",
+                  static_cast<uint32_t>(e.attr.st_nlink), e.ino};
       if (S_ISDIR(e.attr.st_mode)) {
         entry.type = 'D';
+        entry.nlink = 1;
         PM_TRY(walk(fs, e.ino, p, out));
       } else if (S_ISLNK(e.attr.st_mode)) {
         entry.type = 'L';
@@ -72,6 +86,7 @@ Status walk(pmfs::Fs& fs, pmfs::Ino ino, const std::string& path, Tree* out) {
         fs.do_release(h);
         PM_TRY(errno_status(err, "read " + p));
       }
+      if (entry.type != 'L') PM_TRY(read_xattrs(fs, e.ino, p, &entry.xattrs));
       (*out)[p] = std::move(entry);
     }
   }

@@ -13,11 +13,17 @@
 namespace pm::crash {
 
 // What a fresh mount shows at a path: type, permission bits, contents (a
-// file's bytes, a symlink's target). Times are left out: they are clocks.
+// file's bytes, a symlink's target), names, extended attributes. Times are left out: they are clocks.
 struct Entry {
   char type;  // 'F', 'D', 'L'
   uint32_t perm;
   std::string data;
+  uint32_t nlink = 1;  // files and symlinks: their names
+  // The file's identity: paths with the same group are names of one file
+  // (the inode number in a walk; the workload's own numbers in its model).
+  // Compared through the first path of each group, not as a number.
+  uint64_t group = 0;
+  std::map<std::string, std::string> xattrs{};  // files and directories
 };
 using Tree = std::map<std::string, Entry>;  // by path, "" (the root) not in it
 

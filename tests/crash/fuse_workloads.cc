@@ -39,13 +39,27 @@ pmfs::MountOptions mount_options() {
 }
 
 uint64_t digest_of(const Tree& t) {
+  // Names of one file are told by the first path of their group.
+  std::map<uint64_t, const std::string*> first;
+  for (const auto& [path, e] : t) {
+    if (e.type != 'D') first.emplace(e.group, &path);
+  }
   XXH3_state_t* st = XXH3_createState();
   XXH3_64bits_reset(st);
   for (const auto& [path, e] : t) {
-    const uint64_t n[4] = {path.size(), e.data.size(), static_cast<uint64_t>(e.type), e.perm};
+    const std::string& same_as = e.type == 'D' ? path : *first.at(e.group);
+    const uint64_t n[6] = {path.size(), e.data.size(), static_cast<uint64_t>(e.type),
+                           e.perm,      e.nlink,       same_as.size()};
     XXH3_64bits_update(st, n, sizeof n);
     XXH3_64bits_update(st, path.data(), path.size());
     XXH3_64bits_update(st, e.data.data(), e.data.size());
+    XXH3_64bits_update(st, same_as.data(), same_as.size());
+    for (const auto& [name, value] : e.xattrs) {
+      const uint64_t sizes[2] = {name.size(), value.size()};
+      XXH3_64bits_update(st, sizes, sizeof sizes);
+      XXH3_64bits_update(st, name.data(), name.size());
+      XXH3_64bits_update(st, value.data(), value.size());
+    }
   }
   const uint64_t d = XXH3_64bits_digest(st);
   XXH3_freeState(st);
@@ -106,9 +120,11 @@ class FuseWorkload final : public Workload {
 
   Status step(Container& c, std::mt19937_64& rng, CommitLog& log) override {
     if (fs_ == nullptr) PM_TRY(open(c, log));
-    const int kind = static_cast<int>(rng() % 21);
+    const int kind = static_cast<int>(rng() % 26);
     if (kind < 6) return write_file(rng, log);
+    if (kind > 23) return xattr(rng, log);
     if (kind == 20) return overwrite(rng, log);
+    if (kind > 20) return link(rng, log);
     if (kind < 7) return make_dir(rng, log);
     if (kind < 9) return remove(rng, log);
     if (kind < 12) return rename(rng, log);
@@ -198,7 +214,7 @@ class FuseWorkload final : public Workload {
     const std::string data = random_bytes(rng, size);
     if (it == model_.end()) {  // create: an empty file, one transaction
       Tree after = model_;
-      after[path] = Entry{'F', 0644, ""};
+      after[path] = Entry{'F', 0644, "", 1, next_group_++};
       const Ino parent = ino_of(parent_of(path));
       fuse_entry_param e;
       PM_TRY(change(log, after, "create " + path, [&] {
@@ -213,7 +229,7 @@ class FuseWorkload final : public Workload {
                         "open " + path));
     const int werr = fs_->do_write(h, data.data(), data.size(), 0, kRoot, &ignored);
     Tree after = model_;
-    after[path].data = data;
+    for_names(&after, path, [&](Entry* x) { x->data = data; });
     Status s = werr != 0 ? errno_status(werr, "write " + path)
                          : change(log, after, "flush " + path, [&] { return fs_->do_flush(h); });
     fs_->do_release(h);
@@ -229,10 +245,11 @@ class FuseWorkload final : public Workload {
     const std::string& old = model_.at(path).data;
     const size_t off = rng() % (old.size() + 1);
     const std::string data = random_bytes(rng, 1 + rng() % (kValue + kValue / 2));
-    Tree after = model_;
-    std::string& d = after[path].data;
+    std::string d = old;
     if (d.size() < off + data.size()) d.resize(off + data.size());
     d.replace(off, data.size(), data);
+    Tree after = model_;
+    for_names(&after, path, [&](Entry* x) { x->data = d; });
     pmfs::Handle* h = nullptr;
     bool ignored = false;
     PM_TRY(errno_status(fs_->do_open(ino_of(path), O_WRONLY, kRoot, &h, &ignored), "open " + path));
@@ -273,6 +290,7 @@ class FuseWorkload final : public Workload {
       return err == ENOTEMPTY ? Status() : errno_status(err ? err : EINVAL, "rmdir " + path);
     }
     Tree after = model_;
+    if (!dir) for_names(&after, path, [](Entry* x) { x->nlink--; });
     after.erase(path);
     return change(log, after, "remove " + path,
                   [&] { return fs_->do_remove(parent, name_of(path).c_str(), dir); });
@@ -293,15 +311,27 @@ class FuseWorkload final : public Workload {
       const bool both_files = e.type != 'D' && target->second.type != 'D';
       if (!(both_files || (both_dirs && !has_children(model_, dst)))) return Status();
     }
+    // Two names of one file: POSIX says nothing happens. Else a replaced
+    // file loses a name.
+    const bool same_file =
+        target != model_.end() && e.type != 'D' && target->second.group == e.group;
+    Tree before = model_;
+    if (target != model_.end() && target->second.type != 'D' && !same_file) {
+      for_names(&before, dst, [](Entry* x) { x->nlink--; });
+    }
     Tree after;
-    for (const auto& [p, x] : model_) {
-      if (p == dst) continue;  // replaced
-      if (p == src) {
-        after[dst] = x;
-      } else if (is_below(p, src)) {
-        after[dst + p.substr(src.size())] = x;
-      } else {
-        after[p] = x;
+    if (same_file) {
+      after = model_;
+    } else {
+      for (const auto& [p, x] : before) {
+        if (p == dst) continue;  // replaced
+        if (p == src) {
+          after[dst] = x;
+        } else if (is_below(p, src)) {
+          after[dst + p.substr(src.size())] = x;
+        } else {
+          after[p] = x;
+        }
       }
     }
     const Ino from = ino_of(parent_of(src)), to = ino_of(dir);
@@ -315,7 +345,7 @@ class FuseWorkload final : public Workload {
     if (model_.contains(path)) return Status();
     const std::string target = fmt::format("../target/{}", std::string(rng() % 100, 'x'));
     Tree after = model_;
-    after[path] = Entry{'L', 0777, target};
+    after[path] = Entry{'L', 0777, target, 1, next_group_++};
     const Ino parent = ino_of(parent_of(path));
     fuse_entry_param e;
     return change(log, after, "symlink " + path, [&] {
@@ -328,7 +358,7 @@ class FuseWorkload final : public Workload {
     if (path.empty() || model_.at(path).type == 'L') return Status();
     const auto perm = static_cast<uint32_t>(rng() % 01000);
     Tree after = model_;
-    after[path].perm = perm;
+    for_names(&after, path, [&](Entry* x) { x->perm = perm; });
     struct stat attr {
     }, out;
     attr.st_mode = perm;
@@ -342,7 +372,7 @@ class FuseWorkload final : public Workload {
     if (path.empty() || model_.at(path).type != 'F') return Status();
     const uint64_t size = rng() % 2 == 0 ? rng() % 400 : rng() % (3 * kValue);
     Tree after = model_;
-    after[path].data.resize(size);
+    for_names(&after, path, [&](Entry* x) { x->data.resize(size); });
     struct stat attr {
     }, out;
     attr.st_size = static_cast<off_t>(size);
@@ -351,11 +381,63 @@ class FuseWorkload final : public Workload {
                   [&] { return fs_->do_setattr(ino, attr, FUSE_SET_ATTR_SIZE, nullptr, kRoot, &out); });
   }
 
+  // A new name for a random file (a hard link): its first moves the file to
+  // an inode key, all in the transaction that adds the name.
+  Status link(std::mt19937_64& rng, CommitLog& log) {
+    const std::string src = random_entry(rng);
+    if (src.empty() || model_.at(src).type != 'F') return Status();
+    const std::string dir = random_dir(rng);
+    const std::string dst = join(dir, fmt::format("f{}", rng() % 4));
+    if (model_.contains(dst)) return Status();
+    Tree after = model_;
+    for_names(&after, src, [](Entry* x) { x->nlink++; });
+    after[dst] = after.at(src);
+    const Ino ino = ino_of(src), to = ino_of(dir);
+    fuse_entry_param e;
+    return change(log, after, fmt::format("link {} {}", src, dst),
+                  [&] { return fs_->do_link(ino, to, name_of(dst).c_str(), &e); });
+  }
+
+  // Sets or removes an extended attribute of a random file or directory
+  // (a file's are its inode's, seen through all its names).
+  Status xattr(std::mt19937_64& rng, CommitLog& log) {
+    const std::string path = random_entry(rng);
+    if (path.empty() || model_.at(path).type == 'L') return Status();
+    const std::string name = fmt::format("user.k{}", rng() % 3);
+    const bool set = !model_.at(path).xattrs.contains(name) || rng() % 3 != 0;
+    const std::string value = random_bytes(rng, rng() % 200);
+    Tree after = model_;
+    for_names(&after, path, [&](Entry* x) {
+      if (set) {
+        x->xattrs[name] = value;
+      } else {
+        x->xattrs.erase(name);
+      }
+    });
+    const Ino ino = ino_of(path);
+    return change(log, after, fmt::format("{}xattr {} {}", set ? "set" : "remove", path, name),
+                  [&] {
+                    return set ? fs_->do_setxattr(ino, name.c_str(), value, 0)
+                               : fs_->do_removexattr(ino, name.c_str());
+                  });
+  }
+
+  // Applies f to every name of the file at path in t (to a directory: to it).
+  static void for_names(Tree* t, const std::string& path, const std::function<void(Entry*)>& f) {
+    Entry& e = t->at(path);
+    if (e.type == 'D') return f(&e);
+    const uint64_t group = e.group;
+    for (auto& [p, x] : *t) {
+      if (x.type != 'D' && x.group == group) f(&x);
+    }
+  }
+
   Container* live_ = nullptr;
   uint64_t live_generation_ = 0;
   kv::Store* store_ = nullptr;  // owned by fs_
   std::unique_ptr<pmfs::Fs> fs_;
   Tree model_;
+  uint64_t next_group_ = uint64_t{1} << 40;  // above the inode numbers a walk reports
 };
 
 }  // namespace
