@@ -1,0 +1,143 @@
+// pmfs::Fs without a kernel: hard links across a remount, what the mount's
+// index does with names and inode keys left behind, and the link limit.
+#include "fuse/fs.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <memory>
+#include <string>
+
+#include "fuse/key_names.h"
+#include "kv/store.h"
+#include "testutil/store_options.h"
+#include "testutil/temp_dir.h"
+
+namespace pmfs {
+namespace {
+
+const Caller kRoot{0, 0};
+
+class FsTest : public ::testing::Test {
+ protected:
+  FsTest() : path_(dir_.file("s.kv")) {
+    options_ = pm::test::small_store_options();
+    options_.background = true;  // thousands of transactions: gleaned as they come
+    options_.log_bytes = 1 << 20;
+    options_.max_key_bytes = 256;
+  }
+
+  // A fresh mount of the store: opened and indexed.
+  std::unique_ptr<Fs> mount() {
+    fs_.reset();
+    auto s = kv::Store::open(path_, options_);
+    EXPECT_TRUE(s.ok()) << s.status().to_string();
+    if (!s.ok()) return nullptr;
+    store_ = s->get();
+    MountOptions m;
+    m.max_key_bytes = options_.max_key_bytes;
+    auto fs = std::make_unique<Fs>(std::move(*s), m);
+    EXPECT_TRUE(fs->build_index().ok());
+    return fs;
+  }
+
+  Ino lookup(Ino parent, const char* name, struct stat* st = nullptr) {
+    fuse_entry_param e;
+    if (fs_->do_lookup(parent, name, &e) != 0) return 0;
+    if (st != nullptr) *st = e.attr;
+    return e.ino;
+  }
+
+  std::string read(Ino ino) {
+    Handle* h = nullptr;
+    bool changed = false;
+    if (fs_->do_open(ino, O_RDONLY, kRoot, &h, &changed) != 0) return "<open failed>";
+    std::string out;
+    const int err = fs_->do_read(h, 1 << 16, 0, &out);
+    fs_->do_release(h);
+    return err == 0 ? out : "<read failed>";
+  }
+
+  pm::test::TempDir dir_;
+  std::string path_;
+  kv::StoreOptions options_;
+  kv::Store* store_ = nullptr;  // owned by fs_
+  std::unique_ptr<Fs> fs_;
+};
+
+TEST_F(FsTest, LinkedNamesAreOneInodeAcrossARemount) {
+  fs_ = mount();
+  fuse_entry_param e, d, l;
+  ASSERT_EQ(fs_->do_make(kRootIno, "a", S_IFREG | 0640, 0, "content", kRoot, &e), 0);
+  ASSERT_EQ(fs_->do_make(kRootIno, "d", S_IFDIR | 0755, 0, "", kRoot, &d), 0);
+  ASSERT_EQ(fs_->do_link(e.ino, d.ino, "b", &l), 0);
+  EXPECT_EQ(l.ino, e.ino);
+  EXPECT_EQ(l.attr.st_nlink, 2u);
+  EXPECT_EQ(fs_->do_link(d.ino, kRootIno, "dir", &l), EPERM);
+  EXPECT_EQ(fs_->do_link(e.ino, d.ino, "b", &l), EEXIST);
+
+  fs_ = mount();
+  struct stat a {}, b {};
+  const Ino ia = lookup(kRootIno, "a", &a), id = lookup(kRootIno, "d");
+  const Ino ib = lookup(id, "b", &b);
+  ASSERT_NE(ia, 0u);
+  EXPECT_EQ(ia, ib);
+  EXPECT_EQ(a.st_nlink, 2u);
+  EXPECT_EQ(a.st_mode, S_IFREG | 0640u);
+  EXPECT_EQ(read(ib), "content");
+  // Back to one name, and none: the inode key goes with the last.
+  ASSERT_EQ(fs_->do_remove(kRootIno, "a", false), 0);
+  struct stat left {};
+  lookup(id, "b", &left);
+  EXPECT_EQ(left.st_nlink, 1u);
+  std::string holder;
+  ASSERT_TRUE(store_->get("d/b", &holder).ok());
+  ASSERT_EQ(fs_->do_remove(id, "b", false), 0);
+  EXPECT_TRUE(store_->get(id_key(kInodePrefix, *key_id("", holder)), &holder).is_not_found());
+}
+
+// `pm kv del` of every name leaves an inode key: the next mount removes it
+// (with its record). A name whose inode key is gone shows what it holds.
+TEST_F(FsTest, InodeKeysNoNameHoldsAreRemovedAtMount) {
+  fs_ = mount();
+  fuse_entry_param e, l;
+  ASSERT_EQ(fs_->do_make(kRootIno, "a", S_IFREG | 0644, 0, "x", kRoot, &e), 0);
+  ASSERT_EQ(fs_->do_link(e.ino, kRootIno, "b", &l), 0);
+  ASSERT_EQ(fs_->do_make(kRootIno, "c", S_IFREG | 0644, 0, "y", kRoot, &e), 0);
+  ASSERT_EQ(fs_->do_link(e.ino, kRootIno, "d", &l), 0);
+  std::string ab, cd;
+  ASSERT_TRUE(store_->get("a", &ab).ok());
+  ASSERT_TRUE(store_->get("c", &cd).ok());
+  ASSERT_TRUE(store_->remove("a").ok());
+  ASSERT_TRUE(store_->remove("b").ok());
+  ASSERT_TRUE(store_->remove(inode_key(*key_id("", cd))).ok());
+
+  fs_ = mount();
+  std::string v;
+  EXPECT_TRUE(store_->get(inode_key(*key_id("", ab)), &v).is_not_found());
+  EXPECT_TRUE(store_->get(std::string(kMetaPrefix) + inode_key(*key_id("", ab)), &v).is_not_found());
+  struct stat st {};
+  const Ino ic = lookup(kRootIno, "c", &st);
+  EXPECT_EQ(st.st_nlink, 1u);
+  EXPECT_EQ(read(ic), cd);  // the raw id, as `pm kv get` shows it
+  // A new link does not take an id a name still holds.
+  ASSERT_EQ(fs_->do_make(kRootIno, "e", S_IFREG | 0644, 0, "z", kRoot, &e), 0);
+  ASSERT_EQ(fs_->do_link(e.ino, kRootIno, "f", &l), 0);
+  ASSERT_TRUE(store_->get("e", &v).ok());
+  EXPECT_NE(v, cd);
+  EXPECT_NE(v, ab);
+}
+
+TEST_F(FsTest, LinksStopAtTheLimit) {
+  fs_ = mount();
+  fuse_entry_param e, l;
+  ASSERT_EQ(fs_->do_make(kRootIno, "f", S_IFREG | 0644, 0, "", kRoot, &e), 0);
+  for (uint32_t i = 1; i < kLinkMax; i++) {
+    ASSERT_EQ(fs_->do_link(e.ino, kRootIno, std::to_string(i).c_str(), &l), 0) << i;
+  }
+  EXPECT_EQ(l.attr.st_nlink, kLinkMax);
+  EXPECT_EQ(fs_->do_link(e.ino, kRootIno, "one more", &l), EMLINK);
+}
+
+}  // namespace
+}  // namespace pmfs
