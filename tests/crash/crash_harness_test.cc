@@ -118,7 +118,9 @@ INSTANTIATE_TEST_SUITE_P(
 INSTANTIATE_TEST_SUITE_P(
     Fuse, PowerFailureTest,
     ::testing::Values(Case{"fuse_pmem", make_fuse_workload, UnitMode::kPmemLines, 200},
-                      Case{"fuse_msync", make_fuse_workload, UnitMode::kMsyncPages, 100}),
+                      Case{"fuse_msync", make_fuse_workload, UnitMode::kMsyncPages, 100},
+                      Case{"fuse_async_msync", make_fuse_async_workload, UnitMode::kMsyncPages,
+                           100}),
     [](const auto& info) { return std::string(info.param.name); });
 
 #ifdef PM_CRASH_SQLITE
@@ -157,7 +159,9 @@ INSTANTIATE_TEST_SUITE_P(
                            UnitMode::kPmemLines, 16},
                       Case{"chain_kvstore_concurrent_async_msync",
                            make_kv_concurrent_async_workload, UnitMode::kMsyncPages, 16},
-                      Case{"chain_fuse_msync", make_fuse_workload, UnitMode::kMsyncPages, 20}),
+                      Case{"chain_fuse_msync", make_fuse_workload, UnitMode::kMsyncPages, 20},
+                      Case{"chain_fuse_async_msync", make_fuse_async_workload,
+                           UnitMode::kMsyncPages, 20}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Fault injection: each sync of a run fails in turn.

@@ -83,12 +83,14 @@ bool has_children(const Tree& t, const std::string& dir) {
 
 class FuseWorkload final : public Workload {
  public:
-  FuseWorkload() {
+  explicit FuseWorkload(bool async) : async_(async), options_(store_options()) {
     fuse_set_log_func([](fuse_log_level, const char*, va_list) {});  // index summaries
+    // The mount's default off pmem: a change is durable at the next sync.
+    if (async) options_.durability = kv::Durability::kAsync;
   }
 
-  std::string name() const override { return "fuse"; }
-  Options options() const override { return kv::container_options(store_options()); }
+  std::string name() const override { return async_ ? "fuse_async" : "fuse"; }
+  Options options() const override { return kv::container_options(options_); }
   // The tree model follows acknowledged operations only.
   bool continues_after_failure() const override { return false; }
 
@@ -106,7 +108,11 @@ class FuseWorkload final : public Workload {
     live_generation_ = c.generation();
     PM_TRY(open(c, log));
     model_.clear();
-    return walk(*fs_, pmfs::kRootIno, "", &model_);
+    PM_TRY(walk(*fs_, pmfs::kRootIno, "", &model_));
+    durable_ = digest_of(model_);  // what was recovered is on the file
+    unsynced_.clear();
+    if (async_) log.expect({durable_});
+    return Status();
   }
 
   Status setup(Container& c, std::mt19937_64&) override {
@@ -120,6 +126,7 @@ class FuseWorkload final : public Workload {
 
   Status step(Container& c, std::mt19937_64& rng, CommitLog& log) override {
     if (fs_ == nullptr) PM_TRY(open(c, log));
+    if (async_ && (unsynced_.size() >= kMaxUnsynced || rng() % 10 == 0)) return sync(log);
     const int kind = static_cast<int>(rng() % 26);
     if (kind < 6) return write_file(rng, log);
     if (kind > 23) return xattr(rng, log);
@@ -134,18 +141,18 @@ class FuseWorkload final : public Workload {
     if (kind < 19) {
       const uint64_t n = rng() % 6;
       const bool epoch = rng() % 2 == 0;
-      return log.durable(digest_of(model_), [&] {
+      return background(log, [&] {
         Result<uint64_t> g = store_->glean(n);
         if (!g.ok()) return g.status();
         return epoch ? store_->advance_epoch() : Status();
       });
     }
-    return log.durable(digest_of(model_), [&] { return store_->checkpoint(); });
+    return background(log, [&] { return store_->checkpoint(); });
   }
 
   uint64_t digest(Container& c) override {
     if (&c == live_ && c.generation() == live_generation_) return digest_of(model_);
-    Result<std::unique_ptr<kv::Store>> s = kv::open_store_on(&c, store_options());
+    Result<std::unique_ptr<kv::Store>> s = kv::open_store_on(&c, options_);
     if (!s.ok()) return 0xbad0;
     pmfs::Fs fs(std::move(*s), mount_options());
     if (!fs.build_index().ok()) return 0xbad1;
@@ -157,8 +164,10 @@ class FuseWorkload final : public Workload {
  private:
   // Opening a store commits a new session: the tree is unchanged.
   Status open(Container& c, CommitLog& log) {
-    return log.durable(digest_of(model_), [&]() -> Status {
-      Result<std::unique_ptr<kv::Store>> s = kv::open_store_on(&c, store_options());
+    durable_ = digest_of(model_);
+    unsynced_.clear();
+    return log.durable(durable_, [&]() -> Status {
+      Result<std::unique_ptr<kv::Store>> s = kv::open_store_on(&c, options_);
       if (!s.ok()) return s.status();
       store_ = s->get();
       fs_ = std::make_unique<pmfs::Fs>(std::move(*s), mount_options());
@@ -167,11 +176,43 @@ class FuseWorkload final : public Workload {
   }
 
   // Runs one Fs call that changes the store, after which the tree is `after`.
+  // Synchronous: durable when it returns, so a crash shows the tree before
+  // or after it. Each runs on a thread of its own, so changes land in
+  // different logs. Asynchronous: durable at the next sync, so a crash may
+  // show the tree after any of the changes since the last sync (or none).
+  // They run on one thread, hence one log, whose recovery keeps a prefix.
   Status change(CommitLog& log, Tree after, const std::string& what,
                 const std::function<int()>& op) {
-    PM_TRY(log.durable(digest_of(after),
-                       [&] { return on_new_thread([&] { return errno_status(op(), what); }); }));
+    if (async_) {
+      unsynced_.push_back(digest_of(after));
+      log.expect(allowed());
+      PM_TRY(errno_status(op(), what));
+    } else {
+      PM_TRY(log.durable(digest_of(after),
+                         [&] { return on_new_thread([&] { return errno_status(op(), what); }); }));
+    }
     model_ = std::move(after);
+    return Status();
+  }
+
+  // Gleaning, epochs and checkpoints change nothing a mount shows.
+  Status background(CommitLog& log, const std::function<Status()>& op) {
+    return async_ ? op() : log.durable(digest_of(model_), op);
+  }
+
+  // The tree durable at the last sync, then after each change since.
+  std::vector<uint64_t> allowed() const {
+    std::vector<uint64_t> a{durable_};
+    a.insert(a.end(), unsynced_.begin(), unsynced_.end());
+    return a;
+  }
+
+  // What fsync and sync(2) call: every change so far becomes durable.
+  Status sync(CommitLog& log) {
+    PM_TRY(errno_status(fs_->do_sync(), "sync"));
+    durable_ = digest_of(model_);
+    unsynced_.clear();
+    log.expect({durable_});
     return Status();
   }
 
@@ -432,6 +473,11 @@ class FuseWorkload final : public Workload {
     }
   }
 
+  static constexpr size_t kMaxUnsynced = 8;
+  const bool async_;
+  kv::StoreOptions options_;
+  uint64_t durable_ = 0;           // async: the tree's digest at the last sync
+  std::vector<uint64_t> unsynced_;  // async: digests after each change since
   Container* live_ = nullptr;
   uint64_t live_generation_ = 0;
   kv::Store* store_ = nullptr;  // owned by fs_
@@ -442,6 +488,9 @@ class FuseWorkload final : public Workload {
 
 }  // namespace
 
-std::unique_ptr<Workload> make_fuse_workload() { return std::make_unique<FuseWorkload>(); }
+std::unique_ptr<Workload> make_fuse_workload() { return std::make_unique<FuseWorkload>(false); }
+std::unique_ptr<Workload> make_fuse_async_workload() {
+  return std::make_unique<FuseWorkload>(true);
+}
 
 }  // namespace pm::crash

@@ -19,6 +19,15 @@ namespace pm::crash {
 // shows exactly the tree after the last acknowledged operation or after the
 // one in flight (a rename moves a whole tree or nothing).
 std::unique_ptr<Workload> make_fuse_workload();
+// The same under kv::Durability::kAsync, the mount's default off pmem: a
+// change is durable at the next sync (fsync, sync(2), or a chunked file's
+// commit), so a crash may show the tree after any change since the last
+// sync. Chunks dropped by a commit wait for a sync before they go.
+std::unique_ptr<Workload> make_fuse_async_workload();
+// The same under kv::Durability::kAsync, the mount's default off pmem: a
+// change is durable at the next sync (fsync, sync(2), or a chunked file's
+// commit), so a crash may show the tree after any change since the last
+// sync. Chunks dropped by a commit wait for a sync before they go.
 
 }  // namespace pm::crash
 
