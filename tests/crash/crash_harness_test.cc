@@ -120,7 +120,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"fuse_pmem", make_fuse_workload, UnitMode::kPmemLines, 200},
                       Case{"fuse_msync", make_fuse_workload, UnitMode::kMsyncPages, 100},
                       Case{"fuse_async_msync", make_fuse_async_workload, UnitMode::kMsyncPages,
-                           100}),
+                           60}),
     [](const auto& info) { return std::string(info.param.name); });
 
 #ifdef PM_CRASH_SQLITE
