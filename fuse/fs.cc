@@ -488,13 +488,11 @@ int Fs::removed_content(const Node& n, Removed* r) {
   return 0;
 }
 
-void Fs::retire(Node* n, Removed r) {
-  if (n->open_count > 0) {  // its descriptors read on from what it held
-    n->unlinked_value = std::move(r.value);
-    n->retired_chunks.insert(n->retired_chunks.end(), r.chunks.begin(), r.chunks.end());
-  } else {
-    discard_chunks(std::move(r.chunks));
-  }
+std::vector<uint64_t> Fs::retire(Node* n, Removed r) {
+  if (n->open_count == 0) return std::move(r.chunks);
+  n->unlinked_value = std::move(r.value);  // its descriptors read on from what it held
+  n->retired_chunks.insert(n->retired_chunks.end(), r.chunks.begin(), r.chunks.end());
+  return {};
 }
 
 void Fs::discard_chunks(std::vector<uint64_t> ids) {
@@ -747,12 +745,15 @@ int Fs::do_remove(Ino parent, const char* name, bool dir) {
   if (n->has_xattrs && last) b.remove(xattr_key(n->key));
   b.put_dir(p->key, pm);
   if (int err = commit(b, EIO)) return err;
-  if (last) retire(n, std::move(removed));
+  std::vector<uint64_t> garbage;
+  if (last) garbage = retire(n, std::move(removed));
   p->meta = pm;
   p->has_record = true;
   n->meta = m;
   table_.unlink(p, name);
   table_.erase_if_unused(n);
+  lock.unlock();  // a large file's chunks: one store removal each, which other requests need not wait for
+  discard_chunks(std::move(garbage));
   return 0;
 }
 
@@ -948,13 +949,16 @@ int Fs::do_rename(Ino parent, const char* name, Ino newparent, const char* newna
   np->meta = npm;
   p->has_record = np->has_record = src->has_record = true;
   src->meta = sm;
+  std::vector<uint64_t> garbage;
   if (dst != nullptr) {
-    if (dst_last) retire(dst, std::move(replaced));
+    if (dst_last) garbage = retire(dst, std::move(replaced));
     dst->meta = dm;
     table_.unlink(np, newname);
     table_.erase_if_unused(dst);
   }
   table_.move(p, name, np, newname, new_key);
+  lock.unlock();
+  discard_chunks(std::move(garbage));
   return 0;
 }
 

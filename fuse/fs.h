@@ -138,8 +138,9 @@ class Fs {
   };
   int removed_content(const Node& n, Removed* r);
   // After the removal committed: an open n keeps r until its last release;
-  // otherwise r's chunks are discarded.
-  void retire(Node* n, Removed r);
+  // otherwise returns r's chunks, for discard_chunks once the caller has
+  // let go of mu_.
+  std::vector<uint64_t> retire(Node* n, Removed r);
   // Chunks no manifest names any more, after a commit: removed once that
   // commit is durable (at once under kSync, else after the next sync).
   void discard_chunks(std::vector<uint64_t> ids);
