@@ -132,6 +132,15 @@ Fs::Fs(std::unique_ptr<kv::Store> store, const MountOptions& o)
 }
 
 Fs::~Fs() {
+  // Handles whose release never came: the session ended first (the kernel
+  // sends releases in the background, and an unmount need not wait for
+  // them). Released here, as the kernel would have.
+  std::vector<Handle*> open;
+  {
+    std::lock_guard g(handles_mu_);
+    open.assign(handles_.begin(), handles_.end());
+  }
+  for (Handle* h : open) do_release(h);
   if (pm::Status s = sync_and_collect(); !s.ok()) {
     fuse_log(FUSE_LOG_WARNING, "pmfs: %s (the next mount removes the unused chunks)\n",
              s.to_string().c_str());
@@ -1000,6 +1009,10 @@ int Fs::do_open(Ino ino, int flags, const Caller& c, Handle** out, bool* mode_ch
       return err;
     }
   }
+  {
+    std::lock_guard g(handles_mu_);
+    handles_.insert(h.get());
+  }
   *out = h.release();
   return 0;
 }
@@ -1098,6 +1111,10 @@ void Fs::do_release(Handle* h) {
   }
   remove_chunks(staged);
   discard_chunks(std::move(retired));
+  {
+    std::lock_guard g(handles_mu_);
+    handles_.erase(h);
+  }
   delete h;
 }
 

@@ -188,6 +188,9 @@ class Fs {
   mutable std::shared_mutex mu_;
   InodeTable table_;  // GUARDED_BY(mu_)
 
+  std::mutex handles_mu_;
+  std::unordered_set<Handle*> handles_;  // GUARDED_BY(handles_mu_): open, not yet released
+
   std::mutex statfs_mu_;
   std::chrono::steady_clock::time_point statfs_at_;  // GUARDED_BY(statfs_mu_)
   kv::StoreStats statfs_stats_;                      // GUARDED_BY(statfs_mu_)
