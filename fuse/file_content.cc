@@ -174,6 +174,29 @@ int FileContent::truncate(uint64_t size) {
   return 0;
 }
 
+int FileContent::zero(uint64_t off, uint64_t len) {
+  const uint64_t end = std::min(size_, off + std::min(len, UINT64_MAX - off));
+  for (uint64_t pos = off; pos < end;) {
+    const uint64_t i = pos / chunk_bytes_, in = pos % chunk_bytes_;
+    const uint64_t n = std::min(end - pos, chunk_bytes_ - in);
+    modified_ = true;
+    if (in == 0 && (n == chunk_bytes_ || pos + n == size_)) {  // the whole chunk: a hole
+      dirty_.erase(i);
+      forget_id(ids_[i]);
+      ids_[i] = 0;
+    } else {
+      int err = 0;
+      std::string* c = dirty_chunk(i, &err);
+      if (c == nullptr) return err;
+      if (in < c->size()) {  // bytes past a chunk's end are zeros already
+        std::memset(c->data() + in, 0, static_cast<size_t>(std::min<uint64_t>(n, c->size() - in)));
+      }
+    }
+    pos += n;
+  }
+  return dirty_.size() * chunk_bytes_ > kDirtyBudget ? spill() : 0;
+}
+
 void FileContent::forget_id(uint64_t id) {
   if (id == 0 || staged_.erase(id) == 0) return;
   if (cached_id_ == id) cached_id_ = 0;

@@ -81,6 +81,9 @@ class FileContent {
   int read(uint64_t off, size_t len, std::string* out);
   int write(uint64_t off, std::string_view data);  // EFBIG past layout.max_file
   int truncate(uint64_t size);                     // EFBIG past layout.max_file
+  // Zeros [off, off + len) within the file (fallocate's punch and zero
+  // ranges; the size stays): whole chunks become holes, which hold no data.
+  int zero(uint64_t off, uint64_t len);
 
   // Writes every changed chunk out (a chunked result) and sets *value to
   // what the data key is to hold and *chunked to its form; *wrote_chunks

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 
@@ -83,6 +84,46 @@ TEST(FileContentTest, ATruncateThatCannotReadItsLastChunkChangesNothing) {
   std::string tail;
   ASSERT_EQ(f.read(2 * 4096, 4096, &tail), 0);
   EXPECT_EQ(tail, data.substr(2 * 4096));
+}
+
+// zero() (fallocate's punch and zero ranges): whole chunks become holes
+// (the manifest names id 0, and their old chunks are garbage after the
+// commit), partial ones are zeroed in place, and nothing past the end
+// changes.
+TEST(FileContentTest, ZeroedRangesReadAsZerosAndWholeChunksBecomeHoles) {
+  pm::test::TempDir dir;
+  auto store = kv::Store::open(dir.file("s.kv"), pm::test::small_store_options());
+  ASSERT_TRUE(store.ok()) << store.status().to_string();
+  const Layout layout{4096, 4096, 1 << 20};
+  std::atomic<uint64_t> next_id{1};
+  FileContent f(store->get(), &layout, &next_id);
+  f.load("", false, "f");
+  std::string data(4 * 4096 + 10, '\0');
+  for (size_t i = 0; i < data.size(); i++) data[i] = static_cast<char>('a' + i % 26);
+  ASSERT_EQ(f.write(0, data), 0);
+  std::string value;
+  bool chunked = false, wrote = false;
+  ASSERT_EQ(f.prepare(&value, &chunked, &wrote), 0);
+  ASSERT_TRUE(f.committed().empty());
+
+  // Chunk 0 in part, chunk 1 whole, chunk 2 in part; then the last chunk,
+  // a partial one, from its start past the end.
+  ASSERT_EQ(f.zero(100, 2 * 4096 + 50), 0);
+  ASSERT_EQ(f.zero(4 * 4096, 1000), 0);
+  EXPECT_EQ(f.size(), data.size());
+  std::fill(data.begin() + 100, data.begin() + 100 + 2 * 4096 + 50, '\0');
+  std::fill(data.begin() + 4 * 4096, data.end(), '\0');
+  std::string back;
+  ASSERT_EQ(f.read(0, data.size() + 10, &back), 0);
+  EXPECT_EQ(back, data);
+
+  ASSERT_EQ(f.prepare(&value, &chunked, &wrote), 0);
+  std::optional<Manifest> m = decode_manifest(value);
+  ASSERT_TRUE(m);
+  ASSERT_EQ(m->ids.size(), 5u);
+  EXPECT_EQ(m->ids[1], 0u);
+  EXPECT_EQ(m->ids[4], 0u);
+  EXPECT_EQ(f.committed().size(), 4u);  // chunks 0 and 2 rewritten, 1 and 4 holes
 }
 
 }  // namespace

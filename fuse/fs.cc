@@ -1,5 +1,6 @@
 #include "fuse/fs.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/statvfs.h>
 #include <sys/xattr.h>
@@ -1046,6 +1047,43 @@ int Fs::do_write(Handle* h, const char* data, size_t size, off_t off, const Call
   return 0;
 }
 
+int Fs::do_fallocate(Handle* h, int mode, off_t off, off_t len, const Caller& c,
+                     bool* mode_changed) {
+  const bool keep_size = mode & FALLOC_FL_KEEP_SIZE;
+  const int kind = mode & ~FALLOC_FL_KEEP_SIZE;
+  if (kind != 0 && kind != FALLOC_FL_PUNCH_HOLE && kind != FALLOC_FL_ZERO_RANGE) return EOPNOTSUPP;
+  if (off < 0 || len <= 0) return EINVAL;
+  const auto begin = static_cast<uint64_t>(off), end = begin + static_cast<uint64_t>(len);
+  if (end < begin) return EFBIG;
+  FileData* d = h->data.get();
+  std::lock_guard dl(d->mu);
+  std::unique_lock lock(mu_);
+  Node* n = table_.get(h->ino);
+  if (n == nullptr) return EBADF;
+  if (int err = load(d, *n)) return err;
+  const uint64_t size = d->content.size();
+  // The store cannot set space aside (a later write may still find it full:
+  // docs/fuse.md), but a request for more than it has left fails at once,
+  // as on a full disk. Holes and zeros take no space.
+  if (kind == 0 && end > size && end - std::max(begin, size) > space().free) {
+    return ENOSPC;
+  }
+  const bool grows = !keep_size && kind != FALLOC_FL_PUNCH_HOLE && end > size;
+  if (grows) {
+    if (int err = d->content.truncate(end)) return err;
+  }
+  if (kind != 0) {
+    const int err = d->content.zero(begin, end - begin);
+    n->size = d->content.size();
+    if (err != 0) return err;
+  }
+  n->size = d->content.size();
+  if (!grows && kind == 0) return 0;  // nothing changed
+  n->meta.mtime_ns = n->meta.ctime_ns = now_ns();
+  *mode_changed = kill_suid(&n->meta, c);  // stored with the content at flush
+  return 0;
+}
+
 int Fs::do_flush(Handle* h) {
   if (!writable(h->flags)) return 0;  // a reader's close reports no writer's failure
   FileData* d = h->data.get();
@@ -1166,7 +1204,7 @@ int Fs::do_readdir(fuse_req_t req, Ino ino, size_t size, off_t off, bool plus, s
   return 0;
 }
 
-int Fs::do_statfs(struct statvfs* out) {
+Fs::Space Fs::space() {
   struct statvfs host {};
   const std::string dir = o_.store_path.substr(0, o_.store_path.rfind('/') + 1);
   if (statvfs(dir.empty() ? "." : dir.c_str(), &host) != 0) host = {};
@@ -1180,13 +1218,18 @@ int Fs::do_statfs(struct statvfs* out) {
     }
     st = statfs_stats_;
   }
-  constexpr uint64_t kBlock = 4096;
   const uint64_t host_free = uint64_t{host.f_bavail} * host.f_frsize;
   const uint64_t used = std::min(st.container_used_bytes, st.container_file_bytes);
+  return Space{st.container_file_bytes + host_free, st.container_file_bytes - used + host_free};
+}
+
+int Fs::do_statfs(struct statvfs* out) {
+  constexpr uint64_t kBlock = 4096;
+  const Space sp = space();
   *out = {};
   out->f_bsize = out->f_frsize = kBlock;
-  out->f_blocks = (st.container_file_bytes + host_free) / kBlock;
-  out->f_bfree = out->f_bavail = (st.container_file_bytes - used + host_free) / kBlock;
+  out->f_blocks = sp.total / kBlock;
+  out->f_bfree = out->f_bavail = sp.free / kBlock;
   std::shared_lock lock(mu_);
   out->f_files = table_.nodes() + out->f_bfree;
   out->f_ffree = out->f_favail = out->f_bfree;

@@ -89,6 +89,10 @@ class Fs {
   int do_read(Handle* h, size_t size, off_t off, std::string* out);
   int do_write(Handle* h, const char* data, size_t size, off_t off, const Caller& c,
                bool* mode_changed);
+  // fallocate(2): mode 0 and FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE,
+  // FALLOC_FL_ZERO_RANGE; other modes are EOPNOTSUPP. Staged like a write.
+  int do_fallocate(Handle* h, int mode, off_t off, off_t len, const Caller& c,
+                   bool* mode_changed);
   int do_flush(Handle* h);
   int do_fsync(Handle* h);
   int do_sync();
@@ -168,6 +172,12 @@ class Fs {
 
  private:
   void invalidate(Ino ino, off_t off);  // off -1: attributes only; 0: all
+  // The store's room as statfs reports it (a few seconds old at most): its
+  // file plus the free space of its file system. Takes no lock but its own.
+  struct Space {
+    uint64_t total = 0, free = 0;
+  };
+  Space space();
 
   std::unique_ptr<kv::Store> store_;
   const MountOptions o_;

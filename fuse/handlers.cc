@@ -201,6 +201,14 @@ void sfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_
   }
 }
 
+void sfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+                   fuse_file_info* fi) {
+  Fs& fs = fs_of(req);
+  bool mode_changed = false;
+  fuse_reply_err(req, fs.do_fallocate(handle_of(fi), mode, off, len, caller_of(req), &mode_changed));
+  if (mode_changed) fs.invalidate_attr(ino);
+}
+
 void sfs_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,
                fuse_file_info* fi) {
   Fs& fs = fs_of(req);
@@ -336,6 +344,7 @@ fuse_lowlevel_ops make_operations() {
   ops.create = sfs_create;
   ops.read = sfs_read;
   ops.write = sfs_write;
+  ops.fallocate = sfs_fallocate;
   ops.flush = sfs_flush;
   ops.release = sfs_release;
   ops.fsync = sfs_fsync;

@@ -6,15 +6,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-deps.sh
 # pjdfstest (the POSIX suite run on the FUSE mount, tests/fuse/pjdfstest.sh)
-# comes from crates.io through cargo, built once into .cache/.
+# and fsx (the file system exerciser, tests/fuse/fsx.sh) come from crates.io
+# through cargo, each built once into .cache/.
 if command -v cargo >/dev/null; then
-  if [ ! -x .cache/pjdfstest/bin/pjdfstest ]; then
-    echo "== installing pjdfstest (cargo, once)"
-    cargo install --quiet --locked pjdfstest --version 0.2.2 --root .cache/pjdfstest
-  fi
-  export PATH="$PWD/.cache/pjdfstest/bin:$PATH"
+  for tool in pjdfstest@0.2.2 fsx@0.2.0; do
+    name=${tool%@*}
+    if [ ! -x ".cache/$name/bin/$name" ]; then
+      echo "== installing $name (cargo, once)"
+      cargo install --quiet --locked "$name" --version "${tool#*@}" --root ".cache/$name"
+    fi
+    export PATH="$PWD/.cache/$name/bin:$PATH"
+  done
 else
-  echo "cargo not found: fuse.pjdfstest will be skipped (install Rust to run it)" >&2
+  echo "cargo not found: fuse.pjdfstest and fuse.fsx will be skipped (install Rust to run them)" >&2
 fi
 jobs=$(nproc)
 run() {  # run NAME CMAKE_ARGS...   (CTEST_ARGS in the environment narrows the tests)

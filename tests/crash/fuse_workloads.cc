@@ -1,8 +1,10 @@
 #include "crash/fuse_workloads.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <string>
@@ -279,24 +281,33 @@ class FuseWorkload final : public Workload {
 
   // A write into an existing file without O_TRUNC, across chunks when it
   // is chunked (a chunk changed in place would show half of it after a
-  // crash), possibly extending it.
+  // crash), possibly extending it; or, one time in four, a hole punched
+  // into it (fallocate: whole chunks become holes, partial ones zeros).
   Status overwrite(std::mt19937_64& rng, CommitLog& log) {
     const std::string path = random_entry(rng);
     if (path.empty() || model_.at(path).type != 'F') return Status();
     const std::string& old = model_.at(path).data;
     const size_t off = rng() % (old.size() + 1);
+    const bool punch = rng() % 4 == 0;
     const std::string data = random_bytes(rng, 1 + rng() % (kValue + kValue / 2));
     std::string d = old;
-    if (d.size() < off + data.size()) d.resize(off + data.size());
-    d.replace(off, data.size(), data);
+    if (punch) {
+      std::fill(d.begin() + off, d.begin() + std::min(d.size(), off + data.size()), '\0');
+    } else {
+      if (d.size() < off + data.size()) d.resize(off + data.size());
+      d.replace(off, data.size(), data);
+    }
     Tree after = model_;
     for_names(&after, path, [&](Entry* x) { x->data = d; });
     pmfs::Handle* h = nullptr;
     bool ignored = false;
     PM_TRY(errno_status(fs_->do_open(ino_of(path), O_WRONLY, kRoot, &h, &ignored), "open " + path));
+    const auto o = static_cast<off_t>(off);
     const int werr =
-        fs_->do_write(h, data.data(), data.size(), static_cast<off_t>(off), kRoot, &ignored);
-    Status s = werr != 0 ? errno_status(werr, "write " + path)
+        punch ? fs_->do_fallocate(h, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, o,
+                                  static_cast<off_t>(data.size()), kRoot, &ignored)
+              : fs_->do_write(h, data.data(), data.size(), o, kRoot, &ignored);
+    Status s = werr != 0 ? errno_status(werr, (punch ? "punch " : "write ") + path)
                          : change(log, after, "flush " + path, [&] { return fs_->do_flush(h); });
     fs_->do_release(h);
     return s;

@@ -357,6 +357,18 @@ wait $a1; wait $a2
 eq "two appenders keep every line" "$(wc -l <"$M/appended")" 200
 eq "each appender's lines in order" "$(grep -c '^a' "$M/appended"),$(grep '^b' "$M/appended" | sort -c -V && echo ok)" "100,ok"
 
+# ---------------------------------------------------------------- fallocate
+printf 'abcdefghij' >"$M/fa"
+fallocate -l 8192 "$M/fa" || FAIL "fallocate extending a file"
+eq "fallocate extends with zeros" "$(stat -c %s "$M/fa"):$(head -c 10 "$M/fa"):$(tail -c 8182 "$M/fa" | tr -d '\0' | wc -c)" "8192:abcdefghij:0"
+fallocate -n -o 100000 -l 4096 "$M/fa" || FAIL "fallocate --keep-size"
+eq "fallocate --keep-size keeps the size" "$(stat -c %s "$M/fa")" 8192
+fallocate -p -o 2 -l 3 "$M/fa" || FAIL "fallocate --punch-hole"
+eq "a punched hole reads as zeros" "$(head -c 10 "$M/fa" | od -An -c | tr -s ' ')" " a b \0 \0 \0 f g h i j"
+errs "fallocate of more than the store has" "No space left" fallocate -l 100T "$M/fa"
+errs "fallocate --collapse-range" "not supported" fallocate -c -o 0 -l 4096 "$M/fa"
+eq "a refused fallocate changes nothing" "$(stat -c %s "$M/fa")" 8192
+
 # ---------------------------------------------------------------- extended attributes
 python3 - "$M" <<'PY' || FAIL "extended attributes"
 import errno, os, sys
@@ -428,6 +440,7 @@ eq "a mapped write survives remount" "$(head -c 5005 "$M/mm" | tail -c 5)" HELLO
 eq "a WAL database survives remount" \
   "$(python3 -c 'import sqlite3,sys; d=sqlite3.connect(sys.argv[1]); print(d.execute("select count(*) from t").fetchone()[0], d.execute("pragma integrity_check").fetchone()[0])' "$M/wal.db")" \
   "250 ok"
+eq "a punched hole survives remount" "$(head -c 10 "$M/fa" | od -An -c | tr -s ' ')" " a b \0 \0 \0 f g h i j"
 eq "fifo and device survive remount" "$(stat -c '%F' "$M/fifo"):$(stat -c '%t:%T' "$M/null")" "fifo:1:3"
 
 # ---------------------------------------------------------------- large files
