@@ -155,6 +155,11 @@ class Fs {
   int commit(Batch& b, int size_errno);
   int rename_tree(Node* src, const std::string& new_key, Batch* b);
   void remove_name(const Node& n, const std::string& name_key, bool last, const Meta& m, Batch* b);
+  // Adds to b the move of file n's name old_key to new_key, with record m:
+  // a hard-linked name moves alone (its content stays at the inode key); any
+  // other file takes its value (read into *value) and extended attributes.
+  int move_file(const Node& n, const std::string& old_key, const std::string& new_key,
+                const Meta& m, Batch* b, std::string* value);
   // Adds to b the move of n's extended attributes to new_key (if any).
   int move_xattrs(const Node& n, const std::string& new_key, Batch* b);
   // n's extended attributes. REQUIRES: mu_.

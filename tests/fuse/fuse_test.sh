@@ -313,6 +313,22 @@ assert os.pread(r, 100, 0) == b"hello" and os.fstat(w).st_size == 5
 os.close(w); os.close(r)
 assert open(p, "rb").read() == b"hello"
 PY
+# git: a clone without hard links (index-pack re-reads the pack as it
+# writes it), a commit on the mount, and a fetch into the clone.
+if command -v git >/dev/null; then
+  g="git -c user.name=t -c user.email=t@t -c init.defaultBranch=main -c gc.auto=0"
+  $g init -q "$dir/origin" && for i in 1 2 3; do
+    seq "$i" 5000 >"$dir/origin/f$i" && $g -C "$dir/origin" add "f$i" && $g -C "$dir/origin" commit -q -m "c$i"
+  done || FAIL "git: the origin repository"
+  $g clone -q --no-local "$dir/origin" "$M/clone" || FAIL "git clone --no-local onto the mount"
+  $g -C "$M/clone" fsck --strict --no-progress || FAIL "git fsck of the clone"
+  echo change >>"$M/clone/f1" && $g -C "$M/clone" commit -q -a -m local || FAIL "git commit on the mount"
+  seq 9 >"$dir/origin/f9" && $g -C "$dir/origin" add f9 && $g -C "$dir/origin" commit -q -m c9
+  $g -C "$M/clone" fetch -q origin || FAIL "git fetch into a repository on the mount"
+  eq "git sees the fetched commit" "$($g -C "$M/clone" log --format=%s -1 origin/main)" c9
+  $g -C "$M/clone" fsck --strict --no-progress || FAIL "git fsck after the fetch"
+fi
+
 # A listing that renames each entry as it sees it returns each once
 # (generic/736), and ends.
 python3 - "$M/renlist" <<'PY' || FAIL "renames during a listing"

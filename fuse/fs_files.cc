@@ -1,0 +1,183 @@
+// Fs: open files (open, read, write, fallocate, flush, fsync, release),
+// whose descriptors share one FileData (docs/fuse.md, "Files").
+#include <fcntl.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "fuse/errno_map.h"
+#include "fuse/fs.h"
+#include "fuse/fs_internal.h"
+
+namespace pmfs {
+
+// ---------------------------------------------------------------- file data
+
+int Fs::do_open(Ino ino, int flags, const Caller& c, Handle** out, bool* mode_changed) {
+  auto h = std::make_unique<Handle>();
+  h->ino = ino;
+  h->flags = flags;
+  {
+    std::unique_lock lock(mu_);
+    Node* n = table_.get(ino);
+    if (n == nullptr) return ENOENT;
+    if (n->is_dir()) return EISDIR;
+    if (n->data == nullptr) {
+      n->data = new_file_data();
+    }
+    h->data = n->data;
+    n->open_count++;  // keeps the node and its data until release
+  }
+  if ((flags & O_TRUNC) && writable(flags)) {  // atomic_o_trunc: the put at flush truncates
+    int err = 0;
+    {
+      std::lock_guard dl(h->data->mu);
+      std::unique_lock lock(mu_);
+      Node* n = table_.get(ino);
+      // Loaded first: a chunked file's manifest says which chunks the put
+      // at flush drops.
+      err = load(h->data.get(), *n);
+      if (err == 0) err = h->data->content.truncate(0);
+      if (err == 0) {
+        n->size = 0;
+        n->meta.mtime_ns = n->meta.ctime_ns = now_ns();
+        *mode_changed = kill_suid(&n->meta, c);  // stored with the truncated content at flush
+      }
+    }
+    if (err != 0) {
+      do_release(h.release());
+      return err;
+    }
+  }
+  {
+    std::lock_guard g(handles_mu_);
+    handles_.insert(h.get());
+  }
+  *out = h.release();
+  return 0;
+}
+
+int Fs::do_read(Handle* h, size_t size, off_t off, std::string* out) {
+  FileData* d = h->data.get();
+  std::lock_guard dl(d->mu);
+  if (!d->content.loaded()) {
+    std::shared_lock lock(mu_);
+    Node* n = table_.get(h->ino);
+    if (n == nullptr) return EBADF;
+    if (int err = load(d, *n)) return err;
+  }
+  return d->content.read(static_cast<uint64_t>(off), size, out);
+}
+
+int Fs::do_write(Handle* h, const char* data, size_t size, off_t off, const Caller& c,
+                 bool* mode_changed) {
+  FileData* d = h->data.get();
+  std::lock_guard dl(d->mu);
+  std::unique_lock lock(mu_);
+  Node* n = table_.get(h->ino);
+  if (n == nullptr) return EBADF;
+  if (int err = load(d, *n)) return err;
+  const uint64_t o = (h->flags & O_APPEND) ? d->content.size() : static_cast<uint64_t>(off);
+  const int err = d->content.write(o, std::string_view(data, size));
+  n->size = d->content.size();  // a failed write may have extended the file
+  if (err != 0) return err;
+  n->meta.mtime_ns = n->meta.ctime_ns = now_ns();
+  *mode_changed = kill_suid(&n->meta, c);  // stored with the content at flush
+  return 0;
+}
+
+int Fs::do_fallocate(Handle* h, int mode, off_t off, off_t len, const Caller& c,
+                     bool* mode_changed) {
+  const bool keep_size = mode & FALLOC_FL_KEEP_SIZE;
+  const int kind = mode & ~FALLOC_FL_KEEP_SIZE;
+  if (kind != 0 && kind != FALLOC_FL_PUNCH_HOLE && kind != FALLOC_FL_ZERO_RANGE) return EOPNOTSUPP;
+  if (off < 0 || len <= 0) return EINVAL;
+  const auto begin = static_cast<uint64_t>(off), end = begin + static_cast<uint64_t>(len);
+  if (end < begin) return EFBIG;
+  FileData* d = h->data.get();
+  std::lock_guard dl(d->mu);
+  std::unique_lock lock(mu_);
+  Node* n = table_.get(h->ino);
+  if (n == nullptr) return EBADF;
+  if (int err = load(d, *n)) return err;
+  const uint64_t size = d->content.size();
+  // The store cannot set space aside (a later write may still find it full:
+  // docs/fuse.md), but a request for more than it has left fails at once,
+  // as on a full disk. Holes and zeros take no space.
+  if (kind == 0 && end > size && end - std::max(begin, size) > space().free) {
+    return ENOSPC;
+  }
+  const bool grows = !keep_size && kind != FALLOC_FL_PUNCH_HOLE && end > size;
+  if (grows) {
+    if (int err = d->content.truncate(end)) return err;
+  }
+  if (kind != 0) {
+    const int err = d->content.zero(begin, end - begin);
+    n->size = d->content.size();
+    if (err != 0) return err;
+  }
+  n->size = d->content.size();
+  if (!grows && kind == 0) return 0;  // nothing changed
+  n->meta.mtime_ns = n->meta.ctime_ns = now_ns();
+  *mode_changed = kill_suid(&n->meta, c);  // stored with the content at flush
+  return 0;
+}
+
+int Fs::do_flush(Handle* h) {
+  if (!writable(h->flags)) return 0;  // a reader's close reports no writer's failure
+  FileData* d = h->data.get();
+  std::unique_lock dl(d->mu);
+  if (!d->content.modified()) return 0;
+  std::unique_lock lock(mu_);
+  Node* n = table_.get(h->ino);
+  if (n == nullptr || n->parent == 0) return 0;  // unlinked: nowhere to put it
+  Batch b(store_.get());
+  if (int err = put_content(d, n, n->meta, &b)) {  // every descriptor shows the store again
+    n->size = n->committed_size;
+    lock.unlock();
+    dl.unlock();  // the kernel may write dirty mapped pages back first: a FUSE_WRITE
+    invalidate_content(h->ino);
+    return err;
+  }
+  n->committed_size = n->size = d->content.size();
+  n->has_record = true;
+  return 0;
+}
+
+int Fs::do_fsync(Handle* h) {
+  if (int err = do_flush(h)) return err;
+  return do_sync();
+}
+
+int Fs::do_sync() { return to_errno(sync_and_collect()); }
+
+void Fs::do_release(Handle* h) {
+  if (int err = do_flush(h)) {
+    fuse_log(FUSE_LOG_WARNING, "pmfs: inode %llu: write at release failed: %s\n",
+             static_cast<unsigned long long>(h->ino), std::strerror(err));
+  }
+  std::vector<uint64_t> staged, retired;
+  {
+    std::lock_guard dl(h->data->mu);
+    std::unique_lock lock(mu_);
+    Node* n = table_.get(h->ino);
+    if (n != nullptr && --n->open_count == 0) {
+      // Named by no committed manifest: what an unflushed writer staged.
+      staged = n->data->content.abandon();
+      retired.swap(n->retired_chunks);
+      std::string().swap(n->unlinked_value);
+      n->data.reset();
+      table_.erase_if_unused(n);
+    }
+  }
+  remove_chunks(staged);
+  discard_chunks(std::move(retired));
+  {
+    std::lock_guard g(handles_mu_);
+    handles_.erase(h);
+  }
+  delete h;
+}
+
+}  // namespace pmfs

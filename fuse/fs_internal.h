@@ -1,0 +1,88 @@
+// Internals shared by the files that implement pmfs::Fs (fs.cc: state,
+// attributes, content and space; fs_index.cc: the index built at mount;
+// fs_names.cc: names and listings; fs_files.cc: open files; fs_xattr.cc:
+// extended attributes). Not a public header.
+#ifndef PMFS_FS_INTERNAL_H_
+#define PMFS_FS_INTERNAL_H_
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <ctime>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "fuse/fs.h"
+#include "fuse/key_names.h"
+#include "kv/store.h"
+
+namespace pmfs {
+
+inline int64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+inline timespec to_timespec(int64_t ns) {
+  timespec ts;
+  ts.tv_sec = static_cast<time_t>(ns / 1000000000);
+  ts.tv_nsec = static_cast<long>(ns % 1000000000);
+  if (ts.tv_nsec < 0) ts.tv_nsec += 1000000000, ts.tv_sec--;
+  return ts;
+}
+
+inline int64_t to_ns(const timespec& ts) { return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec; }
+
+inline std::string meta_key(std::string_view key) { return std::string(kMetaPrefix) += key; }
+inline std::string dir_key(std::string_view key) { return std::string(kDirPrefix) += key; }
+inline std::string xattr_key(std::string_view key) { return std::string(kXattrPrefix) += key; }
+
+inline bool writable(int flags) { return (flags & O_ACCMODE) != O_RDONLY; }
+
+
+// What Linux does on a local file system (should_remove_suid): a write or a
+// truncation by a process without CAP_FSETID (here: not root) clears
+// set-user-ID, and set-group-ID where the group may execute (without group
+// execute it marks mandatory locking and stays).
+// Returns whether the mode changed.
+inline bool kill_suid(Meta* m, const Caller& c) {
+  if (c.uid == 0) return false;
+  const uint32_t kill = S_ISUID | ((m->mode & S_IXGRP) ? S_ISGID : 0);
+  if ((m->mode & kill) == 0) return false;
+  m->mode &= ~kill;
+  return true;
+}
+
+// Puts and removes that commit as one store transaction; the first failed
+// step is kept and returned by commit().
+class Fs::Batch {
+ public:
+  explicit Batch(kv::Store* s) : t_(s->begin()) {}
+  void put(std::string_view k, std::string_view v) {
+    if (s_.ok()) s_ = t_->put(k, v);
+  }
+  void remove(std::string_view k) {
+    if (s_.ok()) s_ = t_->remove(k);
+  }
+  void put_dir(std::string_view key, const Meta& m) { put(dir_key(key), encode_meta(m)); }
+  // A name of the file with hard links whose inode key holds id; m is kept
+  // in its record for readers that know no links (only the flag counts).
+  void put_link(std::string_view name_key, uint64_t id, Meta m) {
+    m.link = true;
+    m.chunked = false;
+    put(name_key, id_key("", id));
+    put(meta_key(name_key), encode_meta(m));
+  }
+  pm::Status commit() { return s_.ok() ? t_->commit() : s_; }
+
+ private:
+  std::unique_ptr<kv::Transaction> t_;
+  pm::Status s_;
+};
+
+}  // namespace pmfs
+
+#endif  // PMFS_FS_INTERNAL_H_

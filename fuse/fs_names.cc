@@ -1,0 +1,378 @@
+// Fs: names (create, link, unlink, rename, symlinks) and directory
+// listings.
+#include <cerrno>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "fuse/errno_map.h"
+#include "fuse/fs.h"
+#include "fuse/fs_internal.h"
+#include "fuse/planted_bugs.h"
+
+namespace pmfs {
+
+// ---------------------------------------------------------------- names
+
+// 0 when `name` may be created in `parent`; *component is its key component.
+int Fs::check_new_name(const Node* parent, const char* name, std::string* component) const {
+  if (parent == nullptr) return ENOENT;
+  if (!parent->is_dir()) return ENOTDIR;
+  if (parent->parent == 0) return ENOENT;  // removed directory
+  if (std::strlen(name) > kNameMax) return ENAMETOOLONG;
+  auto c = decode_name(name);
+  if (!c || (c->empty() && parent->key.empty())) return EINVAL;  // "%%" at the root: key ""
+  const size_t key_bytes = child_key(parent->key, *c).size() + kMetaPrefix.size();
+  if (key_bytes > o_.max_key_bytes) return ENAMETOOLONG;
+  if (table_.child(*parent, name) != nullptr) return EEXIST;
+  *component = std::move(*c);
+  return 0;
+}
+
+// dir's metadata after an entry was added or removed.
+Meta Fs::touched(const Node& dir) const {
+  Meta m = dir.meta;
+  m.mtime_ns = m.ctime_ns = now_ns();
+  return m;
+}
+
+int Fs::do_make(Ino parent, const char* name, mode_t mode, dev_t rdev, std::string_view value,
+                const Caller& c, fuse_entry_param* e) {
+  const bool dir = S_ISDIR(mode);
+  if (S_ISLNK(mode) && (value.size() >= PATH_MAX || value.size() > layout_.inline_max)) {
+    return ENAMETOOLONG;
+  }
+  std::unique_lock lock(mu_);
+  Node* p = table_.get(parent);
+  std::string component;
+  if (int err = check_new_name(p, name, &component)) return err;
+  const int64_t now = now_ns();
+  Meta m{static_cast<uint32_t>((mode & S_IFMT) | (mode & 07777)), c.uid, c.gid, now, now, now, 0};
+  if (S_ISCHR(mode) || S_ISBLK(mode)) m.rdev = rdev;
+  if (p->meta.mode & S_ISGID) {  // BSD group semantics, as ext4 gives them
+    m.gid = p->meta.gid;
+    if (dir) m.mode |= S_ISGID;
+  }
+  const std::string key = child_key(p->key, component);
+  const Meta pm = touched(*p);
+  Batch b(store_.get());
+  if (dir) {
+    b.put_dir(key, m);
+  } else {
+    b.put(key, value);
+    b.put(meta_key(key), encode_meta(m));
+  }
+  b.put_dir(p->key, pm);
+  if (int err = commit(b, ENAMETOOLONG)) return err;
+  p->meta = pm;
+  p->has_record = true;
+  Node* n = table_.add(p, name, key, dir, m);
+  n->has_record = true;
+  n->size = n->committed_size = value.size();
+  fill_entry(n, e);
+  return 0;
+}
+
+int Fs::do_readlink(Ino ino, std::string* target) {
+  std::string key;
+  {
+    std::shared_lock lock(mu_);
+    Node* n = table_.get(ino);
+    if (n == nullptr) return ENOENT;
+    if (!S_ISLNK(n->meta.mode)) return EINVAL;
+    key = n->key;
+  }
+  // A symlink's value never changes (rename moves it whole): no lock needed.
+  return to_errno(store_->get(key, target));
+}
+
+int Fs::do_remove(Ino parent, const char* name, bool dir) {
+  std::unique_lock lock(mu_);
+  Node* p = table_.get(parent);
+  if (p == nullptr) return ENOENT;
+  if (!p->is_dir()) return ENOTDIR;
+  Node* n = table_.child(*p, name);
+  if (n == nullptr) return ENOENT;
+  if (dir && !n->is_dir()) return ENOTDIR;
+  if (!dir && n->is_dir()) return EISDIR;
+  if (dir && !n->dir->by_cookie.empty()) return ENOTEMPTY;
+  // The parent's marker is written with its new times, so a directory that
+  // becomes empty stays after a remount even if it was only implied.
+  const Meta pm = touched(*p);
+  Meta m = n->meta;
+  m.ctime_ns = pm.ctime_ns;
+  const bool last = dir || n->nlink == 1;
+  Removed removed;
+  if (last) {
+    if (int err = removed_content(*n, &removed)) return err;
+  }
+  Batch b(store_.get());
+  if (dir) {
+    b.remove(dir_key(n->key));
+  } else {
+    remove_name(*n, child_key(p->key, *decode_name(name)), last, m, &b);
+  }
+  if (n->has_xattrs && last) b.remove(xattr_key(n->key));
+  b.put_dir(p->key, pm);
+  if (int err = commit(b, EIO)) return err;
+  std::vector<uint64_t> garbage;
+  if (last) garbage = retire(n, std::move(removed));
+  p->meta = pm;
+  p->has_record = true;
+  n->meta = m;
+  table_.unlink(p, name);
+  table_.erase_if_unused(n);
+  lock.unlock();  // a large file's chunks: one store removal each, which other requests need not wait for
+  discard_chunks(std::move(garbage));
+  return 0;
+}
+
+// Adds to b the removal of the file n's name at name_key: with its content
+// and record when it is the last name (a linked file's inode key goes with
+// it), else the inode's record with its new metadata m (ctime).
+void Fs::remove_name(const Node& n, const std::string& name_key, bool last, const Meta& m,
+                     Batch* b) {
+  b->remove(name_key);
+  b->remove(meta_key(name_key));
+  if (!n.linked) return;
+  if (last) {
+    b->remove(n.key);
+    b->remove(meta_key(n.key));
+  } else {
+    b->put(meta_key(n.key), encode_meta(m));
+  }
+}
+
+int Fs::do_link(Ino ino, Ino newparent, const char* newname, fuse_entry_param* e) {
+  std::unique_lock lock(mu_);
+  Node* n = table_.get(ino);
+  if (n == nullptr) return ENOENT;
+  if (n->is_dir()) return EPERM;
+  if (n->parent == 0) return ENOENT;  // unlinked: no name to link to, as Linux says
+  if (n->nlink >= kLinkMax) return EMLINK;
+  Node* np = table_.get(newparent);
+  std::string component;
+  if (int err = check_new_name(np, newname, &component)) return err;
+  const std::string key = child_key(np->key, component);
+  Meta m = n->meta;
+  m.ctime_ns = now_ns();
+  const Meta npm = touched(*np);
+  Batch b(store_.get());
+  // A file's first link moves its content, record and attributes to an
+  // inode key, and its name becomes a link like the new one: all in the
+  // transaction that adds the name.
+  const uint64_t id = n->linked ? *key_id(kInodePrefix, n->key) : next_inode_id_;
+  const std::string ikey = inode_key(id);
+  if (!n->linked && g_fuse_planted_bugs.link_name_first) {
+    Batch first(store_.get());
+    first.put_link(key, id, m);
+    if (int err = commit(first, ENOSPC)) return err;
+  }
+  if (!n->linked) {
+    std::string value;
+    pm::Status s = store_->get(n->key, &value);
+    if (!s.ok() && !s.is_not_found()) return to_errno(s);
+    b.put(ikey, value);
+    if (int err = move_xattrs(*n, ikey, &b)) return err;
+    b.put_link(n->key, id, m);
+  }
+  b.put_link(key, id, m);
+  b.put(meta_key(ikey), encode_meta(m));
+  b.put_dir(np->key, npm);
+  if (int err = commit(b, ENOSPC)) return err;
+  if (!n->linked) {
+    next_inode_id_++;
+    n->key = ikey;
+    n->linked = true;
+  }
+  n->meta = m;
+  n->has_record = true;
+  np->meta = npm;
+  np->has_record = true;
+  table_.link(n, np, newname);
+  fill_entry(n, e);
+  return 0;
+}
+
+// Adds to b the moves of every key below directory src to below new_key.
+int Fs::rename_tree(Node* src, const std::string& new_key, Batch* b) {
+  std::vector<std::pair<Node*, std::string>> pending{{src, new_key}};
+  std::string value;
+  while (!pending.empty()) {
+    auto [dir, key] = std::move(pending.back());
+    pending.pop_back();
+    b->remove(dir_key(dir->key));
+    b->put_dir(key, dir->meta);
+    if (int err = move_xattrs(*dir, key, b)) return err;
+    for (const auto& [name, ci] : dir->dir->by_name) {
+      Node* c = table_.get(ci.second);
+      const std::string component = *decode_name(name);
+      std::string ck = child_key(key, component);
+      if (c->is_dir()) {
+        pending.emplace_back(c, std::move(ck));
+        continue;
+      }
+      if (int err = move_file(*c, child_key(dir->key, component), ck, c->meta, b, &value)) {
+        return err;
+      }
+    }
+  }
+  return 0;
+}
+
+int Fs::move_file(const Node& n, const std::string& old_key, const std::string& new_key,
+                  const Meta& m, Batch* b, std::string* value) {
+  b->remove(old_key);
+  b->remove(meta_key(old_key));
+  if (n.linked) {  // a name moves alone: the content stays at the inode key
+    b->put_link(new_key, *key_id(kInodePrefix, n.key), m);
+    return 0;
+  }
+  pm::Status s = store_->get(n.key, value);
+  if (s.is_not_found()) value->clear();
+  if (!s.ok() && !s.is_not_found()) return to_errno(s);
+  b->put(new_key, *value);
+  b->put(meta_key(new_key), encode_meta(m));
+  return move_xattrs(n, new_key, b);
+}
+
+int Fs::move_xattrs(const Node& n, const std::string& new_key, Batch* b) {
+  if (!n.has_xattrs) return 0;
+  std::string value;
+  pm::Status s = store_->get(xattr_key(n.key), &value);
+  if (s.is_not_found()) return 0;
+  if (!s.ok()) return to_errno(s);
+  b->remove(xattr_key(n.key));
+  b->put(xattr_key(new_key), value);
+  return 0;
+}
+
+int Fs::do_rename(Ino parent, const char* name, Ino newparent, const char* newname,
+                  unsigned flags) {
+  if (flags & ~static_cast<unsigned>(RENAME_NOREPLACE)) return EINVAL;  // EXCHANGE, WHITEOUT
+  std::unique_lock lock(mu_);
+  Node* p = table_.get(parent);
+  Node* np = table_.get(newparent);
+  if (p == nullptr || np == nullptr) return ENOENT;
+  if (!p->is_dir() || !np->is_dir()) return ENOTDIR;
+  Node* src = table_.child(*p, name);
+  if (src == nullptr) return ENOENT;
+  if (std::strlen(newname) > kNameMax) return ENAMETOOLONG;
+  auto component = decode_name(newname);
+  if (!component || (component->empty() && np->key.empty())) return EINVAL;
+  Node* dst = table_.child(*np, newname);
+  if (dst == src) return 0;  // the same name, or two names of one file: POSIX says do nothing
+  if (dst != nullptr) {
+    if (flags & RENAME_NOREPLACE) return EEXIST;
+    if (src->is_dir() && !dst->is_dir()) return ENOTDIR;
+    if (!src->is_dir() && dst->is_dir()) return EISDIR;
+    if (dst->is_dir() && !dst->dir->by_cookie.empty()) return ENOTEMPTY;
+  }
+  for (Node* a = np; src->is_dir(); a = table_.get(a->parent)) {  // no move into itself
+    if (a == src) return EINVAL;
+    if (a == nullptr || a->ino == kRootIno) break;
+  }
+  const std::string new_key = child_key(np->key, *component);
+  if (new_key.size() + kMetaPrefix.size() > o_.max_key_bytes) return ENAMETOOLONG;
+  const int64_t now = now_ns();
+  Meta sm = src->meta;
+  sm.ctime_ns = now;
+  // The replaced file loses a name; its content goes with its last one.
+  const bool dst_last = dst != nullptr && (dst->is_dir() || dst->nlink == 1);
+  Meta dm = dst != nullptr ? dst->meta : Meta();
+  dm.ctime_ns = now;
+  Removed replaced;
+  if (dst_last) {
+    if (int err = removed_content(*dst, &replaced)) return err;
+  }
+  Batch b(store_.get());
+  if (dst != nullptr && dst->is_dir()) b.remove(dir_key(dst->key));
+  if (dst != nullptr && !dst->is_dir()) remove_name(*dst, new_key, dst_last, dm, &b);
+  if (dst_last && dst->has_xattrs) b.remove(xattr_key(dst->key));  // src's may replace it
+  if (src->is_dir()) {
+    if (int err = rename_tree(src, new_key, &b)) return err;
+    b.put_dir(new_key, sm);
+  } else {
+    std::string value;
+    const std::string old_key = child_key(p->key, *decode_name(name));
+    if (int err = move_file(*src, old_key, new_key, sm, &b, &value)) return err;
+    if (src->linked) b.put(meta_key(src->key), encode_meta(sm));  // the inode's new ctime
+    if (g_fuse_planted_bugs.rename_copies_first && !src->linked) {
+      Batch copy(store_.get());
+      copy.put(new_key, value);
+      copy.put(meta_key(new_key), encode_meta(sm));
+      if (int err = commit(copy, EFBIG)) return err;
+    }
+  }
+  const Meta pm = touched(*p), npm = touched(*np);
+  b.put_dir(p->key, pm);
+  if (np != p) b.put_dir(np->key, npm);
+  // A tree too large for one log record cannot move atomically: EXDEV makes
+  // mv(1) copy and remove instead.
+  if (int err = commit(b, src->is_dir() ? EXDEV : EFBIG)) return err;
+  p->meta = pm;
+  np->meta = npm;
+  p->has_record = np->has_record = src->has_record = true;
+  src->meta = sm;
+  std::vector<uint64_t> garbage;
+  if (dst != nullptr) {
+    if (dst_last) garbage = retire(dst, std::move(replaced));
+    dst->meta = dm;
+    table_.unlink(np, newname);
+    table_.erase_if_unused(dst);
+  }
+  table_.move(p, name, np, newname, new_key);
+  lock.unlock();
+  discard_chunks(std::move(garbage));
+  return 0;
+}
+
+// ---------------------------------------------------------------- directories
+
+int Fs::do_readdir(fuse_req_t req, Ino ino, size_t size, off_t off, bool plus, std::string* out) {
+  std::shared_lock lock(mu_);
+  Node* d = table_.get(ino);
+  if (d == nullptr) return ENOENT;
+  if (!d->is_dir()) return ENOTDIR;
+  out->resize(size);
+  size_t pos = 0;
+  // False when the entry does not fit; it is then left for the next call
+  // (and, for readdirplus, gets no lookup reference).
+  auto emit = [&](const char* name, Node* n, bool dot, uint64_t next) {
+    fuse_entry_param e{};
+    fill_stat(*n, &e.attr);
+    size_t need;
+    if (plus) {
+      if (!dot) {
+        e.ino = n->ino;
+        e.generation = generation_;
+        e.attr_timeout = e.entry_timeout = kCacheSeconds;
+      }
+      need = fuse_add_direntry_plus(req, out->data() + pos, size - pos, name, &e,
+                                    static_cast<off_t>(next));
+    } else {
+      need = fuse_add_direntry(req, out->data() + pos, size - pos, name, &e.attr,
+                               static_cast<off_t>(next));
+    }
+    if (need > size - pos) return false;
+    if (plus && !dot) n->nlookup.fetch_add(1);
+    pos += need;
+    return true;
+  };
+  bool more = true;
+  if (off < 1) more = emit(".", d, true, 1);
+  if (more && off < 2) {
+    Node* up = d->parent != 0 ? table_.get(d->parent) : d;
+    more = emit("..", up != nullptr ? up : d, true, 2);
+  }
+  const auto& entries = d->dir->by_cookie;
+  for (auto it = entries.upper_bound(static_cast<uint64_t>(std::max<off_t>(off, 2)));
+       more && it != entries.end(); ++it) {
+    const auto& [name, ci] = *it->second;
+    more = emit(name.c_str(), table_.get(ci.second), false, it->first);
+  }
+  out->resize(pos);
+  return 0;
+}
+
+}  // namespace pmfs
