@@ -182,7 +182,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"faults_kvstore_msync", make_kv_workload, UnitMode::kMsyncPages, 60},
                       Case{"faults_kvstore_async_pmem", make_kv_async_workload, UnitMode::kPmemLines,
                            60},
-                      Case{"faults_fuse_msync", make_fuse_workload, UnitMode::kMsyncPages, 50}),
+                      Case{"faults_fuse_msync", make_fuse_workload, UnitMode::kMsyncPages, 50},
+                      Case{"faults_fuse_async_msync", make_fuse_async_workload,
+                           UnitMode::kMsyncPages, 50}),
     [](const auto& info) { return std::string(info.param.name); });
 #ifdef PM_CRASH_SQLITE
 INSTANTIATE_TEST_SUITE_P(
