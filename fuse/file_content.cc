@@ -179,20 +179,23 @@ int FileContent::zero(uint64_t off, uint64_t len) {
   for (uint64_t pos = off; pos < end;) {
     const uint64_t i = pos / chunk_bytes_, in = pos % chunk_bytes_;
     const uint64_t n = std::min(end - pos, chunk_bytes_ - in);
-    modified_ = true;
-    if (in == 0 && (n == chunk_bytes_ || pos + n == size_)) {  // the whole chunk: a hole
+    pos += n;
+    if (in == 0 && (n == chunk_bytes_ || pos == size_)) {  // the whole chunk: a hole
+      if (ids_[i] == 0 && !dirty_.contains(i)) continue;  // one already
       dirty_.erase(i);
       forget_id(ids_[i]);
       ids_[i] = 0;
-    } else {
-      int err = 0;
-      std::string* c = dirty_chunk(i, &err);
-      if (c == nullptr) return err;
-      if (in < c->size()) {  // bytes past a chunk's end are zeros already
-        std::memset(c->data() + in, 0, static_cast<size_t>(std::min<uint64_t>(n, c->size() - in)));
-      }
+      modified_ = true;
+      continue;
     }
-    pos += n;
+    std::string_view have;  // bytes past a chunk's end are zeros already
+    if (int err = chunk(i, &have)) return err;
+    if (in >= have.size()) continue;
+    int err = 0;
+    std::string* c = dirty_chunk(i, &err);
+    if (c == nullptr) return err;
+    std::memset(c->data() + in, 0, static_cast<size_t>(std::min<uint64_t>(n, c->size() - in)));
+    modified_ = true;
   }
   return dirty_.size() * chunk_bytes_ > kDirtyBudget ? spill() : 0;
 }

@@ -94,7 +94,11 @@ int Fs::do_fallocate(Handle* h, int mode, off_t off, off_t len, const Caller& c,
   if (kind != 0 && kind != FALLOC_FL_PUNCH_HOLE && kind != FALLOC_FL_ZERO_RANGE) return EOPNOTSUPP;
   if (off < 0 || len <= 0) return EINVAL;
   const auto begin = static_cast<uint64_t>(off), end = begin + static_cast<uint64_t>(len);
-  if (end < begin) return EFBIG;
+  if (end < begin || end > layout_.max_file) return EFBIG;  // as vfs_fallocate, in every mode
+  // The store cannot set space aside (a later write may still find it full:
+  // docs/fuse.md), but a request for more than it has left fails at once,
+  // as on a full disk. Holes and zeros take no space.
+  const uint64_t free = kind == 0 ? space().free : 0;
   FileData* d = h->data.get();
   std::lock_guard dl(d->mu);
   std::unique_lock lock(mu_);
@@ -102,23 +106,19 @@ int Fs::do_fallocate(Handle* h, int mode, off_t off, off_t len, const Caller& c,
   if (n == nullptr) return EBADF;
   if (int err = load(d, *n)) return err;
   const uint64_t size = d->content.size();
-  // The store cannot set space aside (a later write may still find it full:
-  // docs/fuse.md), but a request for more than it has left fails at once,
-  // as on a full disk. Holes and zeros take no space.
-  if (kind == 0 && end > size && end - std::max(begin, size) > space().free) {
-    return ENOSPC;
-  }
+  if (kind == 0 && end > size && end - std::max(begin, size) > free) return ENOSPC;
   const bool grows = !keep_size && kind != FALLOC_FL_PUNCH_HOLE && end > size;
+  // As on ext4, a range wholly past the end changes nothing but the size.
+  const bool zeros = kind != 0 && begin < size;
   if (grows) {
-    if (int err = d->content.truncate(end)) return err;
-  }
-  if (kind != 0) {
-    const int err = d->content.zero(begin, end - begin);
+    const int err = d->content.truncate(end);
     n->size = d->content.size();
     if (err != 0) return err;
   }
-  n->size = d->content.size();
-  if (!grows && kind == 0) return 0;  // nothing changed
+  if (zeros) {
+    if (int err = d->content.zero(begin, end - begin)) return err;
+  }
+  if (!grows && !(zeros && d->content.modified())) return 0;  // nothing to store
   n->meta.mtime_ns = n->meta.ctime_ns = now_ns();
   *mode_changed = kill_suid(&n->meta, c);  // stored with the content at flush
   return 0;

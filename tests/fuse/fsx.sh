@@ -26,17 +26,19 @@ fail() { echo "FAIL: $*"; cat "$dir/daemon.err" 2>/dev/null; exit 1; }
 
 # The daemon runs in the foreground as a child of this shell, so that its
 # exit status (a sanitizer's report fails it) is checked at each unmount.
+first=1
 mount_store() {  # mount_store STORE [CREATE OPTIONS...]
   local store=$1; shift
   "$PM" mount "$store" "$mnt" -f "$@" 2>>"$dir/daemon.err" &
   pid=$!
   for _ in $(seq 300); do  # 30 s: a sanitizer build on a loaded machine is slow
-    grep -q " $mnt fuse" /proc/mounts && return 0
+    grep -q " $mnt fuse" /proc/mounts && { first=0; return 0; }
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
   done
-  cat "$dir/daemon.err"
-  grep -q refused "$dir/daemon.err" && exit 77
+  # The kernel refusing FUSE mounts (a container without the privilege) is
+  # a skip, but only at the first mount: later ones worked before.
+  [ "$first" = 1 ] && grep -q refused "$dir/daemon.err" && { cat "$dir/daemon.err"; exit 77; }
   fail "the mount did not come up"
 }
 unmount() {
@@ -77,11 +79,17 @@ exercise() {  # exercise NAME FLEN MAXOP SEEDS... (on the mounted store)
       tail -40 "$dir/$name.out"
       fail "fsx $name (flen $flen, seed $seed)"
     fi
-    sums[$name]=$(sha256sum <"$mnt/$name")
+    sums[$name]=$(digest "$mnt/$name") || exit 1
     echo "ok: fsx $name: $ops operations, seed $seed, file of up to $flen bytes"
   done
 }
 
+# The file's digest; fails the test when it cannot be read.
+digest() {
+  local sum
+  sum=$(sha256sum <"$1") || { echo "FAIL: cannot read $1" >&2; exit 1; }
+  echo "$sum"
+}
 declare -A sums
 # Default store: the file crosses from one value to chunks and back.
 mount_store "$dir/a.kv"
@@ -90,7 +98,8 @@ exercise chunked 3145728 262144 3 4
 unmount
 mount_store "$dir/a.kv"
 for f in one-value chunked; do
-  [ "$(sha256sum <"$mnt/$f")" = "${sums[$f]}" ] || fail "$f differs after a remount"
+  sum=$(digest "$mnt/$f") || exit 1
+  [ "$sum" = "${sums[$f]}" ] || fail "$f differs after a remount"
 done
 echo "ok: the files are the same after a remount"
 unmount
@@ -100,7 +109,8 @@ mount_store "$dir/b.kv" --max-value 16384
 exercise small-chunks 524288 65536 5 6
 unmount
 mount_store "$dir/b.kv"
-[ "$(sha256sum <"$mnt/small-chunks")" = "${sums[small-chunks]}" ] ||
+sum=$(digest "$mnt/small-chunks") || exit 1
+[ "$sum" = "${sums[small-chunks]}" ] ||
   fail "small-chunks differs after a remount"
 echo "ok: the file is the same after a remount"
 unmount

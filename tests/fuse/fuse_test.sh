@@ -317,9 +317,11 @@ PY
 # writes it), a commit on the mount, and a fetch into the clone.
 if command -v git >/dev/null; then
   g="git -c user.name=t -c user.email=t@t -c init.defaultBranch=main -c gc.auto=0"
-  $g init -q "$dir/origin" && for i in 1 2 3; do
-    seq "$i" 5000 >"$dir/origin/f$i" && $g -C "$dir/origin" add "f$i" && $g -C "$dir/origin" commit -q -m "c$i"
-  done || FAIL "git: the origin repository"
+  $g init -q "$dir/origin" || FAIL "git init"
+  for i in 1 2 3; do
+    seq "$i" 5000 >"$dir/origin/f$i" && $g -C "$dir/origin" add "f$i" &&
+      $g -C "$dir/origin" commit -q -m "c$i" || FAIL "git: commit $i to the origin repository"
+  done
   $g clone -q --no-local "$dir/origin" "$M/clone" || FAIL "git clone --no-local onto the mount"
   $g -C "$M/clone" fsck --strict --no-progress || FAIL "git fsck of the clone"
   echo change >>"$M/clone/f1" && $g -C "$M/clone" commit -q -a -m local || FAIL "git commit on the mount"
@@ -381,9 +383,17 @@ fallocate -n -o 100000 -l 4096 "$M/fa" || FAIL "fallocate --keep-size"
 eq "fallocate --keep-size keeps the size" "$(stat -c %s "$M/fa")" 8192
 fallocate -p -o 2 -l 3 "$M/fa" || FAIL "fallocate --punch-hole"
 eq "a punched hole reads as zeros" "$(head -c 10 "$M/fa" | od -An -c | tr -s ' ')" " a b \0 \0 \0 f g h i j"
-errs "fallocate of more than the store has" "No space left" fallocate -l 100T "$M/fa"
+fallocate -z -o 8000 -l 1000 "$M/fa" || FAIL "fallocate --zero-range"
+eq "a zeroed range past the end grows the file" "$(stat -c %s "$M/fa"):$(tail -c 1000 "$M/fa" | tr -d '\0' | wc -c)" "9000:0"
+fallocate -z -n -o 8990 -l 100 "$M/fa" || FAIL "fallocate --zero-range --keep-size"
+eq "a zeroed range with --keep-size keeps the size" "$(stat -c %s "$M/fa")" 9000
+fallocate -n -z -o 9000 -l 10 "$M/fa" && chmod 4755 "$M/fa" && fallocate -p -o 20000 -l 10 "$M/fa" ||
+  FAIL "fallocate past the end"
+eq "a punch past the end changes nothing" "$(stat -c %s:%a "$M/fa")" 9000:4755
+chmod 644 "$M/fa"
+errs "fallocate past the largest file (--max-file-size)" "too large" fallocate -n -l 1MiB "$M/fa"
 errs "fallocate --collapse-range" "not supported" fallocate -c -o 0 -l 4096 "$M/fa"
-eq "a refused fallocate changes nothing" "$(stat -c %s "$M/fa")" 8192
+eq "a refused fallocate changes nothing" "$(stat -c %s "$M/fa")" 9000
 
 # ---------------------------------------------------------------- extended attributes
 python3 - "$M" <<'PY' || FAIL "extended attributes"
@@ -457,6 +467,13 @@ eq "a WAL database survives remount" \
   "$(python3 -c 'import sqlite3,sys; d=sqlite3.connect(sys.argv[1]); print(d.execute("select count(*) from t").fetchone()[0], d.execute("pragma integrity_check").fetchone()[0])' "$M/wal.db")" \
   "250 ok"
 eq "a punched hole survives remount" "$(head -c 10 "$M/fa" | od -An -c | tr -s ' ')" " a b \0 \0 \0 f g h i j"
+# (No --max-file-size now: up to 128 GiB.)
+beyond=$(python3 -c 'import os, sys; s = os.statvfs(sys.argv[1]); print(s.f_bavail * s.f_frsize + (1 << 30))' "$M")
+if [ "$beyond" -lt $((100 << 30)) ]; then
+  errs "fallocate of more than the store has" "No space left" fallocate -l "$beyond" "$M/fa"
+fi
+errs "fallocate past the largest file" "too large" fallocate -n -l 200TiB "$M/fa"
+eq "a refused fallocate changes nothing, after remount" "$(stat -c %s "$M/fa")" 9000
 eq "fifo and device survive remount" "$(stat -c '%F' "$M/fifo"):$(stat -c '%t:%T' "$M/null")" "fifo:1:3"
 
 # ---------------------------------------------------------------- large files
