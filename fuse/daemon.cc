@@ -83,6 +83,7 @@ kv::StoreOptions store_options(const MountOptions& o) {
   so.max_key_bytes = o.max_key_bytes;
   so.max_value_bytes = o.max_value_bytes;
   so.durability = o.sync_every_change ? kv::Durability::kSync : kv::Durability::kSyncOnPmem;
+  so.dram_budget_bytes = o.dram_budget_bytes;
   so.logger = [](pm::LogLevel level, std::string_view msg) {
     const fuse_log_level l = level == pm::LogLevel::kError  ? FUSE_LOG_ERR
                              : level == pm::LogLevel::kWarn ? FUSE_LOG_WARNING

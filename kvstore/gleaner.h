@@ -48,6 +48,10 @@ class Gleaner {
     const std::atomic<uint64_t>* next_seq;  // the store's sequence counter
     Limits limits;
     uint32_t emulate_read_ns, emulate_persist_ns;
+    // Past this many bytes of private copies of committed pages, an epoch
+    // releases them after its commit (StoreOptions::dram_budget_bytes). 0:
+    // never.
+    uint64_t private_budget = 0;
   };
   explicit Gleaner(const Env& env);
 

@@ -1,3 +1,4 @@
+#include <malloc.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -161,7 +162,7 @@ Status StoreImpl::recover() {
                                       o_.emulate_persist_ns);
   gleaner_ = std::make_unique<Gleaner>(Gleaner::Env{c_, be_.get(), &fe_, logs_.get(), &stop_, &n_,
                                                     &next_seq_, limits_, o_.emulate_read_ns,
-                                                    o_.emulate_persist_ns});
+                                                    o_.emulate_persist_ns, o_.dram_budget_bytes});
   Result<Recovered> rec =
       kv::recover(c_, be_.get(), &fe_, logs_.get(), gleaner_.get(), limits_, o_.read_only);
   if (!rec.ok()) return rec.status();
@@ -455,9 +456,16 @@ Status StoreImpl::checkpoint() {
 }
 
 void StoreImpl::evict_over_budget() {
-  if (o_.dram_budget_bytes == 0 || fe_.bytes() <= o_.dram_budget_bytes) return;
-  const uint64_t want = fe_.bytes() - o_.dram_budget_bytes * 9 / 10;
-  fe_.evict(want, [this](const Item& it) { return gleaner_->clean(it); });
+  if (o_.dram_budget_bytes == 0) return;
+  if (fe_.bytes() > o_.dram_budget_bytes) {
+    const uint64_t want = fe_.bytes() - o_.dram_budget_bytes * 9 / 10;
+    fe_.evict(want, [this](const Item& it) { return gleaner_->clean(it); });
+    // Evicted items' memory stays in malloc's arenas (each thread's) unless
+    // trimmed: the budget is about the process's DRAM, not the heap's.
+    malloc_trim(0);
+  }
+  // (The backend's private page copies are released by the epoch itself:
+  // Gleaner::advance_epoch.)
 }
 
 // ---------------------------------------------------------------- stats
@@ -475,6 +483,7 @@ StoreStats StoreImpl::stats() {
   pm::ContainerInfo ci = c_->usage();
   st.container_used_bytes = ci.used_bytes;
   st.container_file_bytes = ci.file_bytes;
+  st.container_private_bytes = ci.private_bytes;
   st.max_key_bytes = limits_.max_key;
   st.max_value_bytes = limits_.max_value;
   st.max_record_bytes = limits_.max_record;

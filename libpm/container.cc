@@ -167,6 +167,7 @@ class ContainerImpl final : public Container {
   uint64_t generation_ = 0;
   std::string created_file_;                // init_new made this file (removed on failure)
   std::vector<PageRun> committed_private_;  // committed pages still private (DRAM)
+  std::atomic<uint64_t> private_pages_{0};  // their count (overlaps counted twice until merged)
   std::vector<PageRun> dirty_scratch_;
   std::vector<Run> runs_scratch_;
 };
@@ -499,6 +500,9 @@ Status ContainerImpl::commit_locked() {
 
 void ContainerImpl::remember_committed(const std::vector<PageRun>& pages) {
   committed_private_.insert(committed_private_.end(), pages.begin(), pages.end());
+  uint64_t added = 0;
+  for (const PageRun& r : pages) added += r.count;
+  private_pages_.fetch_add(added, std::memory_order_relaxed);
   if (committed_private_.size() < 4096) return;
   // Keep the list short: sort and merge overlapping runs.
   std::sort(committed_private_.begin(), committed_private_.end(),
@@ -513,6 +517,9 @@ void ContainerImpl::remember_committed(const std::vector<PageRun>& pages) {
     }
   }
   committed_private_.swap(merged);
+  uint64_t pages_now = 0;
+  for (const PageRun& r : committed_private_) pages_now += r.count;
+  private_pages_.store(pages_now, std::memory_order_relaxed);
 }
 
 Status ContainerImpl::abort() {
@@ -612,6 +619,7 @@ Status ContainerImpl::release_clean() {
     }
   }
   committed_private_.clear();
+  private_pages_.store(0, std::memory_order_relaxed);  // the dirty ones count again at their commit
   return Status();
 }
 
@@ -650,6 +658,7 @@ ContainerInfo ContainerImpl::usage() const {
   i.journal = journal_state_.load();
   i.commits = seq_.load();
   i.read_only = options_.read_only;
+  i.private_bytes = private_pages_.load(std::memory_order_relaxed) * kPage;
   return i;
 }
 

@@ -587,8 +587,10 @@ TEST_F(ContainerTest, ReleaseCleanDropsDramButKeepsData) {
   std::memset(p, 'x', 1 << 20);
   ASSERT_TRUE(c->set_root(p).ok());
   ASSERT_TRUE(c->commit().ok());
+  EXPECT_GE(c->usage().private_bytes, uint64_t{1} << 20);  // the committed copies
   put(*c, p, 'y');  // dirty again: must survive release_clean
   ASSERT_TRUE(c->release_clean().ok());
+  EXPECT_EQ(c->usage().private_bytes, 0u);
   EXPECT_EQ(p[0], 'y');
   EXPECT_EQ(p[(1 << 20) - 1], 'x');
   ASSERT_TRUE(c->commit().ok());

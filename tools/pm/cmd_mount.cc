@@ -122,6 +122,9 @@ void add_mount_commands(CLI::App& root, const Globals& g, std::vector<Command>* 
   m->add_flag("--sync", a->o.sync_every_change,
               "every change is durable before it returns, also off pmem (default: at once on "
               "pmem, else at fsync or within 10 ms)");
+  add_size_option(m, "--dram", a->o.dram_budget_bytes,
+                  "DRAM the store keeps of committed data: cached values, and private copies of "
+                  "committed pages, each up to this (default 256MiB; 0: no limit)");
   const char* kCreation = "Creation (used only when the store is created)";
   m->add_option("--logs", a->o.logs, "number of persistent logs")
       ->capture_default_str()

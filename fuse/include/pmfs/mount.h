@@ -54,6 +54,12 @@ struct MountOptions {
   double wait_seconds = 5;
   // Worker threads of the session loop (at most).
   unsigned max_threads = 8;
+  // DRAM the store may keep of what it has committed (kv::StoreOptions::
+  // dram_budget_bytes: cached values, and the private copies of committed
+  // backend pages, each up to this). Besides it: the content of open files
+  // being written (up to 16 MiB each, then staged in the store). 0: no
+  // limit, as a kv::Store's default, which holds every value ever written.
+  uint64_t dram_budget_bytes = 256ull << 20;
 
   // Called once the file system is mounted and serving, before mount()
   // blocks in its loop: a daemonizing caller reports success here.

@@ -86,6 +86,9 @@ struct StoreOptions {
   // DRAM budget for frontend items (keys, values, item headers). 0: no
   // limit. Over it, items whose newest record is committed to the backend
   // are evicted; a get of an evicted key reads the backend and installs it.
+  // The backend's private copies of committed pages (the container's
+  // working view) are held to the same amount: past it, an epoch releases
+  // them, and the next write to such a page faults it in again.
   uint64_t dram_budget_bytes = 0;
   // Background threads. With background = false nothing runs by itself:
   // the caller drives glean() and advance_epoch() (tests, crash harness).
@@ -121,6 +124,9 @@ struct StoreStats {
   uint64_t backend_ghosts = 0;   // remembered removals (see docs/kvstore.md)
   uint64_t container_used_bytes = 0;
   uint64_t container_file_bytes = 0;
+  // DRAM held by private copies of committed backend pages (bounded by
+  // StoreOptions::dram_budget_bytes when set).
+  uint64_t container_private_bytes = 0;
   uint32_t max_key_bytes = 0;    // the limits fixed at create
   uint32_t max_value_bytes = 0;
   uint64_t max_record_bytes = 0; // largest log record: bounds one transaction

@@ -88,6 +88,9 @@ struct ContainerInfo {
   uint64_t footprint_bytes = 0;  // heap pages not free: blocks, partly used pages, metadata
   uint64_t blocks = 0;           // allocated blocks
   uint64_t dirty_pages = 0;      // pages written since the last commit
+  // DRAM held by the working view's private copies of committed pages (an
+  // upper bound; release_clean() returns it). 0 with release_after_commit.
+  uint64_t private_bytes = 0;
   uint64_t base_address = 0;     // where the working view is mapped
   uint64_t commits = 0;          // journal sequence number of the last commit
   uint64_t generation = 0;       // see Container::generation()
