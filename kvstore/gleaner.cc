@@ -146,7 +146,7 @@ Status Gleaner::advance_epoch() {
     // through the mount held 2.7 GB). Here, no gleaner holds a mutation
     // guard. A failed release only leaves the DRAM held: not an error.
     const uint64_t budget = env_.private_budget;
-    if (budget != 0 && env_.container->usage().private_bytes > budget) {
+    if (budget != 0 && env_.container->private_bytes() > budget) {
       (void)env_.container->release_clean();
     }
     // Durable: the gleaned log space is free, the applied items are clean.

@@ -99,6 +99,9 @@ class ContainerImpl final : public Container {
   uint64_t generation() const override { return generation_; }
   ContainerInfo info() const override;
   ContainerInfo usage() const override;
+  uint64_t private_bytes() const override {
+    return private_pages_.load(std::memory_order_relaxed) * kPage;
+  }
   CheckReport check(bool foreign_writer) override;
   Result<CollectReport> collect(bool dry_run) override;
   void begin_mutation() override { gate_.enter(); }
@@ -658,7 +661,7 @@ ContainerInfo ContainerImpl::usage() const {
   i.journal = journal_state_.load();
   i.commits = seq_.load();
   i.read_only = options_.read_only;
-  i.private_bytes = private_pages_.load(std::memory_order_relaxed) * kPage;
+  i.private_bytes = private_bytes();
   return i;
 }
 

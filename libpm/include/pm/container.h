@@ -230,6 +230,9 @@ class Container {
   // the tracker): O(1), never waits for a commit. For frequent callers
   // (a mount's statfs).
   virtual ContainerInfo usage() const = 0;
+  // ContainerInfo::private_bytes alone: one atomic load, for a check after
+  // every commit (usage() costs a system call and the heap's statistics).
+  virtual uint64_t private_bytes() const = 0;
 
   // Verifies the heap metadata (page maps, granule and slab bitmaps, data
   // block marks, counters) and reports escaping pointers in object blocks
