@@ -17,6 +17,16 @@ KvPlantedBugs g_kv_planted_bugs;
 
 namespace {
 
+// Private copies of committed backend pages an epoch keeps (gleaner.h):
+// the DRAM budget, or without one a bound for stores larger than memory
+// should hold twice (values in the frontend, pages in the working view).
+// Each release drops them all, and the pages written next fault in again,
+// so it is not a cache size: workloads whose backend fits stay untouched.
+constexpr uint64_t kDefaultPrivateBudget = 1ull << 30;
+uint64_t private_budget(const StoreOptions& o) {
+  return o.dram_budget_bytes != 0 ? o.dram_budget_bytes : kDefaultPrivateBudget;
+}
+
 constexpr char kLayout[] = "kvstore";
 constexpr uint64_t kMinLogBytes = 64 << 10;
 
@@ -162,7 +172,7 @@ Status StoreImpl::recover() {
                                       o_.emulate_persist_ns);
   gleaner_ = std::make_unique<Gleaner>(Gleaner::Env{c_, be_.get(), &fe_, logs_.get(), &stop_, &n_,
                                                     &next_seq_, limits_, o_.emulate_read_ns,
-                                                    o_.emulate_persist_ns, o_.dram_budget_bytes});
+                                                    o_.emulate_persist_ns, private_budget(o_)});
   Result<Recovered> rec =
       kv::recover(c_, be_.get(), &fe_, logs_.get(), gleaner_.get(), limits_, o_.read_only);
   if (!rec.ok()) return rec.status();
