@@ -241,6 +241,21 @@ Status Backend::apply_remove(std::string_view key, uint64_t h, uint64_t seq) {
     return Status();
   }
   Result<BackendEntry*> e = new_entry(key, {}, seq, true);
+  if (!e.ok() && e.status().code() == pm::Code::kNoSpace && old != nullptr &&
+      old->vlen >= sizeof(void*) && entry_has_sum(old)) {
+    // No room for a ghost in a full heap: the entry becomes its own ghost,
+    // in place (its value's bytes hold the link and the checksum), so that
+    // a remove still goes through and its space returns at the purge.
+    c_->will_write(old, entry_bytes(key.size(), sizeof(void*)));
+    old->seq = seq;
+    old->klen |= kGhostBit;
+    old->vlen = 0;
+    std::memset(old->data + key.size(), 0, sizeof(void*));
+    entry_seal(c_, old);
+    link_ghost(old);
+    count_.fetch_sub(1, std::memory_order_relaxed);
+    return Status();
+  }
   if (!e.ok()) return e.status();
   (*e)->next = old ? old->next : nullptr;
   link_ghost(*e);

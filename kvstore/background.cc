@@ -52,6 +52,10 @@ void StoreImpl::gleaner_loop(int id) {
       continue;
     }
     Result<uint64_t> n = gleaner_->glean(4096);
+    if (!n.ok() && n.status().code() == Code::kNoSpace) {
+      sleep_background(o_.epoch_ms, false);  // a full backend: until an epoch frees room
+      continue;
+    }
     if (!n.ok()) return;  // the store is stopped
     if (*n == 0) {
       // Nothing to do: sleep until a writer has filled an eighth of a log
@@ -73,7 +77,8 @@ void StoreImpl::maintenance_loop() {
     const double occ = logs_->occupancy();
     if (now - last_epoch >= o_.epoch_ms * 1000ull || occ > 0.5) {
       last_epoch = now;
-      if (!advance_epoch().ok()) return;  // the store is stopped
+      Status s = advance_epoch();
+      if (!s.ok() && s.code() != Code::kNoSpace) return;  // the store is stopped
       // Dynamic roles: more gleaners while the logs fill, fewer when they drain.
       int active = active_gleaners_.load();
       const double occ_now = logs_->occupancy();

@@ -48,6 +48,7 @@ Result<uint64_t> Gleaner::glean(uint64_t max_records) {
   const uint32_t start = next_log_.fetch_add(1);
   std::vector<Record> batch(kBatch);
   std::vector<uint64_t> hashes;
+  Status no_space;  // a log whose next record the full backend cannot take
   for (uint32_t i = 0; i < nlogs && seen < max_records; i++) {
     const uint32_t n = (start + i) % nlogs;
     LogState* L = env_.logs->at(n);
@@ -77,19 +78,47 @@ Result<uint64_t> Gleaner::glean(uint64_t max_records) {
         at += rec.header.len;
       }
       size_t k = 0;
-      for (int r = 0; r < got; r++) {
+      uint64_t blocked_end = 0;  // past the record the backend had no room for
+      for (int r = 0; r < got && blocked_end == 0; r++) {
         const Record& rec = batch[r];
         for (const Op& op : rec.ops) {
           Status s = apply(op, hashes[k++], make_ref(n, pos), rec.header.seq);
+          if (s.code() == pm::Code::kNoSpace) {
+            no_space = s;
+            blocked_end = pos + rec.header.len;
+            break;
+          }
           if (!s.ok()) return fail(s);
         }
+        if (blocked_end != 0) break;
         pos += rec.header.len;
         cur.pos.store(pos, std::memory_order_release);
         seen++;
       }
+      if (blocked_end != 0) {
+        if (g_kv_planted_bugs.skip_blocked_record) cur.pos.store(blocked_end);
+        PM_TRY(apply_beyond(n, L, blocked_end, tail));
+        break;  // this log waits for room; the others go on
+      }
     }
   }
+  if (seen == 0 && !no_space.ok()) return no_space;
   return seen;
+}
+
+Status Gleaner::apply_beyond(uint32_t n, LogState* L, uint64_t pos, uint64_t tail) {
+  Record rec;
+  for (; pos < tail; pos += rec.header.len) {
+    if (!L->log->read(pos, env_.limits, &rec)) {
+      return fail(Status::corruption("log " + std::to_string(n) + ": record at " +
+                                     std::to_string(pos) + " does not validate"));
+    }
+    for (const Op& op : rec.ops) {
+      Status s = apply(op, hash_key(op.key), make_ref(n, pos), rec.header.seq);
+      if (!s.ok() && s.code() != pm::Code::kNoSpace) return fail(s);
+    }
+  }
+  return Status();
 }
 
 uint64_t Gleaner::oldest_live_seq() const {
@@ -124,6 +153,9 @@ Status Gleaner::advance_epoch() {
     {
       pm::MutationGuard mg(*env_.container);  // info() and check() read the heap meanwhile
       s = env_.backend->split_as_needed(1 << 16);
+      // A full heap leaves the table as loaded as it is (a split that finds
+      // no room for a segment changes nothing).
+      if (s.code() == pm::Code::kNoSpace) s = Status();
       if (s.ok()) s = env_.backend->purge_ghosts(oldest_live_seq());
       if (s.ok()) {
         env_.backend->store_counters();
@@ -139,6 +171,9 @@ Status Gleaner::advance_epoch() {
     if (s.ok()) {
       s = env_.container->commit();
       emulate_delay(2 * env_.emulate_persist_ns);  // its two barriers
+      // A commit that found no room for its journal applied nothing and
+      // keeps the epoch's changes: a later one retries them.
+      if (s.code() == pm::Code::kNoSpace) return s;
     }
     if (!s.ok()) return fail(s);
     // Without this the working view's private copies of the pages written

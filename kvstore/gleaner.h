@@ -59,9 +59,12 @@ class Gleaner {
   void restore(uint32_t log, uint64_t head);
 
   // Applies up to max_records records to the (uncommitted) backend; returns
-  // how many it looked at.
+  // how many it looked at. kNoSpace, without stopping the store, when the
+  // backend cannot take the next record of any log (apply_beyond).
   Result<uint64_t> glean(uint64_t max_records);
   // Syncs the logs, commits the backend and frees the gleaned log space.
+  // kNoSpace, without stopping the store, when the commit found no room for
+  // its journal (nothing applied: a later epoch retries).
   Status advance_epoch();
   // Gleans everything logged so far and ends an epoch: the logs are empty.
   Status checkpoint();
@@ -85,6 +88,16 @@ class Gleaner {
     std::atomic<uint64_t> pos{0};   // applied to the working backend up to here
   };
   Status apply(const Op& op, uint64_t h, LogRef ref, uint64_t seq);
+  // The backend is full and log n's record before `pos` is one it has no
+  // room for: its cursor stays there (a head never passes an unapplied
+  // record), and everything after it, up to `tail`, is applied now that
+  // fits, removes above all, whose space is what lets the blocked record
+  // in. Out of order is safe: every backend entry keeps the sequence number
+  // of the update it holds, so the blocked record, applied later, cannot
+  // undo a newer change, and a replay after a crash applies them again to
+  // the same effect (a transaction stays whole to readers: its record stays
+  // in the log, and the frontend holds its items until it is applied).
+  Status apply_beyond(uint32_t n, LogState* L, uint64_t pos, uint64_t tail);
   // Records read ahead of their apply, so that the cache misses of their
   // keys' frontend and backend buckets overlap (prefetched together).
   static constexpr int kBatch = 16;

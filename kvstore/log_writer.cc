@@ -33,7 +33,7 @@ void LogWriter::restore(uint32_t i, uint64_t head, uint64_t end) {
   L->synced = end;
 }
 
-LogState* LogWriter::acquire(uint64_t n, bool* busy) {
+LogState* LogWriter::acquire(uint64_t n, uint64_t keep, bool* busy) {
   const uint32_t nlogs = size();
   const uint32_t start = t_log_hint;
   for (uint32_t i = 0; i < nlogs; i++) {
@@ -45,7 +45,7 @@ LogState* LogWriter::acquire(uint64_t n, bool* busy) {
     }
     const uint64_t used =
         L->tail.load(std::memory_order_relaxed) - L->head.load(std::memory_order_acquire);
-    if (used + n <= L->log->capacity()) {
+    if (used + n + keep <= L->log->capacity()) {
       t_log_hint = idx;
       return L;
     }

@@ -47,10 +47,11 @@ class LogWriter {
   // Recovery: log i holds valid, durable records from head to end.
   void restore(uint32_t i, uint64_t head, uint64_t end);
 
-  // A log with room for n more bytes, its writer_mu locked for the caller;
-  // the search starts at the calling thread's own log. nullptr when every
-  // log is full (*busy: some were locked by other writers).
-  LogState* acquire(uint64_t n, bool* busy);
+  // A log with room for n more bytes and `keep` bytes beyond them, its
+  // writer_mu locked for the caller; the search starts at the calling
+  // thread's own log. nullptr when every log is full (*busy: some were
+  // locked by other writers).
+  LogState* acquire(uint64_t n, uint64_t keep, bool* busy);
 
   // Writes `rec` at L's tail, persists it when persist_each, and publishes
   // the new tail, which it returns. REQUIRES: L->writer_mu held.

@@ -334,10 +334,16 @@ Status StoreImpl::apply_batch(std::vector<TxnOp>& ops) {
   return update(ups, false);
 }
 
-Result<LogState*> StoreImpl::log_for(uint64_t n) {
+Result<LogState*> StoreImpl::log_for(uint64_t n, uint64_t put_bytes) {
+  // The last sixteenth of each log is kept for small records (removes,
+  // metadata): when the backend is full and the logs hold puts it has no
+  // room for, a remove must still be logged, since applying it (the gleaner
+  // applies past the blocked puts) is what frees the room.
+  const uint64_t keep = put_bytes > kSmallRecordPutBytes ? limits_.max_record / 4 : 0;
+  bool full_retried = false;
   for (;;) {
     bool busy = false;
-    LogState* L = logs_->acquire(n, &busy);
+    LogState* L = logs_->acquire(n, keep, &busy);
     if (L != nullptr) return L;
     if (busy) {
       pm::sync_point::spin("kv.update.log_busy");
@@ -347,6 +353,15 @@ Result<LogState*> StoreImpl::log_for(uint64_t n) {
     n_.add(Counter::kWriterWaits);
     bell_.ring();
     Result<uint64_t> g = gleaner_->glean(UINT64_MAX);
+    if (!g.ok() && g.status().code() == Code::kNoSpace && !full_retried) {
+      // The backend is full. The epoch commits whatever the glean could
+      // apply behind the records it had no room for (removes free space);
+      // then one more try, and the update fails with kNoSpace: nothing is
+      // logged, nothing acknowledged is lost, and removes may free room.
+      full_retried = true;
+      PM_TRY(advance_epoch());
+      continue;
+    }
     if (!g.ok()) return g.status();
     PM_TRY(advance_epoch());
   }
@@ -373,7 +388,11 @@ Status StoreImpl::update(std::vector<Update>& ups, bool single) {
                                     " bytes do not fit in one log record (at most " +
                                     std::to_string(limits_.max_record) + ")");
   }
-  Result<LogState*> got = log_for(n);
+  uint64_t put_bytes = 0;
+  for (const Op& op : ops) {
+    if (op.op == OpCode::kPut) put_bytes += op.key.size() + op.value.size();
+  }
+  Result<LogState*> got = log_for(n, put_bytes);
   if (!got.ok()) return got.status();
   LogState* L = *got;
   std::unique_lock<std::mutex> wl(L->writer_mu, std::adopt_lock);

@@ -79,8 +79,10 @@ class StoreImpl final : public Store {
   // of an absent key: kNotFound.
   Status update(std::vector<Update>& ups, bool single);
   // A log with room for n bytes (its writer lock held), gleaning and ending
-  // an epoch when every log is full.
-  Result<LogState*> log_for(uint64_t n);
+  // an epoch when every log is full; a record putting more than
+  // kSmallRecordPutBytes leaves the last sixteenth of a log free.
+  static constexpr uint64_t kSmallRecordPutBytes = 1024;
+  Result<LogState*> log_for(uint64_t n, uint64_t put_bytes);
   // Reads a key missing from the frontend from the backend and installs it.
   Status miss(std::string_view key, uint64_t h, std::string* value, bool* found);
   // Over the DRAM budget: evicts items whose version is committed.

@@ -327,7 +327,13 @@ Status Heap::grow(uint64_t min_pages) {
                             std::to_string(max_size_ >> 20) +
                             " MiB; create it with a larger max_size");
   }
-  PM_TRY(grow_fn_(h->heap_size + want * kPage));
+  if (Status s = grow_fn_(h->heap_size + want * kPage); !s.ok()) {
+    // A disk too full for the usual step may still hold what this
+    // allocation needs: its last megabytes stay usable.
+    if (s.code() != Code::kNoSpace || want == least) return s;
+    want = least;
+    PM_TRY(grow_fn_(h->heap_size + want * kPage));
+  }
   std::byte* seg = page_addr(cur);
   // Only the header and map are written; the bitmaps of a new segment read
   // as zero (the grown file is sparse there).
