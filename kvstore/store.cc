@@ -18,14 +18,11 @@ KvPlantedBugs g_kv_planted_bugs;
 namespace {
 
 // Private copies of committed backend pages an epoch keeps (gleaner.h):
-// the DRAM budget, or without one a bound for stores larger than memory
-// should hold twice (values in the frontend, pages in the working view).
-// Each release drops them all, and the pages written next fault in again,
-// so it is not a cache size: workloads whose backend fits stay untouched.
-constexpr uint64_t kDefaultPrivateBudget = 1ull << 30;
-uint64_t private_budget(const StoreOptions& o) {
-  return o.dram_budget_bytes != 0 ? o.dram_budget_bytes : kDefaultPrivateBudget;
-}
+// the DRAM budget; without one, no bound. (A default bound of 1 GiB was
+// taken out: the container's count of private pages is an upper bound
+// between merges of its run list, so a store committing the same pages
+// epoch after epoch could pass it and release everything again and again.)
+uint64_t private_budget(const StoreOptions& o) { return o.dram_budget_bytes; }
 
 constexpr char kLayout[] = "kvstore";
 constexpr uint64_t kMinLogBytes = 64 << 10;

@@ -87,9 +87,9 @@ struct StoreOptions {
   // limit. Over it, items whose newest record is committed to the backend
   // are evicted; a get of an evicted key reads the backend and installs it.
   // The backend's private copies of committed pages (the container's
-  // working view) are held to the same amount (1 GiB without a budget):
-  // past it, an epoch releases them, and the next write to such a page
-  // faults it in again.
+  // working view) are held to the same amount: past it, an epoch releases
+  // them, and the next write to such a page faults it in again. Without a
+  // budget both grow with what the store has written.
   uint64_t dram_budget_bytes = 0;
   // Background threads. With background = false nothing runs by itself:
   // the caller drives glean() and advance_epoch() (tests, crash harness).
