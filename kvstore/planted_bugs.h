@@ -28,8 +28,9 @@ struct KvPlantedBugs {
   // only its predecessor is in the backend): Item::mark_applied's invariant.
   bool mark_applied_unchecked = false;
   // a full backend: the gleaner moves its cursor past the record it had no
-  // room for (an acknowledged put lost at the next epoch); caught by
-  // StoreTest.AFullDiskRefusesUpdatesUntilSpaceIsFreed.
+  // room for (an acknowledged put lost at the next epoch); caught by the
+  // harness's full-disk workload (kvstore_full) and by
+  // StorePlantedBugTest.AFullDiskTestCatchesASkippedRecord.
   bool skip_blocked_record = false;
   // The version tree (version_tree.cc):
   bool tree_split_in_place = false;         // a split rewrites the full node in place

@@ -112,7 +112,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"kvstore_concurrent_async_pmem", make_kv_concurrent_async_workload,
                            UnitMode::kPmemLines, 60},
                       Case{"kvstore_concurrent_async_msync", make_kv_concurrent_async_workload,
-                           UnitMode::kMsyncPages, 50}),
+                           UnitMode::kMsyncPages, 50},
+                      Case{"kvstore_full_pmem", make_kv_full_workload, UnitMode::kPmemLines, 100},
+                      Case{"kvstore_full_msync", make_kv_full_workload, UnitMode::kMsyncPages, 80}),
     [](const auto& info) { return std::string(info.param.name); });
 
 INSTANTIATE_TEST_SUITE_P(
@@ -155,6 +157,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"chain_kvstore_msync", make_kv_workload, UnitMode::kMsyncPages, 30},
                       Case{"chain_kvstore_uniform_async_msync", make_kv_uniform_async_workload,
                            UnitMode::kMsyncPages, 30},
+                      Case{"chain_kvstore_full_msync", make_kv_full_workload, UnitMode::kMsyncPages,
+                           30},
                       Case{"chain_kvstore_concurrent_pmem", make_kv_concurrent_workload,
                            UnitMode::kPmemLines, 16},
                       Case{"chain_kvstore_concurrent_async_msync",
@@ -317,6 +321,10 @@ const Planted kPlanted[] = {
     // Defect 3: found only with a kill followed by a power failure.
     {"kv_recovery_trusts_page_cache", &kv::g_kv_planted_bugs.recovery_trusts_page_cache,
      chains(make_kv_workload, UnitMode::kMsyncPages, 30)},
+    // Found with a full disk (issue 18): a gleaner that moves past the
+    // record its backend has no room for loses it at the next epoch.
+    {"kv_skip_blocked_record", &kv::g_kv_planted_bugs.skip_blocked_record,
+     power(make_kv_full_workload, UnitMode::kPmemLines, 120)},
     // Defect 4: found only with an injected EIO.
     {"mutate_after_failed_writeback", &g_planted_bugs.mutate_after_failed_writeback,
      faults(make_allocator_workload, UnitMode::kMsyncPages, 60)},

@@ -36,7 +36,22 @@ enum class Shape {
   kSequential,  // one update (or maintenance step) at a time
   kConcurrent,  // rounds of actors under the scheduler
   kUniform,     // puts of one record size, synced now and then (kAsync)
+  kFull,        // a backend that cannot grow: it fills, then removes free it
 };
+
+// The full backend: a file that may hardly grow (SimPersist::set_file_limit),
+// filled at setup with values of 1-2 KiB until this much of the heap is
+// left; then puts of 2-4 KiB over kFullKeys keys fill it within a few dozen
+// steps.
+constexpr uint64_t kFullHeadroom = 16 << 10;
+// Free space past the heap while filling (the superblock and the room a
+// heap grows into) and beyond the file while draining.
+constexpr uint64_t kFullMarginBytes = 256 << 10;
+constexpr uint64_t kFullSpareBytes = 2 << 20;
+constexpr int kFullKeys = 400;
+// Steps alternate between filling (mostly puts) and draining (mostly
+// removes) every this many steps.
+constexpr uint64_t kFullPhaseSteps = 40;
 
 class KvWorkload final : public Workload {
  public:
@@ -44,6 +59,7 @@ class KvWorkload final : public Workload {
       : async_(async),
         concurrent_(shape == Shape::kConcurrent),
         uniform_(shape == Shape::kUniform),
+        full_(shape == Shape::kFull),
         options_(crash_store_options()) {
     if (async) options_.durability = kv::Durability::kAsync;
     // The concurrent rounds run with the smallest DRAM budget: each epoch
@@ -51,10 +67,13 @@ class KvWorkload final : public Workload {
     // backend's private page copies, with updates and gets in flight.
     if (concurrent_) options_.dram_budget_bytes = 1;
   }
+  ~KvWorkload() override {
+    if (full_) SimPersist::set_file_limit(0);
+  }
 
   std::string name() const override {
     return std::string("kvstore") + (concurrent_ ? "_concurrent" : "") +
-           (uniform_ ? "_uniform" : "") + (async_ ? "_async" : "");
+           (uniform_ ? "_uniform" : "") + (full_ ? "_full" : "") + (async_ ? "_async" : "");
   }
   Options options() const override { return kv::container_options(options_); }
   uint64_t schedules() const override { return schedules_; }
@@ -65,13 +84,15 @@ class KvWorkload final : public Workload {
     store_.reset();
     model_.reset({});
     attach(c);
-    return kv::format_store(&c, options_);
+    PM_TRY(kv::format_store(&c, options_));
+    return full_ ? fill(c) : Status();
   }
 
   Status resume(Container& c, CommitLog& log) override {
     store_.reset();
     attach(c);
     log_ = &log;
+    if (full_) SimPersist::set_file_limit(c.info().file_bytes);
     PM_TRY(open_store(c));
     Result<KvMap> m = read_all(*store_);
     if (!m.ok()) return m.status();
@@ -86,10 +107,14 @@ class KvWorkload final : public Workload {
 
   Status step(Container& c, std::mt19937_64& rng, CommitLog& log) override {
     log_ = &log;
-    if (store_ == nullptr) PM_TRY(open_store(c));  // a new session: state unchanged
+    steps_++;
+    error_ = Status();
+    if (full_) set_free_space(c);
+    if (store_ == nullptr) PM_TRY(reopen(c));  // a new session: state unchanged
+    if (store_ == nullptr) return Status();    // a full disk refused it: next step
     if (rng() % 25 == 0) {  // a clean close and reopen
       store_.reset();
-      return open_store(c);
+      return reopen(c);
     }
     std::vector<std::function<void()>> actors;
     if (concurrent_) {
@@ -104,6 +129,11 @@ class KvWorkload final : public Workload {
     });
     sched.run(actors);
     schedules_ += concurrent_;
+    if (full_ && steps_ == kFullPhaseSteps && no_space_ == 0 && error_.ok()) {
+      // A guard on the workload itself: it must keep reaching what it is for.
+      return Status::invalid_argument("kvstore_full: the backend never filled in the first " +
+                                      std::to_string(kFullPhaseSteps) + " steps");
+    }
     return error_;
   }
 
@@ -121,15 +151,77 @@ class KvWorkload final : public Workload {
   Status write_probe(Container& c) override {
     Result<std::unique_ptr<kv::Store>> s = kv::open_store_on(&c, options_);
     if (!s.ok()) return s.status();
+    // A full backend may refuse the put and the checkpoint (its logs may
+    // hold what it has no room for); a remove of one of its keys must go
+    // through whatever it holds.
+    if (full_) return probe_full(**s);
     PM_TRY((*s)->put("probe", "written after recovery"));
     PM_TRY((*s)->sync());
     return (*s)->checkpoint();
   }
 
  private:
+  // The full backend's setup: keys with values of 1-2 KiB until
+  // kFullHeadroom of the heap is left (beyond kFullKeys, ballast keys the
+  // steps never touch); the first step fills the disk. Full, its gleans block on records the heap has no room for and
+  // apply what fits behind them, epochs find no room for their journal,
+  // puts are refused with kNoSpace while removes go through (the logs'
+  // reserve), and everything works again once removes free space.
+  Status fill(Container& c) {
+    PM_TRY(open_store(c));
+    std::mt19937_64 rng(c.info().file_bytes);
+    for (int i = 0; c.usage().free_bytes > kFullHeadroom; i++) {
+      std::string v(1024 + rng() % 1024, static_cast<char>('a' + i % 26));
+      PM_TRY(store_->put((i < kFullKeys ? "key" : "ballast") + std::to_string(i), v));
+      if (i % 8 == 7) PM_TRY(store_->checkpoint());
+    }
+    PM_TRY(store_->checkpoint());
+    Result<KvMap> m = read_all(*store_);
+    if (!m.ok()) return m.status();
+    model_.reset(std::move(*m));
+    return Status();
+  }
+
+  Status probe_full(kv::Store& s) {
+    std::string first;
+    PM_TRY(s.scan("", [&](std::string_view k, std::string_view) {
+      first = k;
+      return false;
+    }));
+    if (!first.empty()) {
+      PM_TRY(s.remove(first));
+      PM_TRY(s.sync());
+    }
+    Status p = s.put("probe", "written after recovery");
+    if (p.ok()) p = s.checkpoint();
+    return p.code() == Code::kNoSpace ? Status() : p;
+  }
+
   void attach(Container& c) {
     live_ = &c;
     live_generation_ = c.generation();
+  }
+
+  // An open on a full disk may need room it cannot get (a commit that must
+  // grow the journal): kNoSpace, and the store stays closed.
+  Status reopen(Container& c) {
+    Status s = open_store(c);
+    note(s);
+    return error_;
+  }
+
+  bool filling() const { return (steps_ / kFullPhaseSteps) % 2 == 0; }
+
+  // At each phase's start. Filling: room for the heap to grow a little
+  // (kFullMarginBytes past its end), into what the container's journal
+  // held beyond it; a commit must then find the journal room it cannot
+  // get. Draining: room for two more megabytes (as if files elsewhere on
+  // the disk were removed).
+  void set_free_space(Container& c) {
+    if (steps_ % kFullPhaseSteps != 1) return;
+    const ContainerInfo i = c.info();
+    SimPersist::set_file_limit(filling() ? i.raw_bytes + i.heap_bytes + kFullMarginBytes
+                                         : i.file_bytes + kFullSpareBytes);
   }
 
   Status open_store(Container& c) {
@@ -160,12 +252,18 @@ class KvWorkload final : public Workload {
     publish();
   }
 
+  // A full backend refuses with kNoSpace: expected, and counted.
   void note(const Status& s) {
+    if (full_ && s.code() == Code::kNoSpace) {
+      no_space_++;
+      return;
+    }
     if (!s.ok() && error_.ok()) error_ = s;
   }
 
   std::string key(std::mt19937_64& rng) {
-    return "key" + std::to_string(rng() % (concurrent_ ? kConcurrentKeys : kKeys));
+    const int keys = concurrent_ ? kConcurrentKeys : full_ ? kFullKeys : kKeys;
+    return "key" + std::to_string(rng() % keys);
   }
 
   // Values of a few sizes (so that records of later sessions line up with
@@ -237,7 +335,9 @@ class KvWorkload final : public Workload {
     return [this, n, epoch] {
       Result<uint64_t> g = store_->glean(n);
       note(g.status());
-      if (g.ok() && epoch) note(store_->advance_epoch());
+      // A glean that found no room still lets the epoch free what removes
+      // applied.
+      if (epoch && (g.ok() || g.status().code() == Code::kNoSpace)) note(store_->advance_epoch());
     };
   }
 
@@ -256,6 +356,7 @@ class KvWorkload final : public Workload {
   // kAsync), some gleaning, or a checkpoint.
   std::function<void()> sequential_actor(std::mt19937_64& rng) {
     const int kind = static_cast<int>(rng() % 20);
+    if (full_) return full_actor(rng, kind);
     if (kind < 15 && uniform_) {
       // Every record the same size: records of a later session line up
       // with stale ones an earlier session left beyond a torn record. Syncs
@@ -278,6 +379,21 @@ class KvWorkload final : public Workload {
       };
     }
     if (kind < 19) return glean_actor(rng() % 6, rng() % 2 == 0);
+    return checkpoint_actor();
+  }
+
+  // The full backend: puts of 2-4 KiB while filling, removes while
+  // draining; gleaning (mostly with an epoch) and checkpoints in both.
+  std::function<void()> full_actor(std::mt19937_64& rng, int kind) {
+    if (kind < 14) {
+      if (filling() ? kind < 13 : kind < 3) {
+        std::string v = std::to_string(++values_) + ":";
+        v.resize(2048 + rng() % 2048, static_cast<char>('a' + rng() % 26));
+        return put_actor(key(rng), v);
+      }
+      return remove_actor(key(rng));
+    }
+    if (kind < 19) return glean_actor(1 + rng() % 8, rng() % 3 != 0);
     return checkpoint_actor();
   }
 
@@ -310,7 +426,7 @@ class KvWorkload final : public Workload {
     }
   }
 
-  const bool async_, concurrent_, uniform_;
+  const bool async_, concurrent_, uniform_, full_;
   kv::StoreOptions options_;
   Container* live_ = nullptr;
   uint64_t live_generation_ = 0;
@@ -321,6 +437,8 @@ class KvWorkload final : public Workload {
   Status error_;
   uint64_t values_ = 0;
   uint64_t schedules_ = 0;
+  uint64_t steps_ = 0;
+  uint64_t no_space_ = 0;  // kNoSpace answers (full backend)
 };
 
 }  // namespace
@@ -339,6 +457,9 @@ std::unique_ptr<Workload> make_kv_concurrent_async_workload() {
 }
 std::unique_ptr<Workload> make_kv_uniform_async_workload() {
   return std::make_unique<KvWorkload>(true, Shape::kUniform);
+}
+std::unique_ptr<Workload> make_kv_full_workload() {
+  return std::make_unique<KvWorkload>(false, Shape::kFull);
 }
 
 }  // namespace pm::crash

@@ -32,6 +32,13 @@ std::unique_ptr<Workload> make_kv_concurrent_async_workload();
 // record (what the session rule of recovery.h is for).
 std::unique_ptr<Workload> make_kv_uniform_async_workload();
 
+// A store file that may not grow (kSync, one update at a time): its heap
+// fills with puts of 2-4 KiB, gleans block on records it has no room for and
+// apply what fits behind them, epochs and puts get kNoSpace, removes go
+// through; phases of removes free space and puts work again. Every
+// acknowledged update must survive all of it.
+std::unique_ptr<Workload> make_kv_full_workload();
+
 // The small store the crash workloads run on: two 64 KiB logs, gleaning
 // driven by the workload (deterministic), kSync.
 kv::StoreOptions crash_store_options();

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -180,9 +181,19 @@ Status SimPersist::persist_range(uint64_t off, size_t n) {
   return Status();
 }
 
+namespace {
+std::atomic<uint64_t> g_file_limit{0};
+}  // namespace
+
+void SimPersist::set_file_limit(uint64_t bytes) { g_file_limit.store(bytes); }
+
 Status SimPersist::resize(uint64_t keep, uint64_t new_size) {
   call_hook("resize");
   if (sync_fails()) return Status::no_space("resize: No space left on device (injected)");
+  if (const uint64_t limit = g_file_limit.load(); limit != 0 && new_size > limit) {
+    return Status::no_space("resize to " + std::to_string(new_size) +
+                            " bytes: No space left on device (full disk, simulated)");
+  }
   PM_TRY(real_->resize(keep, new_size));
   // The new size is durable on return (the real backend fsyncs).
   durable_.resize(std::min<uint64_t>(keep, durable_.size()));

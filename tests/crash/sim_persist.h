@@ -18,7 +18,8 @@
 // image what had reached the disk): every unit that differs is volatile, so
 // a power failure after a kill loses what was never written back.
 //
-// Faults. fail_at(n) makes the n-th sync (drain, persist_range or resize)
+// Faults. set_file_limit() makes growth past a size fail (a full disk).
+// fail_at(n) makes the n-th sync (drain, persist_range or resize)
 // fail: EIO for a sync, ENOSPC for a resize. A failed sync makes nothing
 // durable, and the units stay volatile until they are written and synced
 // again (Linux may drop dirty pages after a write-back error).
@@ -82,6 +83,10 @@ class SimPersist final : public Persist {
 
   // Fails the n-th sync from now on (1 = the next one); 0 never.
   void fail_at(uint64_t n) { fail_at_ = n == 0 ? 0 : syncs_ + n; }
+  // The file system's free space, shared by every SimPersist of this
+  // process: a resize to more than `bytes` fails with ENOSPC, as on a full
+  // disk (0: no limit). Not a sync: it moves no fault index.
+  static void set_file_limit(uint64_t bytes);
   // Syncs so far (drains, persist_ranges, resizes), failed ones included.
   uint64_t syncs() const { return syncs_; }
   bool fault_fired() const { return fault_fired_; }
