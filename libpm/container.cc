@@ -157,6 +157,12 @@ class ContainerImpl final : public Container {
   // Raw-region calls hold it shared; growth (which remaps persist_'s view)
   // holds it exclusively.
   ViewLock view_mu_;
+  // Under persist_mu_: the smallest heap size growth found no room for
+  // since the last commit, and why (0: none). Growth to it or beyond fails
+  // at once until a commit: on a full disk every allocation tries to grow,
+  // and a failing fallocate of megabytes costs a millisecond or more.
+  uint64_t no_room_from_ = 0;
+  Status no_room_;
   uint64_t heap_off_ = kHeapOffset;  // file offset of the heap (after the raw region)
   std::atomic<uint64_t> mapped_{0};  // heap bytes mapped in the working view
   // Written under persist_mu_; atomic so that usage() reads them without it.
@@ -393,16 +399,28 @@ Status ContainerImpl::map_and_attach() {
 // and the working view. Everything past the heap's current end is scratch
 // (the journal of an applied commit): mark that journal applied, then cut it
 // off so the new heap pages read as zero.
+//
+// The file keeps as much room past the new end as the journal had: growth
+// never takes the journal's room. On a full disk it would otherwise succeed
+// by shrinking the journal, and every later commit would fail for want of
+// journal room, including the ones that free space (removes).
 Status ContainerImpl::grow_to(uint64_t new_heap_size) {
   std::lock_guard<std::mutex> l(persist_mu_);
   // After a failed write-back the journal holds a commit not yet home:
   // marking it applied (below) would lose it.
   if (!failed_.ok() && !g_planted_bugs.mutate_after_failed_writeback) return failed_;
+  if (no_room_from_ != 0 && new_heap_size >= no_room_from_) return no_room_;
   const uint64_t heap_end = reinterpret_cast<const HeapHeader*>(reservation_.base())->heap_size;
+  const uint64_t journal_room = persist_->size() - std::min(persist_->size(), heap_off_ + heap_end);
   if (journal_pending_) PM_TRY(mark_applied());
   {
     std::lock_guard<ViewLock> v(view_mu_);
-    PM_TRY(persist_->resize(heap_off_ + heap_end, heap_off_ + new_heap_size));
+    Status s = persist_->resize(heap_off_ + heap_end, heap_off_ + new_heap_size + journal_room);
+    if (s.code() == Code::kNoSpace) {
+      no_room_from_ = new_heap_size;
+      no_room_ = s;
+    }
+    PM_TRY(s);
   }
   uint64_t mapped = mapped_.load();
   if (new_heap_size > mapped) {
@@ -438,6 +456,7 @@ Status ContainerImpl::commit() {
   if (options_.read_only) return usable();
   std::lock_guard<std::mutex> l(persist_mu_);
   if (!failed_.ok() && !g_planted_bugs.mutate_after_failed_writeback) return failed_;
+  no_room_from_ = 0;  // space may have been freed on the disk meanwhile
   return commit_locked();
 }
 

@@ -184,6 +184,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"faults_mutation_msync", make_mutation_workload, UnitMode::kMsyncPages, 60},
                       Case{"faults_allocator_pmem", make_allocator_workload, UnitMode::kPmemLines, 60},
                       Case{"faults_kvstore_msync", make_kv_workload, UnitMode::kMsyncPages, 60},
+                      Case{"faults_kvstore_full_msync", make_kv_full_workload, UnitMode::kMsyncPages,
+                           60},
                       Case{"faults_kvstore_async_pmem", make_kv_async_workload, UnitMode::kPmemLines,
                            60},
                       Case{"faults_fuse_msync", make_fuse_workload, UnitMode::kMsyncPages, 50},

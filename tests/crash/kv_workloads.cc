@@ -163,10 +163,10 @@ class KvWorkload final : public Workload {
  private:
   // The full backend's setup: keys with values of 1-2 KiB until
   // kFullHeadroom of the heap is left (beyond kFullKeys, ballast keys the
-  // steps never touch); the first step fills the disk. Full, its gleans block on records the heap has no room for and
-  // apply what fits behind them, epochs find no room for their journal,
-  // puts are refused with kNoSpace while removes go through (the logs'
-  // reserve), and everything works again once removes free space.
+  // steps never touch); the first step fills the disk. Full, its gleans
+  // block on records the heap has no room for and apply what fits behind
+  // them, puts are refused with kNoSpace while removes go through (the
+  // logs' reserve), and everything works again once removes free space.
   Status fill(Container& c) {
     PM_TRY(open_store(c));
     std::mt19937_64 rng(c.info().file_bytes);
@@ -212,11 +212,11 @@ class KvWorkload final : public Workload {
 
   bool filling() const { return (steps_ / kFullPhaseSteps) % 2 == 0; }
 
-  // At each phase's start. Filling: room for the heap to grow a little
-  // (kFullMarginBytes past its end), into what the container's journal
-  // held beyond it; a commit must then find the journal room it cannot
-  // get. Draining: room for two more megabytes (as if files elsewhere on
-  // the disk were removed).
+  // At each phase's start. Filling: no file may end more than
+  // kFullMarginBytes past the heap, which is less than the journal's room
+  // past it, so the heap cannot grow (growth keeps the journal's room).
+  // Draining: room for two more megabytes (as if files elsewhere on the
+  // disk were removed).
   void set_free_space(Container& c) {
     if (steps_ % kFullPhaseSteps != 1) return;
     const ContainerInfo i = c.info();
