@@ -13,6 +13,7 @@
 #include "bench/common/dir_cleanup.h"
 #include "bench/common/environment.h"
 #include "bench/kv/kv_engine.h"
+#include "bench/kv/kv_engine_process.h"
 #include "bench/kv/kv_engine_store.h"
 #include "bench/kv/kv_plot.h"
 #include "bench/kv/kv_recovery.h"
@@ -38,13 +39,25 @@ struct Context {
   const Progress& progress;
 };
 
-// One engine of the run: its results, and what runs between its last two
-// cells (the kvstore's snapshot).
+// One engine of the run: in a process of its own (proc), or here (the
+// kvstore: its snapshot and reopen need it); its results, and what runs
+// between its last two cells (the kvstore's snapshot).
 struct Lane {
   std::string name;
+  std::unique_ptr<EngineProcess> proc;
   std::unique_ptr<KvEngine> engine;
   std::function<Status()> before_last;
   EngineRun run;
+
+  std::string prefill_method() const {
+    return proc ? proc->prefill_method() : engine->prefill_method();
+  }
+  Status prefill(uint64_t keys) { return proc ? proc->prefill(keys) : engine->prefill(keys); }
+  Result<CellResult> run_cell(const CellSpec& spec, const Context& ctx) {
+    if (proc) return proc->run_cell(spec, ctx.cfg.seconds);
+    return pm::bench::run_cell(*engine, spec, ctx.streams, ctx.cfg.seconds);
+  }
+  Status settle() { return proc ? proc->settle() : engine->settle(); }
 };
 
 std::string cell_name(const std::string& engine, const CellSpec& spec) {
@@ -62,16 +75,17 @@ CellResult median(std::vector<CellResult> reps) {
 // Every engine is loaded first; then each cell runs on every engine in turn,
 // `repeats` times, the engines' order rotating between repetitions, so that
 // machine noise (another process, frequency changes) lands on every engine
-// alike; a cell reports its median repetition. An engine settles (untimed)
+// alike; a cell reports its median repetition. Each engine but the kvstore
+// runs in a process of its own (kv_engine_process.h). An engine settles (untimed)
 // after every run but its very last, whose backlog the kvstore's recovery
 // measurement replays.
 Status run_interleaved(std::vector<Lane>& lanes, const Context& ctx) {
   for (Lane& l : lanes) {
     l.run.name = l.name;
-    l.run.prefill_method = l.engine->prefill_method();
+    l.run.prefill_method = l.prefill_method();
     ctx.progress.step(fmt::format("{}: prefill of {} keys", l.name, ctx.cfg.keys));
     const uint64_t t0 = now_ns();
-    Status s = l.engine->prefill(ctx.cfg.keys);
+    Status s = l.prefill(ctx.cfg.keys);
     if (!s.ok()) return s.with_context(l.name + ", prefill");
     l.run.prefill_seconds = double(now_ns() - t0) / 1e9;
   }
@@ -90,11 +104,11 @@ Status run_interleaved(std::vector<Lane>& lanes, const Context& ctx) {
         Lane& l = lanes[i];
         ctx.progress.step(cell_name(l.name, spec) +
                           (repeats > 1 ? fmt::format(" ({}/{})", r + 1, repeats) : ""));
-        Result<CellResult> c = run_cell(*l.engine, spec, ctx.streams, ctx.cfg.seconds);
+        Result<CellResult> c = l.run_cell(spec, ctx);
         if (!c.ok()) return c.status().with_context(cell_name(l.name, spec));
         if (!(last_cell && r == repeats - 1)) {
           const uint64_t t1 = now_ns();
-          PM_TRY(l.engine->settle());
+          PM_TRY(l.settle());
           c->settle_seconds = double(now_ns() - t1) / 1e9;
         }
         reps[i].push_back(std::move(*c));
@@ -160,10 +174,19 @@ std::string rocksdb_skip_reason(const DirInfo& d) {
   return "";
 }
 
-Status add_lane(std::vector<Lane>* lanes, const std::string& name,
-                Result<std::unique_ptr<KvEngine>> e) {
-  if (!e.ok()) return e.status().with_context(name);
-  lanes->push_back({name, std::move(*e), {}, {}});
+// Starts an engine in a process of its own (kv_engine_process.h). An
+// engine that cannot start is an error, or, when `optional`, a note.
+Status spawn_lane(std::vector<Lane>* lanes, const std::string& name, const EngineProcess::Make& make,
+                  const Context& ctx, bool optional, KvRun* run) {
+  Result<std::unique_ptr<EngineProcess>> p = EngineProcess::start(make, ctx.streams);
+  if (!p.ok() && optional) {
+    run->skipped.push_back(p.status().message());
+    return Status();
+  }
+  if (!p.ok()) return p.status().with_context(name);
+  lanes->emplace_back();
+  lanes->back().name = name;
+  lanes->back().proc = std::move(*p);
   return Status();
 }
 
@@ -171,19 +194,29 @@ Status run_all(const Context& ctx, KvRun* run) {
   const KvConfig& cfg = ctx.cfg;
   const std::string& dir = ctx.dir.dir;
   std::vector<Lane> lanes;
-  if (cfg.wants("volatile")) PM_TRY(add_lane(&lanes, "volatile", make_volatile_engine()));
-  for (auto [name, make] : {std::pair{"cuckoo", &make_cuckoo_engine}, {"tbb", &make_tbb_engine}}) {
-    if (!cfg.wants(name)) continue;
-    Result<std::unique_ptr<KvEngine>> e = make();
-    if (e.ok()) {
-      lanes.push_back({name, std::move(*e), {}, {}});
+  // Every engine but the kvstore runs in a process of its own, started
+  // before the kvstore (whose threads must not exist at a fork); the
+  // kvstore's lane keeps its place in the report's order.
+  auto spawn = [&](const std::string& name, const EngineProcess::Make& make, bool optional) {
+    return cfg.wants(name) ? spawn_lane(&lanes, name, make, ctx, optional, run) : Status();
+  };
+  PM_TRY(spawn("volatile", [] { return Result<std::unique_ptr<KvEngine>>(make_volatile_engine()); },
+               false));
+  PM_TRY(spawn("cuckoo", make_cuckoo_engine, true));
+  PM_TRY(spawn("tbb", make_tbb_engine, true));
+  PM_TRY(spawn("phash", [&] {
+    return make_phash_engine(dir + "/kv-phash.pm", cfg.keys, {cfg.emulate_read_ns});
+  }, false));
+  const size_t kvstore_at = lanes.size();
+  PM_TRY(spawn("pmemobj", [&] { return make_pmemobj_engine(dir + "/kv-pmemobj.pool", cfg.keys); },
+               false));
+  if (cfg.wants("rocksdb")) {
+    const std::string skip = rocksdb_skip_reason(ctx.dir);
+    if (skip.empty()) {
+      PM_TRY(spawn("rocksdb", [&] { return make_rocksdb_engine(dir + "/kv-rocksdb"); }, false));
     } else {
-      run->skipped.push_back(e.status().message());
+      run->skipped.push_back(skip);
     }
-  }
-  if (cfg.wants("phash")) {
-    PM_TRY(add_lane(&lanes, "phash",
-                    make_phash_engine(dir + "/kv-phash.pm", cfg.keys, {cfg.emulate_read_ns})));
   }
   StoreEngine* kvstore = nullptr;
   if (cfg.wants("kvstore")) {
@@ -192,22 +225,15 @@ Status run_all(const Context& ctx, KvRun* run) {
         kvstore_options({cfg.emulate_read_ns}, cfg.dram_budget_bytes));
     if (!store.ok()) return store.status();
     kvstore = store->get();
-    lanes.push_back({"kvstore", std::move(*store), [&] {
-                       ctx.progress.step("kvstore: stats (scans every key)");
-                       take_snapshot(*kvstore, &run->store);
-                       return Status();
-                     }, {}});
-  }
-  if (cfg.wants("pmemobj")) {
-    PM_TRY(add_lane(&lanes, "pmemobj", make_pmemobj_engine(dir + "/kv-pmemobj.pool", cfg.keys)));
-  }
-  if (cfg.wants("rocksdb")) {
-    const std::string skip = rocksdb_skip_reason(ctx.dir);
-    if (skip.empty()) {
-      PM_TRY(add_lane(&lanes, "rocksdb", make_rocksdb_engine(dir + "/kv-rocksdb")));
-    } else {
-      run->skipped.push_back(skip);
-    }
+    Lane l;
+    l.name = "kvstore";
+    l.engine = std::move(*store);
+    l.before_last = [&] {
+      ctx.progress.step("kvstore: stats (scans every key)");
+      take_snapshot(*kvstore, &run->store);
+      return Status();
+    };
+    lanes.insert(lanes.begin() + static_cast<ptrdiff_t>(kvstore_at), std::move(l));
   }
   PM_TRY(run_interleaved(lanes, ctx));
   for (Lane& l : lanes) run->engines.push_back(std::move(l.run));
@@ -235,6 +261,8 @@ void print_config(const KvConfig& cfg, size_t ncells) {
   row("", fmt::format("every engine loaded first, then each cell run on every engine in turn, "
                       "{} time(s) (--repeats), order rotating; the median is reported",
                       cfg.repeats));
+  row("processes", "each engine in a process of its own (the kvstore in this one): engines "
+                   "sharing a process change each other's speed through memory placement");
   row("kvstore",
       "kv::Store defaults: background gleaners, Durability::kSync, 8 logs of 8 MiB" +
           (cfg.dram_budget_bytes ? fmt::format(", DRAM budget {} MiB", cfg.dram_budget_bytes >> 20)
