@@ -44,8 +44,9 @@ enum class Shape {
 // left; then puts of 2-4 KiB over kFullKeys keys fill it within a few dozen
 // steps.
 constexpr uint64_t kFullHeadroom = 16 << 10;
-// Free space past the heap while filling (the superblock and the room a
-// heap grows into) and beyond the file while draining.
+// Free space past the heap while filling (room for the superblock, less
+// than the journal keeps past the heap, so growth cannot fit) and beyond
+// the file while draining.
 constexpr uint64_t kFullMarginBytes = 256 << 10;
 constexpr uint64_t kFullSpareBytes = 2 << 20;
 constexpr int kFullKeys = 400;
