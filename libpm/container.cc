@@ -158,10 +158,13 @@ class ContainerImpl final : public Container {
   // holds it exclusively.
   ViewLock view_mu_;
   // Under persist_mu_: the smallest heap size growth found no room for
-  // since the last commit, and why (0: none). Growth to it or beyond fails
-  // at once until a commit: on a full disk every allocation tries to grow,
-  // and a failing fallocate of megabytes costs a millisecond or more.
+  // since the last commit (0: none), the file system's free bytes just
+  // after, and why. Growth to it or beyond fails at once until a commit or
+  // until the file system has more free bytes: on a full disk every
+  // allocation tries to grow, and a failing fallocate of megabytes costs a
+  // millisecond or more (a put once waited 11 s).
   uint64_t no_room_from_ = 0;
+  uint64_t no_room_free_ = 0;
   Status no_room_;
   uint64_t heap_off_ = kHeapOffset;  // file offset of the heap (after the raw region)
   std::atomic<uint64_t> mapped_{0};  // heap bytes mapped in the working view
@@ -409,7 +412,10 @@ Status ContainerImpl::grow_to(uint64_t new_heap_size) {
   // After a failed write-back the journal holds a commit not yet home:
   // marking it applied (below) would lose it.
   if (!failed_.ok() && !g_planted_bugs.mutate_after_failed_writeback) return failed_;
-  if (no_room_from_ != 0 && new_heap_size >= no_room_from_) return no_room_;
+  if (no_room_from_ != 0 && new_heap_size >= no_room_from_ &&
+      persist_->free_bytes() <= no_room_free_) {
+    return no_room_;
+  }
   const uint64_t heap_end = reinterpret_cast<const HeapHeader*>(reservation_.base())->heap_size;
   const uint64_t journal_room = persist_->size() - std::min(persist_->size(), heap_off_ + heap_end);
   if (journal_pending_) PM_TRY(mark_applied());
@@ -418,6 +424,7 @@ Status ContainerImpl::grow_to(uint64_t new_heap_size) {
     Status s = persist_->resize(heap_off_ + heap_end, heap_off_ + new_heap_size + journal_room);
     if (s.code() == Code::kNoSpace) {
       no_room_from_ = new_heap_size;
+      no_room_free_ = persist_->free_bytes();
       no_room_ = s;
     }
     PM_TRY(s);

@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <setjmp.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -266,6 +268,48 @@ TEST_F(ContainerTest, CommitsAfterAFailedGrowthStillWork) {
   auto c = must(Container::open(path_));
   EXPECT_EQ(*c->root<uint8_t>(), 0x77);
   EXPECT_TRUE(c->check().problems.empty());
+}
+
+// In a child with its own mount namespace and a 16 MiB tmpfs: fill the
+// disk with another file, allocate until growth fails, remove the other
+// file, allocate again with no commit between. Exit codes: 0 good, 77 no
+// tmpfs to be had (not root), else the step that went wrong.
+int grow_after_the_disk_is_freed() {
+  if (::unshare(CLONE_NEWNS) != 0) return 77;
+  if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 77;
+  char dir[] = "/tmp/pm-full-XXXXXX";
+  if (::mkdtemp(dir) == nullptr) return 77;
+  if (::mount("tmpfs", dir, "tmpfs", 0, "size=16m") != 0) return 77;
+  auto c = Container::create(std::string(dir) + "/c.pm", small());
+  if (!c.ok()) return 2;
+  const std::string filler = std::string(dir) + "/filler";
+  const int fd = ::open(filler.c_str(), O_WRONLY | O_CREAT, 0600);
+  const std::vector<char> block(1 << 16, 'f');
+  while (::write(fd, block.data(), block.size()) > 0) {
+  }
+  ::close(fd);
+  Status s;
+  for (int i = 0; i < 64 && s.ok(); i++) s = (*c)->alloc(size_t{1} << 20, AllocKind::kData).status();
+  if (s.code() != Code::kNoSpace) return 3;
+  if ((*c)->alloc(size_t{1} << 20, AllocKind::kData).ok()) return 4;
+  ::unlink(filler.c_str());
+  if (!(*c)->alloc(size_t{1} << 20, AllocKind::kData).ok()) return 5;
+  return 0;
+}
+
+// Space freed on the disk lets the heap grow at once. A growth that found
+// no room is not retried until a commit or until the file system has more
+// room; with only the commit, a store whose gleaner waited for room never
+// committed again, and its puts failed with kNoSpace after the other file
+// was gone (seen in CI under TSan).
+TEST_F(ContainerTest, GrowthWorksAgainOnceTheDiskHasRoomWithoutACommit) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(grow_after_the_disk_is_freed());
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "child died of signal " << WTERMSIG(status);
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "no private tmpfs here (needs root)";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the step that went wrong";
 }
 
 TEST_F(ContainerTest, FreeRejectsPointersThatAreNotBlockStarts) {

@@ -4,6 +4,7 @@
 #include <libpmem.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -122,6 +123,12 @@ class PmemFile final : public Persist {
     if (!s.ok()) return s;
     unmap();
     return map();
+  }
+
+  uint64_t free_bytes() const override {
+    struct statvfs fs;
+    if (::statvfs(path_.c_str(), &fs) != 0) return UINT64_MAX;
+    return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
   }
 
  private:

@@ -60,6 +60,12 @@ class Persist {
   // REQUIRES: keep <= new_size.
   virtual Status resize(uint64_t keep, uint64_t new_size) = 0;
 
+  // Bytes the file's file system can still give it (statvfs), or
+  // UINT64_MAX when unknown. A growth that failed for want of room is tried
+  // again once this has grown: space freed outside the container must let
+  // it grow without waiting for a commit that may never come.
+  virtual uint64_t free_bytes() const { return UINT64_MAX; }
+
   // A named point inside a long sequence without a barrier, for the crash
   // harness (e.g. between journal apply steps). No-op in production.
   virtual void kill_point(std::string_view /*name*/) {}

@@ -202,6 +202,12 @@ Status SimPersist::resize(uint64_t keep, uint64_t new_size) {
   return Status();
 }
 
+uint64_t SimPersist::free_bytes() const {
+  const uint64_t limit = g_file_limit.load();
+  if (limit == 0) return real_->free_bytes();
+  return limit - std::min(limit, size());
+}
+
 void SimPersist::kill_point(std::string_view name) { call_hook(std::string(name).c_str()); }
 
 std::vector<uint64_t> SimPersist::volatile_units() const {

@@ -69,6 +69,8 @@ class SimPersist final : public Persist {
   Status drain() override;
   Status persist_range(uint64_t off, size_t n) override;
   Status resize(uint64_t keep, uint64_t new_size) override;
+  // Under a file limit, the room left below it.
+  uint64_t free_bytes() const override;
   void kill_point(std::string_view name) override;
   void set_path(const std::string& path) override { real_->set_path(path); }
 
