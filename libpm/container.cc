@@ -413,11 +413,12 @@ Status ContainerImpl::grow_to(uint64_t new_heap_size) {
   // marking it applied (below) would lose it.
   if (!failed_.ok() && !g_planted_bugs.mutate_after_failed_writeback) return failed_;
   if (no_room_from_ != 0 && new_heap_size >= no_room_from_ &&
-      persist_->free_bytes() <= no_room_free_) {
+      (g_planted_bugs.growth_waits_for_commit || persist_->free_bytes() <= no_room_free_)) {
     return no_room_;
   }
   const uint64_t heap_end = reinterpret_cast<const HeapHeader*>(reservation_.base())->heap_size;
-  const uint64_t journal_room = persist_->size() - std::min(persist_->size(), heap_off_ + heap_end);
+  uint64_t journal_room = persist_->size() - std::min(persist_->size(), heap_off_ + heap_end);
+  if (g_planted_bugs.growth_takes_journal_room) journal_room = 0;
   if (journal_pending_) PM_TRY(mark_applied());
   {
     std::lock_guard<ViewLock> v(view_mu_);

@@ -25,6 +25,12 @@ struct PlantedBugs {
   // A commit whose journal drain failed leaves its header in place: the
   // next open replays a commit that reported failure.
   bool keep_header_after_failed_drain = false;
+  // Heap growth on a full disk takes the journal's room past the heap
+  // (later commits find no journal room, even those that free space).
+  bool growth_takes_journal_room = false;
+  // Growth that found no room is tried again only after a commit, never
+  // when the disk has room again (a blocked store never commits).
+  bool growth_waits_for_commit = false;
 };
 
 // Read by libpm, written only by tests.

@@ -785,9 +785,10 @@ void send_allowed(int fd, const std::vector<uint64_t>& ok) {
   ::_exit(0);
 }
 
-// Persistence points and syncs of one whole run (create, setup, steps, close).
-void count_points(Workload& w, const HarnessOptions& o, const std::string& dir, uint64_t* points,
-                  uint64_t* syncs) {
+// Persistence points and syncs of one whole run (create, setup, steps,
+// close), and the first thing that failed in it ("" when nothing did).
+std::string count_points(Workload& w, const HarnessOptions& o, const std::string& dir,
+                         uint64_t* points, uint64_t* syncs) {
   *points = *syncs = 0;
   SimPersist* sim = nullptr;
   auto opener = sim_opener(
@@ -798,13 +799,18 @@ void count_points(Workload& w, const HarnessOptions& o, const std::string& dir, 
   const std::string path = dir + "/count.pm";
   ::unlink(path.c_str());
   Result<std::unique_ptr<Container>> c = open_container(path, w.options(), true, opener);
-  if (!c.ok()) return;
-  (void)w.setup(**c, rng);
-  (void)(*c)->commit();
-  for (int i = 0; i < o.steps; i++) (void)w.step(**c, rng, log);
-  (void)w.close(log);
+  if (!c.ok()) return "create: " + c.status().to_string();
+  std::string first;
+  auto keep = [&](const std::string& what, const Status& s) {
+    if (!s.ok() && first.empty()) first = what + ": " + s.to_string();
+  };
+  keep("setup", w.setup(**c, rng));
+  keep("setup commit", (*c)->commit());
+  for (int i = 0; i < o.steps; i++) keep("step " + std::to_string(i), w.step(**c, rng, log));
+  keep("close", w.close(log));
   *syncs = sim->syncs();
   c->reset();
+  return first;
 }
 
 }  // namespace
@@ -816,6 +822,20 @@ Counts run_power_failures(const std::function<std::unique_ptr<Workload>()>& make
   SessionPlan plan;
   plan.path = dir.path() + "/c.pm";
   return Session(*w, options, std::move(plan), dir.path()).run();
+}
+
+Counts run_once(const std::function<std::unique_ptr<Workload>()>& make,
+                const HarnessOptions& options) {
+  test::TempDir dir;
+  std::unique_ptr<Workload> w = make();
+  Counts counts;
+  uint64_t syncs = 0;
+  const std::string failed = count_points(*w, options, dir.path(), &counts.points, &syncs);
+  if (!failed.empty()) {
+    counts.failures++;
+    counts.reports.push_back(w->name() + ": " + failed);
+  }
+  return counts;
 }
 
 Counts run_session_chains(const std::function<std::unique_ptr<Workload>()>& make,

@@ -119,6 +119,13 @@ struct Counts {
 Counts run_power_failures(const std::function<std::unique_ptr<Workload>()>& make,
                           const HarnessOptions& options);
 
+// One run of `steps` steps with no crash and no fault: a failure when a
+// step fails. Power-failure runs check the same in their live session,
+// after exploring every point before the step; this gets there at once
+// (self-tests of checks a workload makes late in a run).
+Counts run_once(const std::function<std::unique_ptr<Workload>()>& make,
+                const HarnessOptions& options);
+
 // `chains` chains of `sessions` sessions of about `options.steps` steps each
 // (chain i uses seed options.seed + i).
 Counts run_session_chains(const std::function<std::unique_ptr<Workload>()>& make,

@@ -36,7 +36,7 @@ enum class Shape {
   kSequential,  // one update (or maintenance step) at a time
   kConcurrent,  // rounds of actors under the scheduler
   kUniform,     // puts of one record size, synced now and then (kAsync)
-  kFull,        // a backend that cannot grow: it fills, then removes free it
+  kFull,        // a backend that cannot grow: it fills, then space is freed
 };
 
 // The full backend: a file that may hardly grow (SimPersist::set_file_limit),
@@ -46,12 +46,17 @@ enum class Shape {
 constexpr uint64_t kFullHeadroom = 16 << 10;
 // Free space past the heap while filling (room for the superblock, less
 // than the journal keeps past the heap, so growth cannot fit) and beyond
-// the file while draining.
+// the file while draining by the disk.
 constexpr uint64_t kFullMarginBytes = 256 << 10;
 constexpr uint64_t kFullSpareBytes = 2 << 20;
 constexpr int kFullKeys = 400;
-// Steps alternate between filling (mostly puts) and draining (mostly
-// removes) every this many steps.
+// Steps alternate between filling (mostly puts) and draining every this
+// many steps. Draining phases alternate too: the first frees space by
+// removes in the store alone; the next frees space on the disk (as if
+// another file were removed) and runs no removes. Right after the disk has
+// room, and at the end of a phase of removes, a put must go through: a
+// store that never recovers from a full disk loses nothing, so only this
+// check sees it (drained_actor).
 constexpr uint64_t kFullPhaseSteps = 40;
 
 class KvWorkload final : public Workload {
@@ -85,6 +90,8 @@ class KvWorkload final : public Workload {
     store_.reset();
     model_.reset({});
     attach(c);
+    // A disk limit left by the previous run (the dry run ends in any phase).
+    if (full_) SimPersist::set_file_limit(0);
     PM_TRY(kv::format_store(&c, options_));
     return full_ ? fill(c) : Status();
   }
@@ -112,7 +119,11 @@ class KvWorkload final : public Workload {
     error_ = Status();
     if (full_) set_free_space(c);
     if (store_ == nullptr) PM_TRY(reopen(c));  // a new session: state unchanged
-    if (store_ == nullptr) return Status();    // a full disk refused it: next step
+    if (store_ == nullptr && full_ && drained_step()) {
+      return Status::invalid_argument("kvstore_full: the store cannot be opened after " +
+                                      draining());
+    }
+    if (store_ == nullptr) return Status();  // a full disk refused it: next step
     if (rng() % 25 == 0) {  // a clean close and reopen
       store_.reset();
       return reopen(c);
@@ -120,6 +131,10 @@ class KvWorkload final : public Workload {
     std::vector<std::function<void()>> actors;
     if (concurrent_) {
       plan_round(rng, &actors);
+    } else if (full_ && steps_ % kFullPhaseSteps == 1 && steps_ > 1) {
+      actors.push_back(filling() ? refill_actor(c) : quiesce_actor());
+    } else if (full_ && drained_step()) {
+      actors.push_back(drained_actor());
     } else {
       actors.push_back(sequential_actor(rng));
     }
@@ -212,17 +227,77 @@ class KvWorkload final : public Workload {
   }
 
   bool filling() const { return (steps_ / kFullPhaseSteps) % 2 == 0; }
+  bool draining_by_disk() const { return (steps_ / kFullPhaseSteps) % 4 == 3; }
+  std::string draining() const {
+    return draining_by_disk() ? "space was freed on the disk" : "a phase of removes";
+  }
+  // Where a draining phase must have made room again: right after the disk
+  // got room, or at the end of a phase of removes.
+  bool drained_step() const {
+    if (filling()) return false;
+    const uint64_t at = steps_ % kFullPhaseSteps;
+    return draining_by_disk() ? at == 2 : at == kFullPhaseSteps - 1;
+  }
 
   // At each phase's start. Filling: no file may end more than
   // kFullMarginBytes past the heap, which is less than the journal's room
   // past it, so the heap cannot grow (growth keeps the journal's room).
-  // Draining: room for two more megabytes (as if files elsewhere on the
-  // disk were removed).
+  // Draining by the disk: room for two more megabytes, after the phase's
+  // first step (quiesce_actor). Draining by removes: the limit stays.
   void set_free_space(Container& c) {
-    if (steps_ % kFullPhaseSteps != 1) return;
     const ContainerInfo i = c.info();
-    SimPersist::set_file_limit(filling() ? i.raw_bytes + i.heap_bytes + kFullMarginBytes
-                                         : i.file_bytes + kFullSpareBytes);
+    if (steps_ % kFullPhaseSteps == 1 && filling()) {
+      SimPersist::set_file_limit(i.raw_bytes + i.heap_bytes + kFullMarginBytes);
+    } else if (steps_ % kFullPhaseSteps == 2 && draining_by_disk()) {
+      SimPersist::set_file_limit(i.file_bytes + kFullSpareBytes);
+    }
+  }
+
+  // A filling phase after a draining one starts by filling the heap's free
+  // space with keys the steps never touch (puts alone over kFullKeys keys
+  // cannot fill a heap that grew), a checkpoint after every eight.
+  std::function<void()> refill_actor(Container& c) {
+    return [this, &c] {
+      for (int i = 0; error_.ok() && c.usage().free_bytes > kFullHeadroom; i++) {
+        const uint64_t before = no_space_;
+        const std::string k = "refill" + std::to_string(++values_);
+        std::string v = std::to_string(values_) + ":";
+        v.resize(options_.max_value_bytes, 'b');
+        run_update({{k, v}}, [&] { return store_->put(k, v); }, false);
+        if (i % 8 == 7) note(store_->checkpoint());
+        if (no_space_ != before) return;
+      }
+    };
+  }
+
+  // Draining by the disk starts with checkpoints on the full disk: once
+  // what fits is applied, epochs have nothing to commit while the gleaner
+  // waits for room, so only the space freed on the disk can help.
+  std::function<void()> quiesce_actor() {
+    return [this] {
+      for (int i = 0; i < 3; i++) note(store_->checkpoint());
+    };
+  }
+
+  // With room again a put goes through, and once the disk has room a
+  // checkpoint applies everything that waited. (Removes may leave a
+  // blocked record waiting: the room they free may be in other size
+  // classes.) Growth that took the journal's room, or that waited for a
+  // commit, left a store refusing every put however much was freed.
+  std::function<void()> drained_actor() {
+    return [this] {
+      Status cp = store_->checkpoint();
+      note(cp);
+      if (!draining_by_disk() && cp.code() == Code::kNoSpace) cp = Status();
+      Status put;
+      const std::string k = "key0", v = std::to_string(++values_) + ":drained";
+      run_update({{k, v}}, [&] { return put = store_->put(k, v); }, false);
+      const Status& s = cp.code() == Code::kNoSpace ? cp : put;
+      if (s.code() == Code::kNoSpace && error_.ok()) {
+        error_ = Status::invalid_argument("kvstore_full: no room after " + draining() + ": " +
+                                          s.to_string());
+      }
+    };
   }
 
   Status open_store(Container& c) {
@@ -383,14 +458,19 @@ class KvWorkload final : public Workload {
     return checkpoint_actor();
   }
 
-  // The full backend: puts of 2-4 KiB while filling, removes while
-  // draining; gleaning (mostly with an epoch) and checkpoints in both.
+  // The full backend: mostly puts of 2-4 KiB while filling, removes while
+  // draining by removes, gleans while draining by the disk (no removes,
+  // whose purge would make every epoch commit); gleaning (mostly with an
+  // epoch) and checkpoints in all.
   std::function<void()> full_actor(std::mt19937_64& rng, int kind) {
+    if (kind < 14 && !filling() && kind >= 3 && draining_by_disk()) kind = 14;
     if (kind < 14) {
       if (filling() ? kind < 13 : kind < 3) {
         std::string v = std::to_string(++values_) + ":";
         v.resize(2048 + rng() % 2048, static_cast<char>('a' + rng() % 26));
-        return put_actor(key(rng), v);
+        // Half of them new keys: overwrites alone free as much as they take.
+        const bool fresh = filling() && rng() % 2 == 0;
+        return put_actor(fresh ? "fill" + std::to_string(values_) : key(rng), v);
       }
       return remove_actor(key(rng));
     }
