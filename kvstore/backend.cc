@@ -1,5 +1,6 @@
 #include "kvstore/backend.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -36,13 +37,20 @@ Result<std::unique_ptr<Backend>> Backend::create(pm::Container* c, const Geometr
   r->max_value = g.max_value;
   r->seq_high = 1;
   r->flags = kAllEntriesChecksummed;
+  Result<IndexRoot*> index = OrderedIndex::create(c, g.max_key);
+  if (!index.ok()) return index.status();
+  r->index = reinterpret_cast<uint64_t>(*index);
   Result<void*> seg = c->alloc(kSegBuckets * sizeof(BackendEntry*));
   if (!seg.ok()) return seg.status();
   c->will_write(*seg, kSegBuckets * sizeof(BackendEntry*));
   std::memset(*seg, 0, kSegBuckets * sizeof(BackendEntry*));
   r->segs[0] = static_cast<BackendEntry**>(*seg);
   PM_TRY(c->set_root(r));
-  return std::unique_ptr<Backend>(new Backend(c, r));
+  auto b = std::unique_ptr<Backend>(new Backend(c, r));
+  Result<std::unique_ptr<OrderedIndex>> idx = OrderedIndex::attach(c, *index, g.max_key);
+  if (!idx.ok()) return idx.status();
+  b->index_ = std::move(*idx);
+  return b;
 }
 
 Result<std::unique_ptr<Backend>> Backend::attach(pm::Container* c) {
@@ -52,14 +60,15 @@ Result<std::unique_ptr<Backend>> Backend::attach(pm::Container* c) {
   if (!b.ok() || b->size < kBackendRootV1Bytes || r->magic != kBackendMagic) {
     return Status::invalid_argument("the container's root is not a key-value store");
   }
-  if (r->version != kBackendVersion && r->version != 1) {
+  if (r->version < 1 || r->version > kBackendVersion) {
     return Status::not_supported("store format version " + std::to_string(r->version) +
-                                 "; this build reads versions 1 and " +
+                                 "; this build reads versions 1 to " +
                                  std::to_string(kBackendVersion));
   }
-  if (r->version == kBackendVersion && b->size < sizeof(BackendRoot)) {
-    return Status::corruption("store root block too small for its version");
-  }
+  const size_t need = r->version == 1   ? kBackendRootV1Bytes
+                      : r->version == 2 ? kBackendRootV2Bytes
+                                        : sizeof(BackendRoot);
+  if (b->size < need) return Status::corruption("store root block too small for its version");
   if (r->nlogs == 0 || r->nlogs > kMaxLogs || r->log_bytes == 0 ||
       r->log_bytes * r->nlogs > c->raw().size() || r->level > 14 ||
       r->split >= (kSegBuckets << r->level) || r->max_key == 0 || r->max_key > 65535 ||
@@ -76,20 +85,48 @@ Result<std::unique_ptr<Backend>> Backend::attach(pm::Container* c) {
                                 " lies outside the heap (run 'pm check')");
     }
   }
-  return std::unique_ptr<Backend>(new Backend(c, r));
+  auto be = std::unique_ptr<Backend>(new Backend(c, r));
+  if (r->version == kBackendVersion) {
+    // A damaged index root leaves the table readable (pm check, salvage);
+    // a store refuses to open on it (index_status()).
+    Result<std::unique_ptr<OrderedIndex>> idx =
+        OrderedIndex::attach(c, reinterpret_cast<IndexRoot*>(r->index), r->max_key);
+    if (idx.ok()) {
+      be->index_ = std::move(*idx);
+    } else {
+      be->index_status_ = idx.status();
+    }
+  }
+  return be;
 }
 
 Status Backend::upgrade() {
+  // Every live key first (the table is as the last commit left it: nothing
+  // runs yet), then the new root and its index, in key order.
+  std::vector<std::string> keys;
+  PM_TRY(scan("", [&](std::string_view k, std::string_view) {
+    keys.emplace_back(k);
+    return true;
+  }));
+  std::sort(keys.begin(), keys.end());
   Result<void*> mem = c_->alloc(sizeof(BackendRoot));
   if (!mem.ok()) return mem.status();
   auto* r = static_cast<BackendRoot*>(*mem);
   c_->will_write(r, sizeof *r);
   std::memset(static_cast<void*>(r), 0, sizeof *r);
-  std::memcpy(static_cast<void*>(r), root_, kBackendRootV1Bytes);
+  std::memcpy(static_cast<void*>(r), root_,
+              root_->version == 1 ? kBackendRootV1Bytes : kBackendRootV2Bytes);
   r->version = kBackendVersion;
+  Result<IndexRoot*> index = OrderedIndex::create(c_, r->max_key);
+  if (!index.ok()) return index.status();
+  r->index = reinterpret_cast<uint64_t>(*index);
+  Result<std::unique_ptr<OrderedIndex>> idx = OrderedIndex::attach(c_, *index, r->max_key);
+  if (!idx.ok()) return idx.status();
+  for (const std::string& k : keys) PM_TRY((*idx)->insert(k));
   PM_TRY(c_->set_root(r));
   PM_TRY(c_->free(root_));
   root_ = r;
+  index_ = std::move(*idx);
   return Status();
 }
 
@@ -201,6 +238,15 @@ Status Backend::apply_put(std::string_view key, uint64_t h, std::string_view val
   }
   Result<BackendEntry*> e = new_entry(key, value, seq, false);
   if (!e.ok()) return e.status();
+  if ((old == nullptr || (is_ghost(old) && !g_kv_planted_bugs.index_misses_revived_key)) &&
+      index_ != nullptr) {
+    // The key becomes live: into the index first, since only the index
+    // can fail here (kNoSpace), and then nothing may have changed.
+    if (Status s = index_->insert(key); !s.ok()) {
+      (void)c_->free(*e);
+      return s;
+    }
+  }
   (*e)->next = old ? old->next : nullptr;
   c_->will_write(link, sizeof *link);
   *link = *e;
@@ -227,8 +273,13 @@ Status Backend::apply_remove(std::string_view key, uint64_t h, uint64_t seq) {
   BackendEntry** link = *found;
   BackendEntry* old = *link;
   if (old != nullptr && old->seq >= seq) return Status();
+  // A live key that stops being live leaves the index just before its
+  // entry changes: erase never allocates, and fails only on a damaged node,
+  // before anything has changed.
+  auto unindex = [&] { return index_ != nullptr ? index_->erase(key) : Status(); };
   if (g_kv_planted_bugs.remove_without_ghost) {
     if (old == nullptr || is_ghost(old)) return Status();
+    PM_TRY(unindex());
     c_->will_write(link, sizeof *link);
     *link = old->next;
     count_.fetch_sub(1, std::memory_order_relaxed);
@@ -246,6 +297,7 @@ Status Backend::apply_remove(std::string_view key, uint64_t h, uint64_t seq) {
     // No room for a ghost in a full heap: the entry becomes its own ghost,
     // in place (its value's bytes hold the link and the checksum), so that
     // a remove still goes through and its space returns at the purge.
+    PM_TRY(unindex());
     c_->will_write(old, entry_bytes(key.size(), sizeof(void*)));
     old->seq = seq;
     old->klen |= kGhostBit;
@@ -257,6 +309,12 @@ Status Backend::apply_remove(std::string_view key, uint64_t h, uint64_t seq) {
     return Status();
   }
   if (!e.ok()) return e.status();
+  if (old != nullptr) {
+    if (Status st = unindex(); !st.ok()) {
+      (void)c_->free(*e);
+      return st;
+    }
+  }
   (*e)->next = old ? old->next : nullptr;
   link_ghost(*e);
   c_->will_write(link, sizeof *link);

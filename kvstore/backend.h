@@ -27,6 +27,7 @@
 #include <string_view>
 
 #include "kvstore/backend_entry.h"
+#include "kvstore/ordered_index.h"
 #include "pm/container.h"
 #include "pm/status.h"
 
@@ -36,8 +37,9 @@ using pm::Result;
 using pm::Status;
 
 inline constexpr uint64_t kBackendMagic = 0x31444e454b434142;  // "BACKEND1"
-// 2: session_start (recovery.h). Version 1 roots are upgraded at open.
-inline constexpr uint32_t kBackendVersion = 2;
+// 2: session_start (recovery.h). 3: the ordered index (ordered_index.h).
+// Older roots are upgraded at the first writable open.
+inline constexpr uint32_t kBackendVersion = 3;
 inline constexpr uint32_t kMaxLogs = 256;
 inline constexpr uint64_t kSegBuckets = 4096;  // buckets per segment (32 KiB)
 inline constexpr uint64_t kMaxSegs = 16384;    // up to 64 Mi buckets
@@ -63,8 +65,11 @@ struct BackendRoot {
   // the valid records its recovery found there (recovery.h).
   uint64_t session_start[kMaxLogs];
   uint64_t flags;  // kAllEntriesChecksummed
+  // Version 3. The ordered index of the live keys (an IndexRoot).
+  uint64_t index;
 };
 inline constexpr size_t kBackendRootV1Bytes = offsetof(BackendRoot, session_start);
+inline constexpr size_t kBackendRootV2Bytes = offsetof(BackendRoot, index);
 
 // The bucket of hash h in the table as the root describes it (linear
 // hashing: kSegBuckets << level buckets, plus the split ones).
@@ -93,8 +98,16 @@ class Backend {
   bool legacy() const { return root_->version == 1; }
   // Every entry must carry a checksum.
   bool all_checksummed() const { return !legacy() && (root_->flags & kAllEntriesChecksummed); }
-  // Moves a version 1 root into a version 2 one (durable at the next commit).
+  // An older root (no ordered index: scans order what they find instead).
+  bool upgradable() const { return root_->version < kBackendVersion; }
+  // Moves an older root into a current one, building the ordered index
+  // from the live entries (durable at the next commit). Single-threaded.
   Status upgrade();
+  // The ordered index of the live keys; nullptr for an older root opened
+  // read-only.
+  const OrderedIndex* index() const { return index_.get(); }
+  // Not OK when the root's index is damaged (then index() is nullptr).
+  const Status& index_status() const { return index_status_; }
 
   // "" when e may be read (inside the heap, lengths within the limits).
   std::string entry_problem(const BackendEntry* e) const;
@@ -131,8 +144,8 @@ class Backend {
   // Writes the live counters into the root (before a commit).
   void store_counters();
 
-  // Visits live entries with the prefix, in batches copied out of the
-  // table, so fn may call into the store. Stops when fn returns false.
+  // Visits live entries with the prefix (in no order), in batches copied
+  // out of the table, so fn may call into the store. Stops when fn returns false.
   // Each key present for the whole scan is visited exactly once, whatever
   // splits run meanwhile; keys changed meanwhile may or may not be.
   Status scan(std::string_view prefix,
@@ -166,6 +179,10 @@ class Backend {
   std::mutex stripes_[kStripes];
   std::mutex ghost_mu_;  // the ghost list
   std::atomic<uint64_t> count_{0}, ghosts_{0};
+  // Changed with the entry that makes a key live or dead, in the same
+  // working view, under the same commit (ordered_index.h).
+  std::unique_ptr<OrderedIndex> index_;
+  Status index_status_;
 };
 
 }  // namespace kv

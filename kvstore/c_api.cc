@@ -7,7 +7,6 @@
 #include <string_view>
 #include <utility>
 #include <vector>
-#include <algorithm>
 
 #include "kv/kv.h"
 #include "kv/store.h"
@@ -23,6 +22,11 @@ struct kv_txn {
 struct kv_cursor {
   std::vector<std::pair<std::string, std::string>> pairs;  // sorted by key
   size_t next = 0;
+};
+
+struct kv_iter {
+  std::unique_ptr<kv::Store::Iterator> it;
+  std::string key, value;  // the pair kv_iter_next returned last
 };
 
 namespace {
@@ -157,13 +161,10 @@ kv_cursor* kv_cursor_open(kv_store* s, const char* prefix, size_t plen) {
     return nullptr;
   }
   pm_errcode e = guarded([&] {
-    PM_TRY(s->s->scan(bytes(prefix, plen), [&](std::string_view k, std::string_view v) {
-      c->pairs.emplace_back(k, v);
+    return s->s->scan(bytes(prefix, plen), [&](std::string_view k, std::string_view v) {
+      c->pairs.emplace_back(k, v);  // in key order
       return true;
-    }));
-    std::sort(c->pairs.begin(), c->pairs.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
-    return pm::Status();
+    });
   });
   return e == PM_OK ? c.release() : nullptr;
 }
@@ -179,6 +180,49 @@ int kv_cursor_next(kv_cursor* c, const char** key, size_t* klen, const char** va
 }
 
 void kv_cursor_close(kv_cursor* c) { delete c; }
+
+kv_iter* kv_iter_open(kv_store* s, const char* end, size_t elen) {
+  auto it = std::unique_ptr<kv_iter>(new (std::nothrow) kv_iter);
+  if (it == nullptr) {
+    fail(pm::Status::no_space("out of memory"));
+    return nullptr;
+  }
+  pm_errcode e = guarded([&] {
+    it->it = s->s->iterator(bytes(end, elen));
+    it->it->seek({});
+    return it->it->status();
+  });
+  return e == PM_OK ? it.release() : nullptr;
+}
+
+pm_errcode kv_iter_seek(kv_iter* it, const char* key, size_t klen) {
+  return guarded([&] {
+    it->it->seek(bytes(key, klen));
+    return it->it->status();
+  });
+}
+
+int kv_iter_next(kv_iter* it, const char** key, size_t* klen, const char** val, size_t* vlen) {
+  int r = 0;
+  pm_errcode e = guarded([&] {
+    if (!it->it->valid()) return it->it->status();
+    it->key = it->it->key();
+    it->value = it->it->value();
+    it->it->next();
+    r = 1;
+    return pm::Status();
+  });
+  if (e != PM_OK) return -1;
+  if (r == 1) {
+    *key = it->key.data();
+    *klen = it->key.size();
+    *val = it->value.data();
+    *vlen = it->value.size();
+  }
+  return r;
+}
+
+void kv_iter_close(kv_iter* it) { delete it; }
 
 pm_errcode kv_get_stats(kv_store* s, kv_stats* out) {
   kv::StoreStats st;

@@ -60,7 +60,7 @@ int kv_c_api_roundtrip(const char* path) {
   return 0;
 }
 
-/* Transactions, cursors and statistics. Returns 0 on success, or a step. */
+/* Transactions, cursors, iterators and statistics. Returns 0 on success, or a step. */
 int kv_c_api_txn_cursor_stats(const char* path) {
   kv_store* s = kv_open(path, NULL);
   if (!s) return 1;
@@ -100,6 +100,24 @@ int kv_c_api_txn_cursor_stats(const char* path) {
   while (kv_cursor_next(c, &k, &kl, &val, &vl)) all++;
   kv_cursor_close(c);
   if (all != 3) return 17;
+
+  /* An iterator: from a seek position, below an end, streaming. */
+  kv_iter* it = kv_iter_open(s, "b/2", 3);
+  if (!it) return 20;
+  if (kv_iter_next(it, &k, &kl, &val, &vl) != 1 || kl != 1 || memcmp(k, "a", 1) != 0) return 21;
+  if (kv_iter_next(it, &k, &kl, &val, &vl) != 1 || memcmp(k, "b/1", 3) != 0) return 22;
+  if (kv_iter_next(it, &k, &kl, &val, &vl) != 0) return 23; /* b/2 is the end */
+  if (kv_iter_seek(it, "b", 1) != PM_OK) return 24;
+  if (kv_iter_next(it, &k, &kl, &val, &vl) != 1 || memcmp(k, "b/1", 3) != 0 || vl != 3 ||
+      memcmp(val, "one", 3) != 0) {
+    return 25;
+  }
+  kv_iter_close(it);
+  it = kv_iter_open(s, NULL, 0);
+  all = 0;
+  while (kv_iter_next(it, &k, &kl, &val, &vl) == 1) all++;
+  kv_iter_close(it);
+  if (all != 3) return 26;
 
   kv_stats st;
   if (kv_get_stats(s, &st) != PM_OK) return 18;

@@ -96,7 +96,9 @@ uint64_t records_beyond(const Log& log, const BackendRoot& r, uint32_t i, uint64
   return n;
 }
 
-void check_entries(pm::Container* c, const Backend& be, StoreCheck* out) {
+// The table's entries; the live keys into *live.
+void check_entries(pm::Container* c, const Backend& be, StoreCheck* out,
+                   std::unordered_set<std::string>* live) {
   const BackendRoot& r = *be.root();
   Walker w(c, r);
   out->buckets = w.buckets();
@@ -123,6 +125,7 @@ void check_entries(pm::Container* c, const Backend& be, StoreCheck* out) {
         }
         if (!keys.insert(key).second) out->problems.push_back(name + ": in the table twice");
         (entry_is_ghost(e) ? out->ghosts : out->keys)++;
+        if (!entry_is_ghost(e)) live->insert(key);
       },
       &out->problems);
   uint64_t listed = 0;
@@ -134,6 +137,34 @@ void check_entries(pm::Container* c, const Backend& be, StoreCheck* out) {
   if (listed != r.ghosts) {
     out->problems.push_back("the root counts " + std::to_string(r.ghosts) +
                             " ghosts; the ghost list holds " + std::to_string(listed));
+  }
+}
+
+// The ordered index: its nodes, and exactly the table's live keys.
+void check_index(const Backend& be, const std::unordered_set<std::string>& live,
+                 StoreCheck* out) {
+  if (!be.index_status().ok()) {
+    out->problems.push_back(be.index_status().message());
+    return;
+  }
+  if (be.index() == nullptr) return;  // an older format: upgraded at the next open
+  std::unordered_set<std::string> indexed;
+  int shown = 0;
+  std::vector<std::string> problems;
+  be.index()->verify(
+      [&](std::string_view k) {
+        indexed.emplace(k);
+        if (live.count(std::string(k)) == 0 && shown++ < 10) {
+          out->problems.push_back("index: key '" + printable(k) + "' is not live in the table");
+        }
+      },
+      &problems);
+  for (std::string& p : problems) out->problems.push_back(std::move(p));
+  if (!problems.empty()) return;  // the walk stopped early: what it missed is not missing
+  for (const std::string& k : live) {
+    if (indexed.count(k) == 0 && shown++ < 10) {
+      out->problems.push_back("key '" + printable(k) + "': live in the table, not in the index");
+    }
   }
 }
 
@@ -163,7 +194,9 @@ Result<StoreCheck> check_store(pm::Container* c) {
     out.problems.push_back(be.status().message());
     return out;
   }
-  check_entries(c, **be, &out);
+  std::unordered_set<std::string> live;
+  check_entries(c, **be, &out, &live);
+  check_index(**be, live, &out);
   check_logs(c, **be, &out);
   return out;
 }

@@ -265,4 +265,30 @@ uint64_t Gleaner::live_keys() {
   return static_cast<uint64_t>(std::max<int64_t>(static_cast<int64_t>(backend_keys) + delta, 0));
 }
 
+Status Gleaner::pending_keys(std::string_view begin, std::string_view end,
+                             std::vector<std::string>* out) {
+  out->clear();
+  std::shared_lock<std::shared_mutex> ep(epoch_mu_);
+  Record rec;
+  for (uint32_t i = 0; i < env_.logs->size(); i++) {
+    LogState* L = env_.logs->at(i);
+    // The cursor first: whatever it passes after this is in the backend
+    // (and its index) by the time the reader looks there.
+    uint64_t pos = cursors_[i]->pos.load(std::memory_order_acquire);
+    const uint64_t tail = L->tail.load(std::memory_order_acquire);
+    for (; pos < tail; pos += rec.header.len) {
+      if (!L->log->read(pos, env_.limits, &rec)) {
+        return Status::corruption("log " + std::to_string(i) + ": record at " +
+                                  std::to_string(pos) + " does not validate");
+      }
+      for (const Op& op : rec.ops) {
+        if (op.key >= begin && (end.empty() || op.key < end)) out->emplace_back(op.key);
+      }
+    }
+  }
+  std::sort(out->begin(), out->end());
+  out->erase(std::unique(out->begin(), out->end()), out->end());
+  return Status();
+}
+
 }  // namespace kv

@@ -81,6 +81,11 @@ class Gleaner {
   // by the logs, not by the data), with every log's cursor held, so that no
   // glean is between an apply and its cursor's move meanwhile.
   uint64_t live_keys();
+  // The keys in [begin, end) (end empty: no end) of the records no gleaner
+  // has applied yet, sorted, each once: what ordered reads merge with the
+  // backend's index. Reads them under the epoch lock (shared), so no
+  // epoch frees their log space meanwhile.
+  Status pending_keys(std::string_view begin, std::string_view end, std::vector<std::string>* out);
 
  private:
   struct Cursor {

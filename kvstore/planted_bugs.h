@@ -32,6 +32,9 @@ struct KvPlantedBugs {
   // harness's full-disk workload (kvstore_full) and by
   // StorePlantedBugTest.AFullDiskTestCatchesASkippedRecord.
   bool skip_blocked_record = false;
+  // a put of a removed key (its ghost in the table) leaves it out of the
+  // ordered index: scans miss a live key (Backend::apply_put).
+  bool index_misses_revived_key = false;
   // The version tree (version_tree.cc):
   bool tree_split_in_place = false;         // a split rewrites the full node in place
   bool tree_commit_before_persist = false;  // the version store precedes the node writes' drain

@@ -127,7 +127,7 @@ Result<Recovered> recover(pm::Container* c, Backend* be, Frontend* fe, LogWriter
   if (read_only) return out;
   // The new session and where it begins each log, durable before any of
   // its records is written.
-  if (legacy) {
+  if (be->upgradable()) {  // an older format: a new root, and the ordered index
     PM_TRY(be->upgrade());
     r = be->root();
   }

@@ -156,6 +156,7 @@ Status StoreImpl::recover() {
   Result<std::unique_ptr<Backend>> b = Backend::attach(c_);
   if (!b.ok()) return b.status();
   be_ = std::move(*b);
+  PM_TRY(be_->index_status());
   const BackendRoot* r = be_->root();
   pmem_ = c_->info().is_pmem;
   durability_ = o_.read_only ? Durability::kSync : o_.durability;  // read-only: nothing to sync
@@ -227,7 +228,8 @@ Result<bool> StoreImpl::contains(std::string_view key) {
   return s;
 }
 
-Status StoreImpl::miss(std::string_view key, uint64_t h, std::string* value, bool* found) {
+Status StoreImpl::miss(std::string_view key, uint64_t h, std::string* value, bool* found,
+                       bool install) {
   n_.add(Counter::kMisses);
   Frontend::Locked lk(&fe_, h);
   if (const Item* it = lk.find(key, h)) {  // installed meanwhile
@@ -241,40 +243,13 @@ Status StoreImpl::miss(std::string_view key, uint64_t h, std::string* value, boo
   emulate_delay(o_.emulate_read_ns);
   *found = f->present;
   if (!f->present) return Status();
-  if (o_.dram_budget_bytes == 0 || fe_.bytes() < o_.dram_budget_bytes) {
+  if (install && (o_.dram_budget_bytes == 0 || fe_.bytes() < o_.dram_budget_bytes)) {
     Item* it = Item::make(h, f->seq, 0, key, v, false);
     it->applied_epoch.store(1);  // the backend holds it: clean
     lk.replace(nullptr, it);
   }
   if (value != nullptr) *value = std::move(v);
   return Status();
-}
-
-Status StoreImpl::scan(std::string_view prefix,
-                       const std::function<bool(std::string_view, std::string_view)>& fn) {
-  PM_TRY(stop_.status());
-  // The frontend first, a batch of buckets at a time (no reclamation guard
-  // is held while fn runs), remembering each key it saw, tombstones too;
-  // then the backend's other keys. A key present throughout is in one of
-  // the two passes: reported once.
-  std::unordered_set<std::string> seen;
-  std::vector<std::pair<std::string, std::string>> batch;
-  uint64_t next = 0;
-  do {
-    batch.clear();
-    next = fe_.for_each_from(next, 256, [&](const Item& it) {
-      if (!it.key().starts_with(prefix) || !seen.emplace(it.key()).second) return;
-      if (!it.tombstone) batch.emplace_back(it.key(), it.value());
-    });
-    for (auto& [k, v] : batch) {
-      if (!fn(k, v)) return Status();
-    }
-  } while (next != 0);
-  bool go_on = true;
-  return be_->scan(prefix, [&](std::string_view k, std::string_view v) {
-    if (!go_on || seen.count(std::string(k)) != 0) return go_on;
-    return go_on = fn(k, v);
-  });
 }
 
 // ---------------------------------------------------------------- updates

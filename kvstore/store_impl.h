@@ -51,8 +51,10 @@ class StoreImpl final : public Store {
   Result<bool> contains(std::string_view key) override;
   Status put(std::string_view key, std::string_view value) override;
   Status remove(std::string_view key) override;
-  Status scan(std::string_view prefix,
-              const std::function<bool(std::string_view, std::string_view)>& fn) override;
+  using Store::scan;
+  Status scan(std::string_view begin, std::string_view end, uint64_t limit,
+              const ScanFn& fn) override;
+  std::unique_ptr<Iterator> iterator(std::string_view end) override;
   Status sync() override;
   Status checkpoint() override;
   std::unique_ptr<Transaction> begin() override { return std::make_unique<Transaction>(this); }
@@ -83,8 +85,14 @@ class StoreImpl final : public Store {
   // kSmallRecordPutBytes leaves the last sixteenth of a log free.
   static constexpr uint64_t kSmallRecordPutBytes = 1024;
   Result<LogState*> log_for(uint64_t n, uint64_t put_bytes);
-  // Reads a key missing from the frontend from the backend and installs it.
-  Status miss(std::string_view key, uint64_t h, std::string* value, bool* found);
+  // Reads a key missing from the frontend from the backend and, when
+  // `install` (and within the DRAM budget), installs it.
+  Status miss(std::string_view key, uint64_t h, std::string* value, bool* found,
+              bool install = true);
+  // A key's value for an ordered read (store_scan.cc): the frontend, else
+  // the backend, installing nothing (a scan must not fill DRAM).
+  Status read_for_scan(std::string_view key, std::string* value, bool* found);
+  friend class OrderedReader;
   // Over the DRAM budget: evicts items whose version is committed.
   void evict_over_budget();
   bool persist_each() const { return durability_ == Durability::kSync && pmem_; }

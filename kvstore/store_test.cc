@@ -2,6 +2,7 @@
 
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <gtest/gtest.h>
 
@@ -253,6 +254,14 @@ class SmallFs {
 // takes the journal's room, so the epochs that free their space commit).
 // Returns the first problem, "" when none.
 enum class Freeing { kOtherFile, kRemovesAlone };
+// Where the disk's space went, for a failure's message.
+std::string space(Store& s, const std::string& dir) {
+  struct statvfs fs;
+  const uint64_t free = ::statvfs(dir.c_str(), &fs) == 0 ? fs.f_bavail * fs.f_frsize : 0;
+  const StoreStats st = s.stats();
+  return " (store file " + std::to_string(st.container_file_bytes) + " bytes, heap used " +
+         std::to_string(st.container_used_bytes) + ", disk free " + std::to_string(free) + ")";
+}
 std::string fill_the_disk_then_free_it(const std::string& dir, StoreOptions o,
                                        Freeing freeing = Freeing::kOtherFile) {
   SmallFs fs(dir);
@@ -302,14 +311,16 @@ std::string fill_the_disk_then_free_it(const std::string& dir, StoreOptions o,
     }
     for (int i = 0; i < 10; i++) {
       const std::string k = "again" + std::to_string(i);
-      if (Status p = s->put(k, v); !p.ok()) return "put after freeing space: " + p.to_string();
+      if (Status p = s->put(k, v); !p.ok()) {
+        return "put after freeing space: " + p.to_string() + space(*s, dir);
+      }
       acked[k] = v;
       if (!o.background) {
         if (Result<uint64_t> g = s->glean(UINT64_MAX); !g.ok()) return "glean: " + g.status().to_string();
         if (Status e = s->advance_epoch(); !e.ok()) return "epoch: " + e.to_string();
       }
     }
-    if (Status c = s->checkpoint(); !c.ok()) return "checkpoint: " + c.to_string();
+    if (Status c = s->checkpoint(); !c.ok()) return "checkpoint: " + c.to_string() + space(*s, dir);
   }
   auto s = must(Store::open(path, o));
   for (const auto& [k, val] : acked) {

@@ -23,6 +23,7 @@
 #include "libpm/planted_bugs.h"
 #include "libpm/raw_region.h"
 #include "libpm/superblock.h"
+#include "libpm/sync_point.h"
 #include "libpm/tracker.h"
 #include "libpm/view_lock.h"
 
@@ -159,10 +160,10 @@ class ContainerImpl final : public Container {
   ViewLock view_mu_;
   // Under persist_mu_: the smallest heap size growth found no room for
   // since the last commit (0: none), the file system's free bytes just
-  // after, and why. Growth to it or beyond fails at once until a commit or
-  // until the file system has more free bytes: on a full disk every
-  // allocation tries to grow, and a failing fallocate of megabytes costs a
-  // millisecond or more (a put once waited 11 s).
+  // before that attempt, and why. Growth to it or beyond fails at once
+  // until a commit or until the file system has more free bytes: on a full
+  // disk every allocation tries to grow, and a failing fallocate of
+  // megabytes costs a millisecond or more (a put once waited 11 s).
   uint64_t no_room_from_ = 0;
   uint64_t no_room_free_ = 0;
   Status no_room_;
@@ -422,10 +423,17 @@ Status ContainerImpl::grow_to(uint64_t new_heap_size) {
   if (journal_pending_) PM_TRY(mark_applied());
   {
     std::lock_guard<ViewLock> v(view_mu_);
+    // Free space is sampled before the attempt, not after its failure:
+    // space freed on the disk in between (another file removed) must count
+    // as more than the sample, or growth would wait for a commit that a
+    // store whose gleaner waits for room never makes (seen in the full-disk
+    // test: free space read after the removal, every retry refused).
+    const uint64_t free_before = persist_->free_bytes();
     Status s = persist_->resize(heap_off_ + heap_end, heap_off_ + new_heap_size + journal_room);
     if (s.code() == Code::kNoSpace) {
+      sync_point::mark("container.grow.no_room");  // tests free the disk here
       no_room_from_ = new_heap_size;
-      no_room_free_ = persist_->free_bytes();
+      no_room_free_ = free_before;
       no_room_ = s;
     }
     PM_TRY(s);

@@ -19,6 +19,11 @@ int use_store(const std::string& path) {
   if (st.ok()) st = t->put("a", "1");
   if (st.ok()) st = t->remove("user/42");
   if (st.ok()) st = t->commit();
+  // Keys in [begin, end) in byte order, at most 10 (scan(prefix, fn): a prefix)
+  if (st.ok()) st = (*s)->scan("a", "user/", 10, [](std::string_view k, std::string_view v) {
+    std::printf("%.*s=%.*s\n", int(k.size()), k.data(), int(v.size()), v.data());
+    return true;                                  // false stops the scan
+  });
   if (!st.ok()) std::fprintf(stderr, "%s\n", st.to_string().c_str());
   return st.ok() ? 0 : 1;
 }

@@ -78,6 +78,22 @@ check "ls --json" 0 "$PM" --json kv ls "$S" --prefix us
 json "ls --json keys only" "d == [{'key': 'user:1'}, {'key': 'user:2'}, {'key': 'usex'}]"
 check "ls --json --values" 0 "$PM" kv ls "$S" --prefix user: --values --json
 json "ls --json --values" "d == [{'key': 'user:1', 'value': 'v-user:1'}, {'key': 'user:2', 'value': 'v-user:2'}]"
+# Ranges: --start inclusive, --end exclusive, --limit, within a --prefix.
+check "ls --start --end" 0 "$PM" kv ls "$S" --start lazy --end user:2
+printf 'lazy\nother\nuser:1\n' >"$dir/want"
+same "ls --start --end is [start, end)" out "$dir/want"
+check "ls --start --limit" 0 "$PM" kv ls "$S" --start e --limit 2
+printf 'empty\nlazy\n' >"$dir/want"
+same "ls --limit stops after that many" out "$dir/want"
+check "ls --prefix --start" 0 "$PM" kv ls "$S" --prefix user: --start user:2
+printf 'user:2\n' >"$dir/want"
+same "ls --prefix --start" out "$dir/want"
+check "ls of an empty range" 0 "$PM" kv ls "$S" --start z --end a
+[ -s "$dir/out" ] && { echo "FAIL: an empty range printed something"; fail=1; }
+check "ls --json of an empty range" 0 "$PM" --json kv ls "$S" --prefix nothing
+json "ls --json of nothing" "d == []"
+check "ls --json --limit" 0 "$PM" --json kv ls "$S" --limit 1
+json "ls --json --limit 1" "d == [{'key': 'bin'}]"
 
 # Limits: a too-long key fails with a clear message and stores nothing.
 long=$(head -c 2000 /dev/zero | tr '\0' k)

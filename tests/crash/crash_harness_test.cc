@@ -311,6 +311,11 @@ const Planted kPlanted[] = {
      power(make_kv_workload, UnitMode::kPmemLines, 150)},
     {"kv_replay_ignores_backend", &kv::g_kv_planted_bugs.replay_ignores_backend,
      power(make_kv_workload, UnitMode::kPmemLines, 150)},
+    // The ordered index (issue 13): a key put again after its removal was
+    // applied stays out of the index, so ordered reads miss it (the live
+    // session's scans and the digests of recovered stores both read so).
+    {"kv_index_misses_revived_key", &kv::g_kv_planted_bugs.index_misses_revived_key,
+     once(make_kv_workload, UnitMode::kPmemLines, 2000)},
     {"kv_no_session_check", &kv::g_kv_planted_bugs.no_session_check,
      chains(make_kv_uniform_async_workload, UnitMode::kMsyncPages, 30)},
     {"fuse_rename_copies_first", &pmfs::g_fuse_planted_bugs.rename_copies_first,

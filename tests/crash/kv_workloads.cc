@@ -145,6 +145,18 @@ class KvWorkload final : public Workload {
     });
     sched.run(actors);
     schedules_ += concurrent_;
+    // Every eighth step the live store is read by an ordered scan (the
+    // index merged with what the logs hold unapplied) and must show what
+    // the model does: a damaged index is seen at once, not only by the
+    // digests of recovered stores.
+    if (error_.ok() && steps_ % 8 == 0) {
+      Result<KvMap> m = read_all(*store_);
+      if (!m.ok()) return m.status();
+      if (*m != model_.visible()) {
+        return Status::invalid_argument("step " + std::to_string(steps_) +
+                                        ": a scan of the live store differs from the model");
+      }
+    }
     if (full_ && steps_ == kFullPhaseSteps && no_space_ == 0 && error_.ok()) {
       // A guard on the workload itself: it must keep reaching what it is for.
       return Status::invalid_argument("kvstore_full: the backend never filled in the first " +
@@ -307,13 +319,18 @@ class KvWorkload final : public Workload {
     return Status();
   }
 
+  // Every key by an ordered scan (the backend's index merged with the
+  // logs), which must come in order and each once.
   static Result<KvMap> read_all(kv::Store& s) {
     KvMap m;
+    bool ordered = true;
     Status st = s.scan("", [&](std::string_view k, std::string_view v) {
+      ordered &= m.empty() || k > m.rbegin()->first;
       m.emplace(k, v);
       return true;
     });
     if (!st.ok()) return st;
+    if (!ordered) return Status::corruption("a scan returned keys out of order or twice");
     return m;
   }
 

@@ -215,40 +215,77 @@ Status run_del(const KeyArgs& a) {
 
 struct LsArgs {
   StoreArgs store;
-  std::string prefix;
+  std::string prefix, start, end;
+  uint64_t limit = 0;
   bool values = false;
   bool all = false;
 };
 
-Status run_ls(const LsArgs& a, bool json) {
-  Result<std::unique_ptr<kv::Store>> s = open_store(a.store, Access::kRead);
-  if (!s.ok()) return s.status();
-  std::vector<std::pair<std::string, std::string>> rows;
-  PM_TRY((*s)->scan(a.prefix, [&](std::string_view k, std::string_view v) {
-    // Keys that start with NUL are bookkeeping (pm mount's file metadata and
-    // directory markers), not data: shown with --all only.
-    if (!a.all && !k.empty() && k[0] == '\0') return true;
-    rows.emplace_back(k, a.values ? v : std::string_view());
-    return true;
-  }));
-  std::sort(rows.begin(), rows.end());
-  if (json) {
-    Json arr = Json::array();
-    for (const auto& [k, v] : rows) {
+// Rows as they come from the store's ordered scan (nothing is held but the
+// output buffer): lines, or the elements of one JSON array laid out as
+// dump() would lay out the whole array.
+class LsPrinter {
+ public:
+  LsPrinter(bool json, bool values) : json_(json), values_(values) {}
+  Status row(std::string_view k, std::string_view v) {
+    if (json_) {
       Json obj = Json::object();
       put_bytes(obj, "key", k);
-      if (a.values) put_bytes(obj, "value", v);
-      arr.push_back(std::move(obj));
+      if (values_) put_bytes(obj, "value", v);
+      out_ += rows_ == 0 ? "[\n" : ",\n";
+      const std::string text = dump(obj);
+      for (size_t at = 0; at < text.size();) {  // each line two spaces in
+        const size_t nl = std::min(text.find('\n', at), text.size());
+        (out_ += "  ").append(text, at, nl - at);
+        if (nl < text.size()) out_ += '\n';
+        at = nl + 1;
+      }
+    } else {
+      out_ += k;
+      if (values_) (out_ += '\t') += v;
+      out_ += '\n';
     }
-    return write_out(dump(arr) + "\n");
+    rows_++;
+    return out_.size() < (64 << 10) ? Status() : flush();
   }
-  std::string out;
-  for (const auto& [k, v] : rows) {
-    out += k;
-    if (a.values) (out += '\t') += v;
-    out += '\n';
+  Status finish() {
+    if (json_) out_ += rows_ == 0 ? "[]\n" : "\n]\n";
+    return flush();
   }
-  return write_out(out);
+
+ private:
+  Status flush() {
+    Status s = write_out(out_);
+    out_.clear();
+    return s;
+  }
+  const bool json_, values_;
+  uint64_t rows_ = 0;
+  std::string out_;
+};
+
+Status run_ls(const LsArgs& a, bool json) {
+  // The range: [start, end) within the prefix's range.
+  std::string begin = std::max(a.start, a.prefix);
+  // Keys that start with NUL are bookkeeping (pm mount's file metadata and
+  // directory markers), not data: listed with --all only, and they sort
+  // first, so the range starts past them.
+  if (!a.all) begin = std::max(begin, std::string(1, '\x01'));
+  std::string end = kv::Store::prefix_end(a.prefix);
+  if (!a.end.empty() && (end.empty() || a.end < end)) end = a.end;
+  Result<std::unique_ptr<kv::Store>> s = open_store(a.store, Access::kRead);
+  if (!s.ok()) return s.status();
+  LsPrinter out(json, a.values);
+  Status failed;
+  uint64_t shown = 0;
+  if (end.empty() || begin < end) {
+    PM_TRY((*s)->scan(begin, end, 0, [&](std::string_view k, std::string_view v) {
+      failed = out.row(k, v);
+      return failed.ok() && (a.limit == 0 || ++shown < a.limit);
+    }));
+  }
+  PM_TRY(failed);
+  return out.finish();
 }
 
 // ---------------------------------------------------------------- load
@@ -528,9 +565,12 @@ void add_put_get_del(CLI::App* kv, const Globals& g, std::vector<Command>* out) 
 
 void add_ls_load_stats(CLI::App* kv, const Globals& g, std::vector<Command>* out) {
   auto ls = std::make_shared<LsArgs>();
-  CLI::App* l = kv->add_subcommand("ls", "list keys, sorted, one per line");
+  CLI::App* l = kv->add_subcommand("ls", "list keys in byte order, one per line, as they are read");
   add_store_args(l, &ls->store);
   l->add_option("--prefix", ls->prefix, "only keys that start with this");
+  l->add_option("--start", ls->start, "only keys from this one on (inclusive)");
+  l->add_option("--end", ls->end, "only keys below this one (exclusive)");
+  l->add_option("--limit", ls->limit, "at most this many keys (0: all)");
   l->add_flag("--values", ls->values, "also print values (key<TAB>value)");
   l->add_flag("--all", ls->all, "also keys that start with a NUL byte (pm mount's metadata)");
   out->push_back({l, [ls, &g] { return run_ls(*ls, g.json); }});

@@ -86,7 +86,8 @@ void kv_abort(kv_txn* t);
 /* --- cursors: every key with a prefix, in byte order (memcmp, shorter
  * first). The matching pairs are read when the cursor opens: each key
  * present throughout kv_cursor_open is returned exactly once, and later
- * updates do not show. Memory: the matching keys and values. */
+ * updates do not show. Memory: the matching keys and values (for large
+ * ranges, use an iterator below). */
 typedef struct kv_cursor kv_cursor;
 /* prefix may be NULL with plen 0: every key. NULL on failure. */
 kv_cursor* kv_cursor_open(kv_store* s, const char* prefix, size_t plen);
@@ -95,6 +96,23 @@ kv_cursor* kv_cursor_open(kv_store* s, const char* prefix, size_t plen);
 int kv_cursor_next(kv_cursor* c, const char** key, size_t* klen, const char** val, size_t* vlen);
 /* c may be NULL. */
 void kv_cursor_close(kv_cursor* c);
+
+/* --- iterators: keys in byte order from a seek position up to an end,
+ * read in batches as they go (memory: one batch), with the consistency of
+ * kv::Store::scan: every update acknowledged before the seek is seen, each
+ * key at most once, keys changed meanwhile may or may not show. Not
+ * thread-safe; close every iterator before kv_close. */
+typedef struct kv_iter kv_iter;
+/* Keys below end (NULL with elen 0: no end). NULL on failure. Positioned at
+ * the first key: kv_iter_seek repositions. */
+kv_iter* kv_iter_open(kv_store* s, const char* end, size_t elen);
+/* Positions at the first key >= key (NULL with klen 0: the first key). */
+pm_errcode kv_iter_seek(kv_iter* it, const char* key, size_t klen);
+/* 1 and the pair at the position, then moves past it; 0 at the end; -1 when
+ * a read failed (kv_errormsg). Pointers valid until the next call on it. */
+int kv_iter_next(kv_iter* it, const char** key, size_t* klen, const char** val, size_t* vlen);
+/* it may be NULL. */
+void kv_iter_close(kv_iter* it);
 
 /* --- statistics: a subset of kv::StoreStats (kv/store.h has the meaning of
  * each field). */

@@ -167,12 +167,51 @@ class Store {
   // kNotFound when the key is absent (nothing is logged).
   virtual Status remove(std::string_view key) = 0;
 
-  // Calls fn for every key with the prefix (in no particular order) until it
-  // returns false. Reports every key present for the whole call exactly
-  // once; keys changed meanwhile may or may not appear (once). fn may call
-  // into the store: no lock is held while it runs.
-  virtual Status scan(std::string_view prefix,
-                      const std::function<bool(std::string_view key, std::string_view value)>& fn) = 0;
+  using ScanFn = std::function<bool(std::string_view key, std::string_view value)>;
+
+  // Ordered reads. Keys come in byte order (memcmp; a key before its
+  // extensions), from the backend's ordered index merged with the updates
+  // the logs hold that it does not have yet: O(log n + k), plus a pass over
+  // those not yet applied records (bounded by the logs' size).
+  // Consistency: every update acknowledged before the call (or the
+  // iterator's seek) is seen; each key at most once; a key present and
+  // unchanged for the whole call is reported with its value; keys changed
+  // meanwhile may or may not appear, with either value. Not a snapshot:
+  // an update concurrent with the scan may show while an earlier one, to a
+  // key further on, does not, and a transaction concurrent with it may show
+  // in part. No lock is held while fn runs: fn may call into the store.
+  //
+  // Calls fn for each key in [begin, end) (end empty: no end), at most
+  // limit of them (0: no limit), until fn returns false.
+  virtual Status scan(std::string_view begin, std::string_view end, uint64_t limit,
+                      const ScanFn& fn) = 0;
+  // Every key with the prefix, in order (the range the prefix spans).
+  Status scan(std::string_view prefix, const ScanFn& fn) {
+    return scan(prefix, prefix_end(prefix), 0, fn);
+  }
+  // The first key past every key with this prefix ("" when there is none:
+  // an empty prefix, or one of 0xff bytes only).
+  static std::string prefix_end(std::string_view prefix);
+
+  // A cursor over [seek key, end) in key order, read in batches (the
+  // consistency of scan(), per batch: see above). Not thread-safe; must not
+  // outlive the store.
+  class Iterator {
+   public:
+    virtual ~Iterator() = default;
+    // Positions at the first key >= key; seek("") at the first key.
+    virtual void seek(std::string_view key) = 0;
+    virtual bool valid() const = 0;
+    // REQUIRES: valid().
+    virtual void next() = 0;
+    // Valid until the next seek() or next().
+    virtual std::string_view key() const = 0;
+    virtual std::string_view value() const = 0;
+    // Not OK when a read failed (the iterator is then not valid).
+    virtual Status status() const = 0;
+  };
+  // Keys below `end` (empty: no end). Call seek() before reading.
+  virtual std::unique_ptr<Iterator> iterator(std::string_view end = {}) = 0;
 
   // Makes every acknowledged update durable (kAsync) and waits for it.
   virtual Status sync() = 0;

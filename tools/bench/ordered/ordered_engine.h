@@ -30,6 +30,8 @@ class OrderedEngine {
 // Creates a fresh store in `dir` (an empty directory). `batch` > 1 groups
 // that many writes per commit or transaction.
 Result<std::unique_ptr<OrderedEngine>> make_tree_engine(const std::string& dir, int batch);
+// kv::Store through its ordered index; every put and delete durable.
+Result<std::unique_ptr<OrderedEngine>> make_store_engine(const std::string& dir);
 // Berkeley DB's B-tree: with `durable`, a transactional environment whose
 // log lives in `dir`, one synchronous transaction per write; else a plain
 // database, no transactions, no syncs.

@@ -1,0 +1,502 @@
+#include "kvstore/ordered_index.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <unordered_set>
+
+
+namespace kv {
+
+namespace {
+
+constexpr uint32_t kLeafMagic = 0x4641454c;   // "LEAF"
+constexpr uint32_t kInnerMagic = 0x524e4e49;  // "INNR"
+constexpr uint32_t kMaxHeight = 32;
+
+struct NodeHeader {
+  uint32_t magic;
+  uint32_t level;  // 0: a leaf
+  uint32_t n;      // cells
+  uint32_t heap;   // offset of the lowest cell byte
+  uint32_t dead;   // cell bytes no slot points to
+  uint32_t reserved;
+  uint64_t first;  // inner: the child for keys below cell 0
+};
+static_assert(sizeof(NodeHeader) == 32);
+constexpr uint32_t kHeader = sizeof(NodeHeader);
+constexpr uint32_t kSlot = 4;
+
+// Cell bytes: leaf u16 length + key; inner u64 child + u16 length + key.
+uint32_t cell_bytes(bool leaf, size_t klen) { return (leaf ? 2 : 10) + static_cast<uint32_t>(klen); }
+
+Status damaged(uint64_t addr, const std::string& what) {
+  return Status::corruption("store index: node at " + std::to_string(addr) + " is damaged (" +
+                            what + "); run 'pm check', then 'pm kv salvage'");
+}
+
+}  // namespace
+
+// A node, read through checks: header fields when made (node()), a cell's
+// offset and length when it is read (a damaged cell reads as an empty key
+// and marks the node bad; callers test bad() before trusting a result).
+class OrderedIndex::Node {
+ public:
+  Node(pm::Container* c, uint64_t addr, uint32_t bytes, uint32_t max_key)
+      : c_(c), p_(reinterpret_cast<char*>(addr)), bytes_(bytes), max_key_(max_key) {}
+
+  uint64_t addr() const { return reinterpret_cast<uint64_t>(p_); }
+  NodeHeader* h() const { return reinterpret_cast<NodeHeader*>(p_); }
+  bool leaf() const { return h()->level == 0; }
+  uint32_t n() const { return h()->n; }
+  bool bad() const { return bad_; }
+  uint32_t room() const { return h()->heap - kHeader - kSlot * n(); }
+
+  std::string_view key(uint32_t i) const {
+    const uint32_t off = slot(i);
+    const uint32_t at = off + (leaf() ? 0 : 8);
+    if (off < h()->heap || uint64_t{at} + 2 > bytes_) return mark_bad();
+    uint16_t len;
+    std::memcpy(&len, p_ + at, 2);
+    if (len == 0 || len > max_key_ || uint64_t{at} + 2 + len > bytes_) return mark_bad();
+    return {p_ + at + 2, len};
+  }
+  // Cell i's child (i == -1: `first`); 0 for a damaged cell.
+  uint64_t child(int i) const {
+    if (i < 0) return h()->first;
+    const uint32_t off = slot(static_cast<uint32_t>(i));
+    if (off < h()->heap || uint64_t{off} + 8 > bytes_) {
+      mark_bad();
+      return 0;
+    }
+    uint64_t c;
+    std::memcpy(&c, p_ + off, 8);
+    return c;
+  }
+  // First cell whose key is >= k (or > k when `after`).
+  uint32_t bound(std::string_view k, bool after) const {
+    uint32_t lo = 0, hi = n();
+    while (lo < hi) {
+      const uint32_t mid = (lo + hi) / 2;
+      const std::string_view m = key(mid);
+      if (after ? m <= k : m < k) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    return lo;
+  }
+
+  // Adds a cell at position pos. REQUIRES: room() >= its cell and slot.
+  void put(uint32_t pos, std::string_view k, uint64_t child) {
+    const uint32_t size = cell_bytes(leaf(), k.size());
+    NodeHeader* hd = h();
+    const uint32_t off = hd->heap - size;
+    c_->will_write(p_ + off, size);
+    char* cell = p_ + off;
+    if (!leaf()) {
+      std::memcpy(cell, &child, 8);
+      cell += 8;
+    }
+    const auto len = static_cast<uint16_t>(k.size());
+    std::memcpy(cell, &len, 2);
+    std::memcpy(cell + 2, k.data(), k.size());
+    uint32_t* s = slots();
+    c_->will_write(s + pos, kSlot * (n() - pos + 1));
+    std::memmove(s + pos + 1, s + pos, kSlot * (n() - pos));
+    s[pos] = off;
+    c_->will_write(hd, kHeader);
+    hd->heap = off;
+    hd->n++;
+  }
+  void remove(uint32_t pos) {
+    const uint32_t size = cell_bytes(leaf(), key(pos).size());
+    uint32_t* s = slots();
+    c_->will_write(s + pos, kSlot * (n() - pos));
+    std::memmove(s + pos, s + pos + 1, kSlot * (n() - pos - 1));
+    NodeHeader* hd = h();
+    c_->will_write(hd, kHeader);
+    hd->n--;
+    hd->dead += size;
+  }
+  // Every cell, in order (for a rewrite).
+  void entries(std::vector<Entry>* out) const {
+    for (uint32_t i = 0; i < n(); i++) out->push_back({std::string(key(i)), leaf() ? 0 : child(i)});
+  }
+
+ private:
+  uint32_t* slots() const { return reinterpret_cast<uint32_t*>(p_ + kHeader); }
+  uint32_t slot(uint32_t i) const { return slots()[i]; }
+  std::string_view mark_bad() const {
+    bad_ = true;
+    return {};
+  }
+
+  pm::Container* c_;
+  char* p_;
+  uint32_t bytes_, max_key_;
+  mutable bool bad_ = false;
+};
+
+uint32_t OrderedIndex::node_bytes_for(uint32_t max_key) {
+  const uint64_t want = kHeader + 4ull * (kSlot + cell_bytes(false, max_key));
+  uint64_t b = 4096;
+  while (b < want) b *= 2;
+  return static_cast<uint32_t>(b);
+}
+
+Result<IndexRoot*> OrderedIndex::create(pm::Container* c, uint32_t max_key) {
+  Result<void*> mem = c->alloc(sizeof(IndexRoot), pm::AllocKind::kData);
+  if (!mem.ok()) return mem.status();
+  auto* r = static_cast<IndexRoot*>(*mem);
+  c->will_write(r, sizeof *r);
+  *r = IndexRoot{kIndexMagic, node_bytes_for(max_key), 1, 0, 0, 0};
+  OrderedIndex idx(c, r, max_key);
+  Result<uint64_t> leaf = idx.new_node();
+  if (!leaf.ok()) {
+    (void)c->free(r);
+    return leaf.status();
+  }
+  idx.write_node(*leaf, 0, 0, {}, 0, 0);
+  r->root = *leaf;
+  r->nodes = 1;
+  return r;
+}
+
+Result<std::unique_ptr<OrderedIndex>> OrderedIndex::attach(pm::Container* c, IndexRoot* r,
+                                                           uint32_t max_key) {
+  const char* p = reinterpret_cast<const char*>(r);
+  if (!c->contains(p) || !c->contains(p + sizeof *r - 1) || r->magic != kIndexMagic ||
+      r->node_bytes != node_bytes_for(max_key) || r->height == 0 || r->height > kMaxHeight) {
+    return Status::corruption("store index: its root is damaged; run 'pm check', then 'pm kv salvage'");
+  }
+  return std::unique_ptr<OrderedIndex>(new OrderedIndex(c, r, max_key));
+}
+
+uint64_t OrderedIndex::keys() const {
+  std::shared_lock<std::shared_mutex> l(mu_);
+  return root_->keys;
+}
+
+Result<OrderedIndex::Node> OrderedIndex::node(uint64_t addr, uint32_t level) const {
+  const uint32_t bytes = root_->node_bytes;
+  const char* p = reinterpret_cast<const char*>(addr);
+  if (addr % 16 != 0 || !c_->contains(p) || !c_->contains(p + bytes - 1)) {
+    return damaged(addr, "outside the heap");
+  }
+  const auto* h = reinterpret_cast<const NodeHeader*>(p);
+  if (h->magic != (level == 0 ? kLeafMagic : kInnerMagic) || h->level != level) {
+    return damaged(addr, "not a level " + std::to_string(level) + " node");
+  }
+  if (h->heap > bytes || h->n > (bytes - kHeader) / kSlot || kHeader + kSlot * h->n > h->heap ||
+      h->dead > bytes) {
+    return damaged(addr, "counts out of range");
+  }
+  return Node(c_, addr, bytes, max_key_);
+}
+
+Result<uint64_t> OrderedIndex::new_node() {
+  Result<void*> m = c_->alloc(root_->node_bytes, pm::AllocKind::kData);
+  if (!m.ok()) return m.status();
+  return reinterpret_cast<uint64_t>(*m);
+}
+
+void OrderedIndex::write_node(uint64_t addr, uint32_t level, uint64_t first,
+                              const std::vector<Entry>& es, size_t from, size_t to) {
+  const uint32_t bytes = root_->node_bytes;
+  std::vector<char> img(bytes, 0);
+  auto* h = reinterpret_cast<NodeHeader*>(img.data());
+  h->magic = level == 0 ? kLeafMagic : kInnerMagic;
+  h->level = level;
+  h->first = first;
+  uint32_t heap = bytes;
+  auto* s = reinterpret_cast<uint32_t*>(img.data() + kHeader);
+  for (size_t i = from; i < to; i++) {
+    const Entry& e = es[i];
+    heap -= cell_bytes(level == 0, e.key.size());
+    char* cell = img.data() + heap;
+    if (level != 0) {
+      std::memcpy(cell, &e.child, 8);
+      cell += 8;
+    }
+    const auto len = static_cast<uint16_t>(e.key.size());
+    std::memcpy(cell, &len, 2);
+    std::memcpy(cell + 2, e.key.data(), e.key.size());
+    s[i - from] = heap;
+  }
+  h->n = static_cast<uint32_t>(to - from);
+  h->heap = heap;
+  c_->will_write(reinterpret_cast<void*>(addr), bytes);
+  std::memcpy(reinterpret_cast<void*>(addr), img.data(), bytes);
+}
+
+Status OrderedIndex::descend(std::string_view key, std::vector<Step>* path) const {
+  path->clear();
+  uint64_t addr = root_->root;
+  for (uint32_t level = root_->height; level-- > 0;) {
+    Result<Node> nd = node(addr, level);
+    if (!nd.ok()) return nd.status();
+    if (level == 0) {
+      path->push_back({addr, 0});
+      break;
+    }
+    const int c = static_cast<int>(nd->bound(key, true)) - 1;
+    path->push_back({addr, c});
+    addr = nd->child(c);
+    if (nd->bad()) return damaged(nd->addr(), "a cell out of range");
+  }
+  return Status();
+}
+
+Result<OrderedIndex::Node> OrderedIndex::leaf_for(std::string_view key, std::vector<Step>* path,
+                                                  uint32_t* pos, bool* present) const {
+  PM_TRY(descend(key, path));
+  Result<Node> leaf = node(path->back().node, 0);
+  if (!leaf.ok()) return leaf.status();
+  *pos = leaf->bound(key, false);
+  *present = *pos < leaf->n() && leaf->key(*pos) == key;
+  if (leaf->bad()) return damaged(leaf->addr(), "a cell out of range");
+  return leaf;
+}
+
+Status OrderedIndex::insert(std::string_view key) {
+  std::unique_lock<std::shared_mutex> l(mu_);
+  thread_local std::vector<Step> path;
+  uint32_t pos;
+  bool present;
+  Result<Node> leaf = leaf_for(key, &path, &pos, &present);
+  if (!leaf.ok()) return leaf.status();
+  if (present) return Status();
+  const uint32_t need = kSlot + cell_bytes(true, key.size());
+  if (leaf->room() >= need) {
+    leaf->put(pos, key, 0);
+  } else if (leaf->room() + leaf->h()->dead >= need) {  // removed cells make room
+    std::vector<Entry> es;
+    leaf->entries(&es);
+    if (leaf->bad()) return damaged(leaf->addr(), "a cell out of range");
+    es.insert(es.begin() + pos, Entry{std::string(key), 0});
+    write_node(leaf->addr(), 0, 0, es, 0, es.size());
+  } else {
+    return insert_split(path, key, static_cast<int>(pos));
+  }
+  set(&root_->keys, root_->keys + 1);
+  return Status();
+}
+
+// The leaf has no room without a rewrite: rewrite (compact) or split it,
+// and each ancestor that cannot take the separator, and the root. Every
+// node this may need is allocated first, so that kNoSpace changes nothing.
+Status OrderedIndex::insert_split(std::vector<Step>& path, std::string_view key, int pos) {
+  const uint32_t height = root_->height;
+  const uint32_t widest = kSlot + cell_bytes(false, max_key_);
+  size_t splits = 1;
+  for (size_t d = path.size() - 1; d > 0; d--, splits++) {
+    Result<Node> parent = node(path[d - 1].node, height - static_cast<uint32_t>(d));
+    if (!parent.ok()) return parent.status();
+    if (parent->room() + parent->h()->dead >= widest) break;
+  }
+  if (splits == path.size()) splits++;  // a new root
+  std::vector<uint64_t> spare;
+  for (size_t i = 0; i < splits; i++) {
+    Result<uint64_t> m = new_node();
+    if (!m.ok()) {
+      for (uint64_t a : spare) (void)c_->free(reinterpret_cast<void*>(a));
+      return m.status();
+    }
+    spare.push_back(*m);
+  }
+  std::string carry(key);
+  uint64_t carry_child = 0;
+  bool placed = false;
+  std::vector<Entry> es;
+  for (size_t d = path.size(); d-- > 0 && !placed;) {
+    const auto level = static_cast<uint32_t>(path.size() - 1 - d);
+    Result<Node> nd = node(path[d].node, level);
+    if (!nd.ok()) return nd.status();
+    const uint32_t old_n = nd->n();
+    if (level > 0 && nd->room() >= kSlot + cell_bytes(false, carry.size())) {
+      nd->put(static_cast<uint32_t>(pos), carry, carry_child);
+      placed = true;
+      break;
+    }
+    es.clear();
+    nd->entries(&es);
+    if (nd->bad()) return damaged(nd->addr(), "a cell out of range");
+    es.insert(es.begin() + pos, Entry{carry, carry_child});
+    uint64_t total = 0;
+    for (const Entry& e : es) total += kSlot + cell_bytes(level == 0, e.key.size());
+    const uint64_t first = level == 0 ? 0 : nd->h()->first;
+    if (total + kHeader <= root_->node_bytes) {  // the dead bytes make room: rewrite in place
+      write_node(nd->addr(), level, first, es, 0, es.size());
+      placed = true;
+      break;
+    }
+    // Split. Appending at a node's end (ascending keys) leaves the node
+    // full and starts the new one with the new entry; otherwise half the
+    // bytes go each way.
+    size_t m = es.size() - 1;
+    if (static_cast<uint32_t>(pos) != old_n) {
+      uint64_t acc = 0;
+      for (m = 0; m + 1 < es.size(); m++) {
+        acc += kSlot + cell_bytes(level == 0, es[m].key.size());
+        if (acc * 2 >= total) break;
+      }
+      m = std::max<size_t>(m, 1);
+    }
+    const uint64_t right = spare.back();
+    spare.pop_back();
+    if (level == 0) {
+      write_node(nd->addr(), 0, 0, es, 0, m);
+      write_node(right, 0, 0, es, m, es.size());
+    } else {
+      // es[m]'s key goes up; its child becomes the right node's first.
+      write_node(nd->addr(), level, first, es, 0, m);
+      write_node(right, level, es[m].child, es, m + 1, es.size());
+    }
+    carry = es[m].key;
+    carry_child = right;
+    pos = d > 0 ? path[d - 1].child + 1 : 0;
+    set(&root_->nodes, root_->nodes + 1);
+  }
+  if (!placed) {  // the root split: a new root above it
+    const uint64_t top = spare.back();
+    spare.pop_back();
+    write_node(top, height, root_->root, {Entry{carry, carry_child}}, 0, 1);
+    set(&root_->root, top);
+    set(&root_->height, height + 1);
+    set(&root_->nodes, root_->nodes + 1);
+  }
+  for (uint64_t a : spare) (void)c_->free(reinterpret_cast<void*>(a));
+  set(&root_->keys, root_->keys + 1);
+  return Status();
+}
+
+Status OrderedIndex::erase(std::string_view key) {
+  std::unique_lock<std::shared_mutex> l(mu_);
+  thread_local std::vector<Step> path;
+  uint32_t pos;
+  bool present;
+  Result<Node> leaf = leaf_for(key, &path, &pos, &present);
+  if (!leaf.ok()) return leaf.status();
+  if (!present) return Status();
+  leaf->remove(pos);
+  set(&root_->keys, root_->keys - std::min<uint64_t>(root_->keys, 1));
+  return Status();
+}
+
+Status OrderedIndex::collect(std::string_view from, bool inclusive, std::string_view end,
+                             size_t max, std::vector<std::string>* out) const {
+  std::shared_lock<std::shared_mutex> l(mu_);
+  std::vector<Step> path;
+  PM_TRY(descend(from, &path));
+  const uint32_t height = root_->height;
+  Result<Node> leaf = node(path.back().node, 0);
+  if (!leaf.ok()) return leaf.status();
+  uint32_t i = leaf->bound(from, !inclusive);
+  const size_t first_out = out->size();
+  // Bounded however the nodes point: each step moves a cell forward in a
+  // node of the path, and keys must keep rising (a damaged tree that leads
+  // back ends the walk with kCorruption).
+  for (size_t got = 0; got < max;) {
+    if (i < leaf->n()) {
+      std::string_view k = leaf->key(i++);
+      if (leaf->bad()) return damaged(leaf->addr(), "a cell out of range");
+      if (!end.empty() && k >= end) break;
+      if (out->size() > first_out && k <= out->back()) {
+        return damaged(leaf->addr(), "keys out of order");
+      }
+      out->emplace_back(k);
+      got++;
+      continue;
+    }
+    // The next leaf: up to the nearest ancestor with a cell to the right,
+    // then down its leftmost path.
+    size_t d = path.size() - 1;
+    Node up = *leaf;
+    while (d > 0) {
+      Result<Node> p = node(path[d - 1].node, height - static_cast<uint32_t>(d));
+      if (!p.ok()) return p.status();
+      if (path[d - 1].child + 1 < static_cast<int>(p->n())) {
+        up = *p;
+        break;
+      }
+      d--;
+    }
+    if (d == 0) break;  // past the last leaf
+    path[d - 1].child++;
+    uint64_t addr = up.child(path[d - 1].child);
+    if (up.bad()) return damaged(up.addr(), "a cell out of range");
+    for (size_t e = d; e < path.size(); e++) {
+      const auto level = height - 1 - static_cast<uint32_t>(e);
+      Result<Node> nd = node(addr, level);
+      if (!nd.ok()) return nd.status();
+      path[e] = {addr, -1};
+      if (level == 0) {
+        leaf = nd;
+        break;
+      }
+      addr = nd->child(-1);
+    }
+    i = 0;
+  }
+  return Status();
+}
+
+void OrderedIndex::verify(const std::function<void(std::string_view)>& fn,
+                          std::vector<std::string>* problems) const {
+  std::shared_lock<std::shared_mutex> l(mu_);
+  std::unordered_set<uint64_t> seen;
+  uint64_t keys = 0;
+  // Each node with the range its parent gives it: [lo, hi), hi empty = none.
+  std::function<void(uint64_t, uint32_t, const std::string&, const std::string&, bool)> walk =
+      [&](uint64_t addr, uint32_t level, const std::string& lo, const std::string& hi, bool has_lo) {
+        if (problems->size() >= 100) return;
+        if (!seen.insert(addr).second) {
+          problems->push_back("index: node at " + std::to_string(addr) + " is reached twice");
+          return;
+        }
+        Result<Node> nd = node(addr, level);
+        if (!nd.ok()) {
+          problems->push_back(nd.status().message());
+          return;
+        }
+        std::string prev = lo;
+        bool has_prev = has_lo;
+        for (uint32_t i = 0; i < nd->n(); i++) {
+          const std::string k(nd->key(i));
+          if (nd->bad()) {
+            problems->push_back("index: node at " + std::to_string(addr) + ": cell " +
+                                std::to_string(i) + " out of range");
+            return;
+          }
+          // Keys rise strictly, from the node's lower bound (which the
+          // first may equal) to below its upper bound.
+          const bool ordered = !has_prev || (i == 0 ? k >= prev : k > prev);
+          if (!ordered || (!hi.empty() && k >= hi)) {
+            problems->push_back("index: node at " + std::to_string(addr) + ": key " +
+                                std::to_string(i) + " out of order");
+            return;
+          }
+          prev = k;
+          has_prev = true;
+          if (level == 0) {
+            keys++;
+            fn(k);
+          }
+        }
+        if (level == 0) return;
+        walk(nd->child(-1), level - 1, lo, nd->n() > 0 ? std::string(nd->key(0)) : hi, has_lo);
+        for (uint32_t i = 0; i < nd->n(); i++) {
+          const std::string next = i + 1 < nd->n() ? std::string(nd->key(i + 1)) : hi;
+          walk(nd->child(static_cast<int>(i)), level - 1, std::string(nd->key(i)), next, true);
+        }
+      };
+  walk(root_->root, root_->height - 1, "", "", false);
+  if (problems->empty() && keys != root_->keys) {
+    problems->push_back("index: holds " + std::to_string(keys) + " keys, its root says " +
+                        std::to_string(root_->keys));
+  }
+}
+
+}  // namespace kv
