@@ -37,9 +37,13 @@ Result<std::unique_ptr<Backend>> Backend::create(pm::Container* c, const Geometr
   r->max_value = g.max_value;
   r->seq_high = 1;
   r->flags = kAllEntriesChecksummed;
-  Result<IndexRoot*> index = OrderedIndex::create(c, g.max_key);
-  if (!index.ok()) return index.status();
-  r->index = reinterpret_cast<uint64_t>(*index);
+  IndexRoot* index = nullptr;
+  if (g.ordered) {
+    Result<IndexRoot*> made = OrderedIndex::create(c, g.max_key);
+    if (!made.ok()) return made.status();
+    index = *made;
+  }
+  r->index = reinterpret_cast<uint64_t>(index);
   Result<void*> seg = c->alloc(kSegBuckets * sizeof(BackendEntry*));
   if (!seg.ok()) return seg.status();
   c->will_write(*seg, kSegBuckets * sizeof(BackendEntry*));
@@ -47,9 +51,11 @@ Result<std::unique_ptr<Backend>> Backend::create(pm::Container* c, const Geometr
   r->segs[0] = static_cast<BackendEntry**>(*seg);
   PM_TRY(c->set_root(r));
   auto b = std::unique_ptr<Backend>(new Backend(c, r));
-  Result<std::unique_ptr<OrderedIndex>> idx = OrderedIndex::attach(c, *index, g.max_key);
-  if (!idx.ok()) return idx.status();
-  b->index_ = std::move(*idx);
+  if (index != nullptr) {
+    Result<std::unique_ptr<OrderedIndex>> idx = OrderedIndex::attach(c, index, g.max_key);
+    if (!idx.ok()) return idx.status();
+    b->index_ = std::move(*idx);
+  }
   return b;
 }
 
@@ -86,7 +92,7 @@ Result<std::unique_ptr<Backend>> Backend::attach(pm::Container* c) {
     }
   }
   auto be = std::unique_ptr<Backend>(new Backend(c, r));
-  if (r->version == kBackendVersion) {
+  if (r->version == kBackendVersion && r->index != 0) {
     // A damaged index root leaves the table readable (pm check, salvage);
     // a store refuses to open on it (index_status()).
     Result<std::unique_ptr<OrderedIndex>> idx =

@@ -65,7 +65,8 @@ struct BackendRoot {
   // the valid records its recovery found there (recovery.h).
   uint64_t session_start[kMaxLogs];
   uint64_t flags;  // kAllEntriesChecksummed
-  // Version 3. The ordered index of the live keys (an IndexRoot).
+  // Version 3. The ordered index of the live keys (an IndexRoot); 0: a
+  // store created without one (StoreOptions::ordered).
   uint64_t index;
 };
 inline constexpr size_t kBackendRootV1Bytes = offsetof(BackendRoot, session_start);
@@ -84,6 +85,7 @@ struct Geometry {
   uint32_t nlogs = 0;
   uint64_t log_bytes = 0;
   uint32_t max_key = 0, max_value = 0;
+  bool ordered = true;  // with an ordered index
 };
 
 class Backend {
@@ -103,8 +105,8 @@ class Backend {
   // Moves an older root into a current one, building the ordered index
   // from the live entries (durable at the next commit). Single-threaded.
   Status upgrade();
-  // The ordered index of the live keys; nullptr for an older root opened
-  // read-only.
+  // The ordered index of the live keys; nullptr for a store created
+  // without one, or an older root opened read-only.
   const OrderedIndex* index() const { return index_.get(); }
   // Not OK when the root's index is damaged (then index() is nullptr).
   const Status& index_status() const { return index_status_; }

@@ -147,7 +147,7 @@ void check_index(const Backend& be, const std::unordered_set<std::string>& live,
     out->problems.push_back(be.index_status().message());
     return;
   }
-  if (be.index() == nullptr) return;  // an older format: upgraded at the next open
+  if (be.index() == nullptr) return;  // made without one, or older: upgraded at the next open
   std::unordered_set<std::string> indexed;
   int shown = 0;
   std::vector<std::string> problems;

@@ -13,14 +13,16 @@
 // own: the epoch's container commit makes both durable together.
 //
 // Nodes are pointer-free data blocks of node_bytes (from the key limit: at
-// least four of the largest cells fit). A node: a 32-byte header, then a
-// sorted array of 4-byte cell offsets growing up, and cells growing down from
-// the end (leaf cell: u16 key length, key; inner cell: u64 child, u16 key
-// length, key: the child holds keys >= key and below the next cell's key;
-// the header's `first` holds the keys below cell 0). Removed cells leave
-// dead bytes that the next insert needing them compacts away. Nodes never
-// merge: an emptied leaf stays until inserts fill it again (as the hash
-// table never shrinks).
+// least three of the largest cells fit, so a split by bytes always fits). A
+// node: a 32-byte header, then a sorted array of 4-byte cell offsets
+// growing up, and cells growing down from the end
+// (leaf cell: u16 key length, key; inner cell: u64 child, u16 key length,
+// key: the child holds keys >= key and below the next cell's key; the
+// header's `first` holds the keys below cell 0). Removed cells leave dead
+// bytes that the next insert needing them compacts away. Nodes never merge:
+// an emptied leaf stays until inserts fill it again (as the hash table
+// never shrinks). A key appended at a node's end (ascending keys) leaves the
+// node full and starts the new one.
 //
 // Damage: every node is checked (inside the heap, magic, level, counts,
 // offsets, key lengths) before it is read, so a damaged file gives
@@ -67,7 +69,7 @@ class OrderedIndex {
   static Result<std::unique_ptr<OrderedIndex>> attach(pm::Container* c, IndexRoot* root,
                                                       uint32_t max_key);
   // Node size for a key limit: the smallest power of two, at least 4 KiB,
-  // that holds four cells of the longest key.
+  // that holds three cells of the longest key.
   static uint32_t node_bytes_for(uint32_t max_key);
 
   // Adds key. All or nothing: kNoSpace (the heap is full) leaves the index

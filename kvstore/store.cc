@@ -85,6 +85,7 @@ Status format_store(pm::Container* c, const StoreOptions& o) {
   g.log_bytes = o.log_bytes;
   g.max_key = o.max_key_bytes;
   g.max_value = o.max_value_bytes;
+  g.ordered = o.ordered;
   if (c->raw().size() < g.log_bytes * g.nlogs) {
     return Status::invalid_argument("the container's raw region is smaller than the logs");
   }
@@ -485,6 +486,7 @@ StoreStats StoreImpl::stats() {
   st.container_used_bytes = ci.used_bytes;
   st.container_file_bytes = ci.file_bytes;
   st.container_private_bytes = ci.private_bytes;
+  st.ordered = be_->index() != nullptr;
   st.max_key_bytes = limits_.max_key;
   st.max_value_bytes = limits_.max_value;
   st.max_record_bytes = limits_.max_record;

@@ -254,6 +254,39 @@ TEST(OrderedScanUpgradeTest, AnOlderStoreGetsItsIndexAtTheFirstWritableOpen) {
   EXPECT_TRUE(rep->problems.empty()) << rep->problems.front();
 }
 
+// A store created without the index (StoreOptions::ordered = false) scans
+// in order all the same (by reading and sorting its range), checks clean,
+// and stays without one across reopens.
+TEST(OrderedScanUnorderedTest, AStoreWithoutTheIndexScansInOrderBySorting) {
+  pm::test::TempDir dir;
+  const std::string path = dir.file("hash.pm");
+  StoreOptions o = options(false);
+  o.ordered = false;
+  Model model;
+  for (int session = 0; session < 2; session++) {
+    // Created without the index; reopened with ordered = true, which only
+    // create reads.
+    auto s = Store::open(path, session == 0 ? o : options(false));
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    EXPECT_FALSE((*s)->stats().ordered);
+    for (int i = 0; i < 500; i++) {
+      const std::string k = "k" + std::to_string(i * 37 % 500);
+      ASSERT_TRUE((*s)->put(k, std::to_string(session)).ok());
+      model[k] = std::to_string(session);
+    }
+    ASSERT_TRUE((*s)->glean(100).ok());
+    EXPECT_EQ(scan(**s, "k1", "k3"), expected(model, "k1", "k3"));
+    EXPECT_EQ(scan(**s, "", "", 7), expected(model, "", "", 7));
+    ASSERT_TRUE((*s)->checkpoint().ok());
+  }
+  auto c = pm::Container::open(path);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ((*c)->root<BackendRoot>()->index, 0u);
+  Result<StoreCheck> rep = check_store(c->get());
+  ASSERT_TRUE(rep.ok());
+  EXPECT_TRUE(rep->problems.empty()) << rep->problems.front();
+}
+
 // The planted bug the crash harness must catch, seen here directly: a key
 // put again after its removal is applied is missing from scans and from
 // the index that pm check compares with the table.

@@ -94,6 +94,16 @@ check "ls --json of an empty range" 0 "$PM" --json kv ls "$S" --prefix nothing
 json "ls --json of nothing" "d == []"
 check "ls --json --limit" 0 "$PM" --json kv ls "$S" --limit 1
 json "ls --json --limit 1" "d == [{'key': 'bin'}]"
+# A store made without the ordered index lists in order all the same.
+U="$dir/unordered.kv"
+for k in b c a; do check "put $k (unordered)" 0 "$PM" kv put "$U" "$k" v --unordered; done
+check "stats of an unordered store" 0 "$PM" kv stats "$U" --json
+json "no ordered index" "d['ordered'] == False"
+check "ls of an unordered store" 0 "$PM" kv ls "$U" --start b
+printf 'b\nc\n' >"$dir/want"
+same "an unordered store lists in order" out "$dir/want"
+check "stats of an ordered store" 0 "$PM" kv stats "$S" --json
+json "an ordered index by default" "d['ordered'] == True"
 
 # Limits: a too-long key fails with a clear message and stores nothing.
 long=$(head -c 2000 /dev/zero | tr '\0' k)

@@ -87,8 +87,10 @@ void add_kv_command(CLI::App* bench, const Globals& g, std::vector<Command>* out
                      "worker counts of the cells (default 1, cores - 1 and cores)")
           ->check(CLI::Range(1, 1024));
   kv->add_option("--engines", cfg->engines,
-                 "engines to run (default all): volatile cuckoo tbb phash kvstore pmemobj rocksdb")
-      ->check(CLI::IsMember({"volatile", "cuckoo", "tbb", "phash", "kvstore", "pmemobj", "rocksdb"}));
+                 "engines to run (default all): volatile cuckoo tbb phash kvstore kvstore_hash "
+                 "pmemobj rocksdb")
+      ->check(CLI::IsMember(
+          {"volatile", "cuckoo", "tbb", "phash", "kvstore", "kvstore_hash", "pmemobj", "rocksdb"}));
   kv->add_flag("--smoke", *smoke, "tiny sizes, for a quick check that it works");
   out->push_back({kv, [cfg, smoke, budget_mib, keys, seconds, repeats, puts, threads, &g]() -> Status {
                     bench::KvConfig c = *smoke ? bench::KvConfig::smoke_sized() : bench::KvConfig();
@@ -224,8 +226,8 @@ void add_ordered_command(CLI::App* bench, const Globals& g, std::vector<Command>
   auto cfg = std::make_shared<bench::OrderedConfig>();
   auto smoke = std::make_shared<bool>(false);
   CLI::App* o = bench->add_subcommand(
-      "ordered", "the version tree (after CDDS) vs Berkeley DB's B-tree and LMDB: puts, gets, "
-                 "scans of 100 keys, deletes");
+      "ordered", "the version tree (after CDDS) and the kvstore's ordered index vs Berkeley "
+                 "DB's B-tree and LMDB: puts, gets, scans of 100 keys, deletes");
   o->add_option("--dir", cfg->dir, "directory (emulated pmem: /dev/shm)")->capture_default_str();
   CLI::Option* keys = o->add_option("--keys", cfg->keys, "keys (default 1000000)")
                           ->check(CLI::Range(uint64_t{100}, uint64_t{1} << 32));

@@ -42,6 +42,7 @@ struct StoreArgs {
   uint64_t log_mib = kv::StoreOptions().log_bytes >> 20;
   uint32_t max_key = kv::StoreOptions().max_key_bytes;
   uint32_t max_value = kv::StoreOptions().max_value_bytes;
+  bool unordered = false;
   bool async = false;
   bool no_create = false;
   double wait_seconds = 10;  // for a store another process has open
@@ -64,6 +65,9 @@ void add_store_args(CLI::App* app, StoreArgs* a) {
                   "longest value in bytes (with the longest key and 128 bytes, at most a quarter "
                   "of a log)")
       ->capture_default_str()
+      ->group(kCreation);
+  app->add_flag("--unordered", a->unordered,
+                "no ordered index: new keys cost less to apply, every ls reads and sorts all keys")
       ->group(kCreation);
   app->add_flag("--async", a->async,
                 "a write returns before it is durable; the command syncs before it exits");
@@ -92,6 +96,7 @@ Result<std::unique_ptr<kv::Store>> open_store(const StoreArgs& a, Access access)
   o.log_bytes = a.log_mib << 20;
   o.max_key_bytes = a.max_key;
   o.max_value_bytes = a.max_value;
+  o.ordered = !a.unordered;
   o.durability = a.async ? kv::Durability::kAsync : kv::Durability::kSync;
   o.create_if_missing = creates && !a.no_create;
   o.read_only = access == Access::kRead && open_read_only(a.path);

@@ -208,6 +208,15 @@ Status run_all(const Context& ctx, KvRun* run) {
     return make_phash_engine(dir + "/kv-phash.pm", cfg.keys, {cfg.emulate_read_ns});
   }, false));
   const size_t kvstore_at = lanes.size();
+  // The store without its ordered index (StoreOptions::ordered = false):
+  // what the index costs, side by side.
+  PM_TRY(spawn("kvstore_hash", [&]() -> Result<std::unique_ptr<KvEngine>> {
+    kv::StoreOptions o = kvstore_options({cfg.emulate_read_ns}, cfg.dram_budget_bytes);
+    o.ordered = false;
+    Result<std::unique_ptr<StoreEngine>> s = StoreEngine::create(dir + "/kv-store-hash.pm", cfg.keys, o);
+    if (!s.ok()) return s.status();
+    return std::unique_ptr<KvEngine>(std::move(*s));
+  }, false));
   PM_TRY(spawn("pmemobj", [&] { return make_pmemobj_engine(dir + "/kv-pmemobj.pool", cfg.keys); },
                false));
   if (cfg.wants("rocksdb")) {

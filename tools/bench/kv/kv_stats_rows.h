@@ -22,6 +22,7 @@ inline std::vector<std::pair<const char*, nlohmann::json>> kv_stat_rows(const kv
           {"container_used_bytes", s.container_used_bytes},
           {"container_file_bytes", s.container_file_bytes},
           {"container_private_bytes", s.container_private_bytes},
+          {"ordered", s.ordered},
           {"max_key_bytes", s.max_key_bytes},
           {"max_value_bytes", s.max_value_bytes},
           {"log_bytes", s.log_bytes},
