@@ -104,6 +104,8 @@ class Backend {
   bool upgradable() const { return root_->version < kBackendVersion; }
   // Moves an older root into a current one, building the ordered index
   // from the live entries (durable at the next commit). Single-threaded.
+  // On failure the root and the index are as before (the caller aborts
+  // what was allocated).
   Status upgrade();
   // The ordered index of the live keys; nullptr for a store created
   // without one, or an older root opened read-only.

@@ -123,9 +123,21 @@ class OrderedIndex::Node {
     hd->n--;
     hd->dead += size;
   }
-  // Every cell, in order (for a rewrite).
-  void entries(std::vector<Entry>* out) const {
-    for (uint32_t i = 0; i < n(); i++) out->push_back({std::string(key(i)), leaf() ? 0 : child(i)});
+  // Every cell, in order (for a rewrite), into *out (cleared first). False
+  // when the node is damaged in a way the header checks cannot see: its
+  // cells plus its dead bytes must fill it from `heap` to the end (so that
+  // no two slots share a cell and `dead` is true) and its keys must rise.
+  // A rewrite trusts this: it is what keeps the rewrite inside the node.
+  bool entries(std::vector<Entry>* out) const {
+    out->clear();
+    uint64_t used = 0;
+    for (uint32_t i = 0; i < n(); i++) {
+      const std::string_view k = key(i);
+      if (bad_ || (i > 0 && k <= out->back().key)) return false;
+      used += cell_bytes(leaf(), k.size());
+      out->push_back({std::string(k), leaf() ? 0 : child(i)});
+    }
+    return !bad_ && used + h()->dead == uint64_t{bytes_} - h()->heap;
   }
 
  private:
@@ -167,7 +179,7 @@ Result<IndexRoot*> OrderedIndex::create(pm::Container* c, uint32_t max_key) {
     (void)c->free(r);
     return leaf.status();
   }
-  idx.write_node(*leaf, 0, 0, {}, 0, 0);
+  (void)idx.write_node(*leaf, 0, 0, {}, 0, 0);  // an empty node always fits
   r->root = *leaf;
   r->nodes = 1;
   return r;
@@ -211,9 +223,12 @@ Result<uint64_t> OrderedIndex::new_node() {
   return reinterpret_cast<uint64_t>(*m);
 }
 
-void OrderedIndex::write_node(uint64_t addr, uint32_t level, uint64_t first,
-                              const std::vector<Entry>& es, size_t from, size_t to) {
+Status OrderedIndex::write_node(uint64_t addr, uint32_t level, uint64_t first,
+                                const std::vector<Entry>& es, size_t from, size_t to) {
   const uint32_t bytes = root_->node_bytes;
+  uint64_t total = kHeader;
+  for (size_t i = from; i < to; i++) total += kSlot + cell_bytes(level == 0, es[i].key.size());
+  if (total > bytes) return damaged(addr, "its cells do not fit it");  // entries() lets none through
   std::vector<char> img(bytes, 0);
   auto* h = reinterpret_cast<NodeHeader*>(img.data());
   h->magic = level == 0 ? kLeafMagic : kInnerMagic;
@@ -237,6 +252,7 @@ void OrderedIndex::write_node(uint64_t addr, uint32_t level, uint64_t first,
   h->heap = heap;
   c_->will_write(reinterpret_cast<void*>(addr), bytes);
   std::memcpy(reinterpret_cast<void*>(addr), img.data(), bytes);
+  return Status();
 }
 
 Status OrderedIndex::descend(std::string_view key, std::vector<Step>* path) const {
@@ -281,10 +297,9 @@ Status OrderedIndex::insert(std::string_view key) {
     leaf->put(pos, key, 0);
   } else if (leaf->room() + leaf->h()->dead >= need) {  // removed cells make room
     std::vector<Entry> es;
-    leaf->entries(&es);
-    if (leaf->bad()) return damaged(leaf->addr(), "a cell out of range");
+    if (!leaf->entries(&es)) return damaged(leaf->addr(), "its cells and counts disagree");
     es.insert(es.begin() + pos, Entry{std::string(key), 0});
-    write_node(leaf->addr(), 0, 0, es, 0, es.size());
+    PM_TRY(write_node(leaf->addr(), 0, 0, es, 0, es.size()));
   } else {
     return insert_split(path, key, static_cast<int>(pos));
   }
@@ -298,10 +313,20 @@ Status OrderedIndex::insert(std::string_view key) {
 Status OrderedIndex::insert_split(std::vector<Step>& path, std::string_view key, int pos) {
   const uint32_t height = root_->height;
   const uint32_t widest = kSlot + cell_bytes(false, max_key_);
+  // Every node the split may rewrite is checked before anything is
+  // written (a damaged one stops the insert with nothing changed), and
+  // counted: the loop below splits exactly the nodes counted here.
+  std::vector<Entry> es;
+  {
+    Result<Node> leaf = node(path.back().node, 0);
+    if (!leaf.ok()) return leaf.status();
+    if (!leaf->entries(&es)) return damaged(leaf->addr(), "its cells and counts disagree");
+  }
   size_t splits = 1;
   for (size_t d = path.size() - 1; d > 0; d--, splits++) {
     Result<Node> parent = node(path[d - 1].node, height - static_cast<uint32_t>(d));
     if (!parent.ok()) return parent.status();
+    if (!parent->entries(&es)) return damaged(parent->addr(), "its cells and counts disagree");
     if (parent->room() + parent->h()->dead >= widest) break;
   }
   if (splits == path.size()) splits++;  // a new root
@@ -317,7 +342,6 @@ Status OrderedIndex::insert_split(std::vector<Step>& path, std::string_view key,
   std::string carry(key);
   uint64_t carry_child = 0;
   bool placed = false;
-  std::vector<Entry> es;
   for (size_t d = path.size(); d-- > 0 && !placed;) {
     const auto level = static_cast<uint32_t>(path.size() - 1 - d);
     Result<Node> nd = node(path[d].node, level);
@@ -328,15 +352,13 @@ Status OrderedIndex::insert_split(std::vector<Step>& path, std::string_view key,
       placed = true;
       break;
     }
-    es.clear();
-    nd->entries(&es);
-    if (nd->bad()) return damaged(nd->addr(), "a cell out of range");
+    if (!nd->entries(&es)) return damaged(nd->addr(), "its cells and counts disagree");
     es.insert(es.begin() + pos, Entry{carry, carry_child});
     uint64_t total = 0;
     for (const Entry& e : es) total += kSlot + cell_bytes(level == 0, e.key.size());
     const uint64_t first = level == 0 ? 0 : nd->h()->first;
     if (total + kHeader <= root_->node_bytes) {  // the dead bytes make room: rewrite in place
-      write_node(nd->addr(), level, first, es, 0, es.size());
+      PM_TRY(write_node(nd->addr(), level, first, es, 0, es.size()));
       placed = true;
       break;
     }
@@ -352,15 +374,16 @@ Status OrderedIndex::insert_split(std::vector<Step>& path, std::string_view key,
       }
       m = std::max<size_t>(m, 1);
     }
+    if (spare.empty()) return damaged(nd->addr(), "it splits past what its counts allowed");
     const uint64_t right = spare.back();
     spare.pop_back();
     if (level == 0) {
-      write_node(nd->addr(), 0, 0, es, 0, m);
-      write_node(right, 0, 0, es, m, es.size());
+      PM_TRY(write_node(nd->addr(), 0, 0, es, 0, m));
+      PM_TRY(write_node(right, 0, 0, es, m, es.size()));
     } else {
       // es[m]'s key goes up; its child becomes the right node's first.
-      write_node(nd->addr(), level, first, es, 0, m);
-      write_node(right, level, es[m].child, es, m + 1, es.size());
+      PM_TRY(write_node(nd->addr(), level, first, es, 0, m));
+      PM_TRY(write_node(right, level, es[m].child, es, m + 1, es.size()));
     }
     carry = es[m].key;
     carry_child = right;
@@ -368,9 +391,10 @@ Status OrderedIndex::insert_split(std::vector<Step>& path, std::string_view key,
     set(&root_->nodes, root_->nodes + 1);
   }
   if (!placed) {  // the root split: a new root above it
+    if (spare.empty()) return damaged(root_->root, "it splits past what its counts allowed");
     const uint64_t top = spare.back();
     spare.pop_back();
-    write_node(top, height, root_->root, {Entry{carry, carry_child}}, 0, 1);
+    PM_TRY(write_node(top, height, root_->root, {Entry{carry, carry_child}}, 0, 1));
     set(&root_->root, top);
     set(&root_->height, height + 1);
     set(&root_->nodes, root_->nodes + 1);
@@ -390,6 +414,60 @@ Status OrderedIndex::erase(std::string_view key) {
   if (!present) return Status();
   leaf->remove(pos);
   set(&root_->keys, root_->keys - std::min<uint64_t>(root_->keys, 1));
+  if (leaf->n() == 0 && path.size() > 1) return drop_empty(path);
+  return Status();
+}
+
+// The leaf at the end of `path` is empty. Left in place, emptied leaves
+// would pile up (keys inserted in ascending order and removed from the
+// oldest, as a queue's, never reach them again) and every scan would walk
+// them. So it leaves its parent (a parent left without any child leaves its
+// own, up to the root, which then becomes an empty leaf), and a root with
+// one child and no key gives way to that child.
+Status OrderedIndex::drop_empty(const std::vector<Step>& path) {
+  const uint32_t height = root_->height;
+  std::vector<uint64_t> dropped;
+  for (size_t d = path.size() - 1; d > 0; d--) {
+    Result<Node> parent = node(path[d - 1].node, height - static_cast<uint32_t>(d));
+    if (!parent.ok()) return parent.status();
+    const int c = path[d - 1].child;
+    if (c >= 0 && static_cast<uint32_t>(c) < parent->n()) {
+      parent->remove(static_cast<uint32_t>(c));
+    } else if (c < 0 && parent->n() > 0) {
+      // The first child goes: cell 0's child takes its place, and cell 0's
+      // key (the bound between them) is no longer needed.
+      const uint64_t next = parent->child(0);
+      if (parent->bad()) return damaged(parent->addr(), "a cell out of range");
+      set(&parent->h()->first, next);
+      parent->remove(0);
+    } else if (c < 0 && d - 1 > 0) {
+      dropped.push_back(path[d].node);  // the parent's only child: the parent goes too
+      continue;
+    } else if (c < 0) {
+      // The root's only child: the root becomes an empty leaf.
+      dropped.push_back(path[d].node);
+      PM_TRY(write_node(parent->addr(), 0, 0, {}, 0, 0));
+      set(&root_->height, 1u);
+      break;
+    } else {
+      return damaged(parent->addr(), "a child out of range");
+    }
+    dropped.push_back(path[d].node);
+    break;
+  }
+  for (uint64_t a : dropped) PM_TRY(c_->free(reinterpret_cast<void*>(a)));
+  set(&root_->nodes, root_->nodes - std::min<uint64_t>(root_->nodes, dropped.size()));
+  // A root with one child and no key: the child becomes the root.
+  while (root_->height > 1) {
+    Result<Node> top = node(root_->root, root_->height - 1);
+    if (!top.ok()) return top.status();
+    if (top->n() > 0) break;
+    const uint64_t child = top->child(-1);
+    PM_TRY(c_->free(reinterpret_cast<void*>(root_->root)));
+    set(&root_->root, child);
+    set(&root_->height, root_->height - 1);
+    set(&root_->nodes, root_->nodes - std::min<uint64_t>(root_->nodes, 1));
+  }
   return Status();
 }
 
@@ -404,8 +482,10 @@ Status OrderedIndex::collect(std::string_view from, bool inclusive, std::string_
   uint32_t i = leaf->bound(from, !inclusive);
   const size_t first_out = out->size();
   // Bounded however the nodes point: each step moves a cell forward in a
-  // node of the path, and keys must keep rising (a damaged tree that leads
-  // back ends the walk with kCorruption).
+  // node of the path, keys must keep rising, and no more leaves are visited
+  // than the tree has nodes (a damaged tree that leads back, or into one
+  // subtree from many cells, ends the walk with kCorruption).
+  uint64_t leaves = 1;
   for (size_t got = 0; got < max;) {
     if (i < leaf->n()) {
       std::string_view k = leaf->key(i++);
@@ -432,6 +512,7 @@ Status OrderedIndex::collect(std::string_view from, bool inclusive, std::string_
       d--;
     }
     if (d == 0) break;  // past the last leaf
+    if (++leaves > root_->nodes) return damaged(leaf->addr(), "the walk passes more leaves than nodes");
     path[d - 1].child++;
     uint64_t addr = up.child(path[d - 1].child);
     if (up.bad()) return damaged(up.addr(), "a cell out of range");
@@ -456,6 +537,7 @@ void OrderedIndex::verify(const std::function<void(std::string_view)>& fn,
   std::shared_lock<std::shared_mutex> l(mu_);
   std::unordered_set<uint64_t> seen;
   uint64_t keys = 0;
+  std::vector<Entry> es;
   // Each node with the range its parent gives it: [lo, hi), hi empty = none.
   std::function<void(uint64_t, uint32_t, const std::string&, const std::string&, bool)> walk =
       [&](uint64_t addr, uint32_t level, const std::string& lo, const std::string& hi, bool has_lo) {
@@ -467,6 +549,11 @@ void OrderedIndex::verify(const std::function<void(std::string_view)>& fn,
         Result<Node> nd = node(addr, level);
         if (!nd.ok()) {
           problems->push_back(nd.status().message());
+          return;
+        }
+        if (!nd->entries(&es)) {
+          problems->push_back("index: node at " + std::to_string(addr) +
+                              ": its cells and counts disagree");
           return;
         }
         std::string prev = lo;
@@ -504,6 +591,10 @@ void OrderedIndex::verify(const std::function<void(std::string_view)>& fn,
   if (problems->empty() && keys != root_->keys) {
     problems->push_back("index: holds " + std::to_string(keys) + " keys, its root says " +
                         std::to_string(root_->keys));
+  }
+  if (problems->empty() && seen.size() != root_->nodes) {
+    problems->push_back("index: has " + std::to_string(seen.size()) + " nodes, its root says " +
+                        std::to_string(root_->nodes));
   }
 }
 

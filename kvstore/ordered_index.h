@@ -19,10 +19,11 @@
 // (leaf cell: u16 key length, key; inner cell: u64 child, u16 key length,
 // key: the child holds keys >= key and below the next cell's key; the
 // header's `first` holds the keys below cell 0). Removed cells leave dead
-// bytes that the next insert needing them compacts away. Nodes never merge:
-// an emptied leaf stays until inserts fill it again (as the hash table
-// never shrinks). A key appended at a node's end (ascending keys) leaves the
-// node full and starts the new one.
+// bytes that the next insert needing them compacts away. An emptied node
+// leaves the tree (else a queue's keys, inserted ascending and removed
+// oldest first, would leave a trail of empty leaves for every scan to walk);
+// underfull ones are not merged. A key appended at a node's end (ascending
+// keys) leaves the node full and starts the new one.
 //
 // Damage: every node is checked (inside the heap, magic, level, counts,
 // offsets, key lengths) before it is read, so a damaged file gives
@@ -112,8 +113,11 @@ class OrderedIndex {
                         bool* present) const;
   Result<uint64_t> new_node();
   Status insert_split(std::vector<Step>& path, std::string_view key, int pos);
-  void write_node(uint64_t addr, uint32_t level, uint64_t first, const std::vector<Entry>& es,
-                  size_t from, size_t to);
+  // Rewrites node addr with es[from, to). kCorruption when they do not fit
+  // (only from a damaged node: see Node::entries).
+  Status write_node(uint64_t addr, uint32_t level, uint64_t first, const std::vector<Entry>& es,
+                    size_t from, size_t to);
+  Status drop_empty(const std::vector<Step>& path);
   template <typename T>
   void set(T* field, T v) {
     c_->will_write(field, sizeof(T));

@@ -140,6 +140,40 @@ TEST_F(OrderedIndexTest, AscendingInsertsFillNodesAndLongKeysSplitDeepTrees) {
   EXPECT_EQ(verified(), std::vector<std::string>(model.begin(), model.end()));
 }
 
+// A queue: keys inserted ascending, the oldest removed. Emptied leaves
+// leave the tree, so it stays the size of what it holds, and a scan from
+// the start reads no trail of empty leaves.
+TEST_F(OrderedIndexTest, AQueueLeavesNoTrailOfEmptyLeaves) {
+  auto key = [](int i) {
+    char k[16];
+    std::snprintf(k, sizeof k, "q%09d", i);
+    return std::string(k);
+  };
+  constexpr int kLive = 2000;
+  for (int i = 0; i < 200000; i++) {
+    ASSERT_TRUE(idx_->insert(key(i)).ok());
+    if (i >= kLive) {
+      ASSERT_TRUE(idx_->erase(key(i - kLive)).ok());
+    }
+    if (i % 20000 == 0) {
+      ASSERT_TRUE(c_->commit().ok());
+    }
+  }
+  EXPECT_EQ(idx_->keys(), uint64_t{kLive});
+  EXPECT_LE(idx_->root()->nodes, 20u) << "emptied leaves stayed";
+  const std::vector<std::string> all = verified();
+  ASSERT_EQ(all.size(), size_t{kLive});
+  EXPECT_EQ(all.front(), key(200000 - kLive));
+  EXPECT_EQ(range("", true, "", 1), std::vector<std::string>{key(200000 - kLive)});
+  // Everything removed: one empty leaf as the root.
+  for (const std::string& k : all) ASSERT_TRUE(idx_->erase(k).ok());
+  EXPECT_EQ(idx_->root()->nodes, 1u);
+  EXPECT_EQ(idx_->root()->height, 1u);
+  EXPECT_TRUE(verified().empty());
+  ASSERT_TRUE(idx_->insert("again").ok());
+  EXPECT_EQ(verified(), std::vector<std::string>{"again"});
+}
+
 TEST_F(OrderedIndexTest, AFullHeapRefusesAnInsertAndChangesNothing) {
   // Ballast fills the heap (at most 1 GiB) down to the last node-sized
   // block; then inserts fill the leaves until a split finds no room.
@@ -201,6 +235,37 @@ TEST_F(OrderedIndexTest, DamagedNodesAreCorruptionNotACrash) {
     ASSERT_EQ(verified().size(), 3000u);
   }
   EXPECT_GT(refused, 0);
+  // Slots that all point at one cell, and inflated dead bytes: the header
+  // checks pass, but a rewrite of such a node would run past it. Inserts
+  // that would rewrite it are refused.
+  std::vector<std::string> keys = verified();
+  auto* leaf = reinterpret_cast<uint32_t*>(idx_->root()->root);
+  for (int h = 1; h < static_cast<int>(idx_->root()->height); h++) {
+    leaf = reinterpret_cast<uint32_t*>(*reinterpret_cast<uint64_t*>(leaf + 6));  // `first`
+  }
+  c_->will_write(leaf, bytes);
+  const uint32_t n = leaf[2];
+  for (uint32_t i = 1; i < n; i++) leaf[8 + i] = leaf[8];  // every slot at cell 0
+  for (int i = 0; i < 400; i++) {
+    const Status s = idx_->insert("key0" + std::to_string(i) + "x");
+    if (!s.ok()) {
+      EXPECT_EQ(s.code(), pm::Code::kCorruption) << s.to_string();
+    }
+  }
+  std::vector<std::string> problems;
+  idx_->verify([](std::string_view) {}, &problems);
+  EXPECT_FALSE(problems.empty());
+  ASSERT_TRUE(c_->abort().ok());
+  c_->will_write(leaf, bytes);
+  leaf[4] = bytes;  // dead: the whole node
+  bool refused_rewrite = false;
+  for (int i = 0; i < 400 && !refused_rewrite; i++) {
+    const Status s = idx_->insert("key0" + std::to_string(i) + "y");
+    refused_rewrite = s.code() == pm::Code::kCorruption;
+  }
+  EXPECT_TRUE(refused_rewrite);
+  ASSERT_TRUE(c_->abort().ok());
+  EXPECT_EQ(verified(), keys);
   // A root pointing outside the heap.
   c_->will_write(&idx_->root()->root, 8);
   const_cast<IndexRoot*>(idx_->root())->root = 16;

@@ -128,7 +128,14 @@ Result<Recovered> recover(pm::Container* c, Backend* be, Frontend* fe, LogWriter
   // The new session and where it begins each log, durable before any of
   // its records is written.
   if (be->upgradable()) {  // an older format: a new root, and the ordered index
-    PM_TRY(be->upgrade());
+    Status u = be->upgrade();
+    if (u.code() == pm::Code::kNoSpace && !legacy) {
+      // No room for the index: the store opens without it (scans sort, as
+      // for an older store opened read-only) and the next open tries again.
+      PM_TRY(c->abort());
+    } else {
+      PM_TRY(u);
+    }
     r = be->root();
   }
   out.session = static_cast<uint32_t>(r->session + 1);

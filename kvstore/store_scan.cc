@@ -47,6 +47,7 @@ class OrderedReader {
 
   // Starts at the first key >= from.
   Status seek(std::string_view from) {
+    PM_TRY(s_->stop_.status());
     after_ = from;
     inclusive_ = true;
     index_.clear();
@@ -120,7 +121,6 @@ class OrderedReader {
 
 Status StoreImpl::scan(std::string_view begin, std::string_view end, uint64_t limit,
                        const ScanFn& fn) {
-  PM_TRY(stop_.status());
   OrderedReader r(this, std::string(end));
   PM_TRY(r.seek(begin));
   std::vector<std::pair<std::string, std::string>> batch;

@@ -436,6 +436,21 @@ open(f"{m}/xa/sub2/f2", "w").close()
 assert os.listxattr(f"{m}/xa/sub2/f2") == []
 os.setxattr(f"{m}/xa/sub2/f2", "user.kept", b"across remount")
 PY
+# security.* and trusted.* (root only: CAP_SYS_ADMIN for trusted; labels as
+# rsync -X or a security module would set them), kept across a remount below.
+if [ "$(id -u)" -eq 0 ]; then
+  python3 - "$M" <<'PY' || FAIL "security and trusted extended attributes"
+import os, sys
+m = sys.argv[1]
+open(f"{m}/xa/lab", "w").write("x")
+os.setxattr(f"{m}/xa/lab", "security.pmtest", b"label_t")
+os.setxattr(f"{m}/xa/lab", "trusted.pmtest", b"t")
+assert os.getxattr(f"{m}/xa/lab", "security.pmtest") == b"label_t"
+assert os.getxattr(f"{m}/xa/lab", "trusted.pmtest") == b"t"
+names = os.listxattr(f"{m}/xa/lab")
+assert "security.pmtest" in names and "trusted.pmtest" in names, names
+PY
+fi
 
 # ---------------------------------------------------------------- remount
 umount_fs
@@ -456,6 +471,11 @@ eq "hard links survive remount" \
   "$(stat -c '%h %a' "$M/hl/b" "$M/hl/e/c" "$M/hl/one2" | tr '\n' ' ')$(cat "$M/hl/e/c")" \
   "2 600 2 600 1 644 onetwo"
 [ "$(stat -c %i "$M/hl/b")" = "$(stat -c %i "$M/hl/e/c")" ] || FAIL "linked names share an inode after remount"
+if [ "$(id -u)" -eq 0 ]; then
+  eq "security and trusted attributes survive remount" \
+    "$(python3 -c 'import os,sys; print(os.getxattr(sys.argv[1], "security.pmtest").decode(), os.getxattr(sys.argv[1], "trusted.pmtest").decode())' "$M/xa/lab")" \
+    "label_t t"
+fi
 if [ "$(id -u)" -eq 0 ]; then
   python3 -c "$handle_py"'
 fd, err = open_handle(sys.argv[1], open(sys.argv[2], "rb").read())

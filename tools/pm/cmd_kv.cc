@@ -570,7 +570,9 @@ void add_put_get_del(CLI::App* kv, const Globals& g, std::vector<Command>* out) 
 
 void add_ls_load_stats(CLI::App* kv, const Globals& g, std::vector<Command>* out) {
   auto ls = std::make_shared<LsArgs>();
-  CLI::App* l = kv->add_subcommand("ls", "list keys in byte order, one per line, as they are read");
+  CLI::App* l = kv->add_subcommand(
+      "ls", "list keys in byte order, one per line, as they are read (a read that fails midway "
+            "exits 1 after the keys before it)");
   add_store_args(l, &ls->store);
   l->add_option("--prefix", ls->prefix, "only keys that start with this");
   l->add_option("--start", ls->start, "only keys from this one on (inclusive)");
