@@ -473,14 +473,19 @@ Status OrderedIndex::drop_empty(const std::vector<Step>& path) {
 
 Status OrderedIndex::collect(std::string_view from, bool inclusive, std::string_view end,
                              size_t max, std::vector<std::string>* out) const {
+  return collect(from, inclusive, end, max, [out](std::string_view k) { out->emplace_back(k); });
+}
+
+Status OrderedIndex::collect(std::string_view from, bool inclusive, std::string_view end,
+                             size_t max, const std::function<void(std::string_view)>& fn) const {
   std::shared_lock<std::shared_mutex> l(mu_);
-  std::vector<Step> path;
+  thread_local std::vector<Step> path;
   PM_TRY(descend(from, &path));
   const uint32_t height = root_->height;
   Result<Node> leaf = node(path.back().node, 0);
   if (!leaf.ok()) return leaf.status();
   uint32_t i = leaf->bound(from, !inclusive);
-  const size_t first_out = out->size();
+  std::string_view prev;  // the last key passed to fn (node memory: stable under the lock)
   // Bounded however the nodes point: each step moves a cell forward in a
   // node of the path, keys must keep rising, and no more leaves are visited
   // than the tree has nodes (a damaged tree that leads back, or into one
@@ -491,10 +496,9 @@ Status OrderedIndex::collect(std::string_view from, bool inclusive, std::string_
       std::string_view k = leaf->key(i++);
       if (leaf->bad()) return damaged(leaf->addr(), "a cell out of range");
       if (!end.empty() && k >= end) break;
-      if (out->size() > first_out && k <= out->back()) {
-        return damaged(leaf->addr(), "keys out of order");
-      }
-      out->emplace_back(k);
+      if (got > 0 && k <= prev) return damaged(leaf->addr(), "keys out of order");
+      fn(k);
+      prev = k;
       got++;
       continue;
     }

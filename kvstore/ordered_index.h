@@ -83,6 +83,10 @@ class OrderedIndex {
   // when inclusive) to below `end` (empty: no end).
   Status collect(std::string_view from, bool inclusive, std::string_view end, size_t max,
                  std::vector<std::string>* out) const;
+  // The same, each key to fn (under the index's lock: fn must not call
+  // into the index; the key's bytes are valid during the call only).
+  Status collect(std::string_view from, bool inclusive, std::string_view end, size_t max,
+                 const std::function<void(std::string_view)>& fn) const;
 
   uint64_t keys() const;
   const IndexRoot* root() const { return root_; }

@@ -22,8 +22,8 @@ std::string Store::prefix_end(std::string_view prefix) {
   return end;
 }
 
-Status StoreImpl::read_for_scan(std::string_view key, std::string* value, bool* found) {
-  const uint64_t h = hash_key(key);
+Status StoreImpl::read_for_scan(std::string_view key, uint64_t h, std::string* value,
+                                bool* found) {
   bool tomb = false;
   {
     Reclaimer::Guard g;
@@ -59,28 +59,48 @@ class OrderedReader {
     return Status();
   }
 
-  // Appends up to max pairs past the last one returned; fewer at the end.
-  Status next_batch(size_t max, std::vector<std::pair<std::string, std::string>>* out) {
-    std::string value;
-    for (size_t got = 0; got < max;) {
-      if (next_index_ == index_.size() && !index_done_) PM_TRY(refill(std::max<size_t>(max, 64)));
-      while (next_pending_ < pending_.size() && !after(pending_[next_pending_])) next_pending_++;
-      const std::string* k = nullptr;
-      if (next_index_ < index_.size()) k = &index_[next_index_];
-      if (next_pending_ < pending_.size() && (k == nullptr || pending_[next_pending_] < *k)) {
-        k = &pending_[next_pending_];
+  // The next pairs past the last one returned, into (*out)[0, *n): up to
+  // max, fewer at the end. The strings of *out are reused.
+  Status next_batch(size_t max, std::vector<std::pair<std::string, std::string>>* out,
+                    size_t* n) {
+    *n = 0;
+    if (out->size() < max) out->resize(max);
+    while (*n < max) {
+      // The next keys in order, then their frontend buckets prefetched
+      // together: the keys of a range are scattered over the hash table,
+      // and one miss at a time cost most of a scan.
+      size_t c = 0;
+      for (; c < max - *n; c++) {
+        if (next_index_ == index_.size() && !index_done_) PM_TRY(refill(std::max<size_t>(max, 64)));
+        while (next_pending_ < pending_.size() && !after(pending_[next_pending_])) next_pending_++;
+        const std::string* k = nullptr;
+        if (next_index_ < index_.size()) k = &index_[next_index_];
+        if (next_pending_ < pending_.size() && (k == nullptr || pending_[next_pending_] < *k)) {
+          k = &pending_[next_pending_];
+        }
+        if (k == nullptr) break;
+        if (keys_.size() <= c) keys_.resize(c + 1);
+        keys_[c].assign(*k);
+        if (next_index_ < index_.size() && index_[next_index_] == keys_[c]) next_index_++;
+        if (next_pending_ < pending_.size() && pending_[next_pending_] == keys_[c]) next_pending_++;
+        after_ = keys_[c];
+        inclusive_ = false;
       }
-      if (k == nullptr) break;
-      const std::string key = *k;
-      if (next_index_ < index_.size() && index_[next_index_] == key) next_index_++;
-      if (next_pending_ < pending_.size() && pending_[next_pending_] == key) next_pending_++;
-      after_ = key;
-      inclusive_ = false;
-      bool found = false;
-      PM_TRY(s_->read_for_scan(key, &value, &found));
-      if (!found) continue;
-      out->emplace_back(key, std::move(value));
-      got++;
+      if (c == 0) break;
+      hashes_.resize(c);
+      {
+        Reclaimer::Guard g;  // the frontend's table may be retired meanwhile
+        for (size_t i = 0; i < c; i++) s_->fe_.prefetch(hashes_[i] = hash_key(keys_[i]));
+        for (size_t i = 0; i < c; i++) s_->fe_.prefetch_item(hashes_[i]);
+      }
+      for (size_t i = 0; i < c; i++) {
+        auto& [key, value] = (*out)[*n];
+        bool found = false;
+        PM_TRY(s_->read_for_scan(keys_[i], hashes_[i], &value, &found));
+        if (!found) continue;
+        key.assign(keys_[i]);
+        ++*n;
+      }
     }
     return Status();
   }
@@ -88,11 +108,16 @@ class OrderedReader {
  private:
   bool after(const std::string& k) const { return inclusive_ ? k >= after_ : k > after_; }
 
+  // The next n keys of the index, into index_ (its strings reused).
   Status refill(size_t n) {
-    index_.clear();
+    size_t got = 0;
+    PM_TRY(s_->be_->index()->collect(after_, inclusive_, end_, n, [&](std::string_view k) {
+      if (index_.size() <= got) index_.emplace_back();
+      index_[got++].assign(k);
+    }));
+    index_.resize(got);  // (shrinks only at the end of the range)
     next_index_ = 0;
-    PM_TRY(s_->be_->index()->collect(after_, inclusive_, end_, n, &index_));
-    index_done_ = index_.size() < n;
+    index_done_ = got < n;
     return Status();
   }
 
@@ -117,6 +142,8 @@ class OrderedReader {
   bool index_done_ = false;
   std::vector<std::string> pending_;  // keys of records not yet applied
   size_t next_pending_ = 0;
+  std::vector<std::string> keys_;  // the keys being read (strings reused)
+  std::vector<uint64_t> hashes_;
 };
 
 Status StoreImpl::scan(std::string_view begin, std::string_view end, uint64_t limit,
@@ -125,14 +152,14 @@ Status StoreImpl::scan(std::string_view begin, std::string_view end, uint64_t li
   PM_TRY(r.seek(begin));
   std::vector<std::pair<std::string, std::string>> batch;
   for (uint64_t seen = 0;;) {
-    batch.clear();
     const uint64_t want = limit == 0 ? 256 : std::min<uint64_t>(256, limit - seen);
-    PM_TRY(r.next_batch(want, &batch));
-    for (const auto& [k, v] : batch) {
-      if (!fn(k, v)) return Status();
+    size_t n = 0;
+    PM_TRY(r.next_batch(want, &batch, &n));
+    for (size_t i = 0; i < n; i++) {
+      if (!fn(batch[i].first, batch[i].second)) return Status();
     }
-    seen += batch.size();
-    if (batch.size() < want || (limit != 0 && seen >= limit)) return Status();
+    seen += n;
+    if (n < want || (limit != 0 && seen >= limit)) return Status();
   }
 }
 
@@ -143,15 +170,15 @@ class StoreIterator final : public Store::Iterator {
   StoreIterator(StoreImpl* s, std::string end) : r_(s, std::move(end)) {}
 
   void seek(std::string_view key) override {
-    batch_.clear();
+    n_ = 0;
     pos_ = 0;
     done_ = false;
     status_ = r_.seek(key);
     fill();
   }
-  bool valid() const override { return status_.ok() && pos_ < batch_.size(); }
+  bool valid() const override { return status_.ok() && pos_ < n_; }
   void next() override {
-    if (++pos_ == batch_.size()) fill();
+    if (++pos_ == n_) fill();
   }
   std::string_view key() const override { return batch_[pos_].first; }
   std::string_view value() const override { return batch_[pos_].second; }
@@ -160,15 +187,16 @@ class StoreIterator final : public Store::Iterator {
  private:
   static constexpr size_t kBatch = 128;
   void fill() {
-    batch_.clear();
+    n_ = 0;
     pos_ = 0;
     if (!status_.ok() || done_) return;
-    status_ = r_.next_batch(kBatch, &batch_);
-    done_ = batch_.size() < kBatch;
+    status_ = r_.next_batch(kBatch, &batch_, &n_);
+    done_ = n_ < kBatch;
   }
 
   OrderedReader r_;
-  std::vector<std::pair<std::string, std::string>> batch_;
+  std::vector<std::pair<std::string, std::string>> batch_;  // [0, n_) read
+  size_t n_ = 0;
   size_t pos_ = 0;
   bool done_ = true;
   Status status_ = Status::invalid_argument("iterator: seek() before reading");
