@@ -5,6 +5,7 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "kvstore/planted_bugs.h"
 
 namespace kv {
 
@@ -389,6 +390,10 @@ Status OrderedIndex::insert_split(std::vector<Step>& path, std::string_view key,
     carry_child = right;
     pos = d > 0 ? path[d - 1].child + 1 : 0;
     set(&root_->nodes, root_->nodes + 1);
+    if (g_kv_planted_bugs.index_split_drops_separator) {
+      placed = true;  // the new right node is never linked
+      break;
+    }
   }
   if (!placed) {  // the root split: a new root above it
     if (spare.empty()) return damaged(root_->root, "it splits past what its counts allowed");

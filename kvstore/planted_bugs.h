@@ -35,6 +35,10 @@ struct KvPlantedBugs {
   // a put of a removed key (its ghost in the table) leaves it out of the
   // ordered index: scans miss a live key (Backend::apply_put).
   bool index_misses_revived_key = false;
+  // a split of the ordered index never links its new right node (its keys
+  // vanish from scans): caught only by a workload with enough keys to
+  // split (kvstore_wide).
+  bool index_split_drops_separator = false;
   // The version tree (version_tree.cc):
   bool tree_split_in_place = false;         // a split rewrites the full node in place
   bool tree_commit_before_persist = false;  // the version store precedes the node writes' drain

@@ -114,7 +114,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"kvstore_concurrent_async_msync", make_kv_concurrent_async_workload,
                            UnitMode::kMsyncPages, 50},
                       Case{"kvstore_full_pmem", make_kv_full_workload, UnitMode::kPmemLines, 100},
-                      Case{"kvstore_full_msync", make_kv_full_workload, UnitMode::kMsyncPages, 80}),
+                      Case{"kvstore_full_msync", make_kv_full_workload, UnitMode::kMsyncPages, 80},
+                      Case{"kvstore_wide_pmem", make_kv_wide_workload, UnitMode::kPmemLines, 40}),
     [](const auto& info) { return std::string(info.param.name); });
 
 INSTANTIATE_TEST_SUITE_P(
@@ -316,6 +317,8 @@ const Planted kPlanted[] = {
     // session's scans and the digests of recovered stores both read so).
     {"kv_index_misses_revived_key", &kv::g_kv_planted_bugs.index_misses_revived_key,
      once(make_kv_workload, UnitMode::kPmemLines, 2000)},
+    {"kv_index_split_drops_separator", &kv::g_kv_planted_bugs.index_split_drops_separator,
+     once(make_kv_wide_workload, UnitMode::kPmemLines, 40)},
     {"kv_no_session_check", &kv::g_kv_planted_bugs.no_session_check,
      chains(make_kv_uniform_async_workload, UnitMode::kMsyncPages, 30)},
     {"fuse_rename_copies_first", &pmfs::g_fuse_planted_bugs.rename_copies_first,

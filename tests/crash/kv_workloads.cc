@@ -37,7 +37,20 @@ enum class Shape {
   kConcurrent,  // rounds of actors under the scheduler
   kUniform,     // puts of one record size, synced now and then (kAsync)
   kFull,        // a backend that cannot grow: it fills, then space is freed
+  kWide,        // transactions over runs of 500 ordered keys
 };
+
+// The wide workload: enough live keys that the ordered index splits its
+// leaves and its root, then drops emptied leaves and collapses its root
+// again (keys of 28 bytes: about 120 fill a 4 KiB leaf). Transactions put
+// runs of up to 80 consecutive keys, or remove runs of up to 300 (a
+// transaction fits one log record); phases of kWidePhaseSteps steps
+// alternate between mostly putting and mostly removing, so that the tree
+// grows and shrinks again.
+constexpr int kWideKeys = 500;
+constexpr int kWidePutRun = 80;
+constexpr int kWideRemoveRun = 300;
+constexpr uint64_t kWidePhaseSteps = 15;
 
 // The full backend: a file that may hardly grow (SimPersist::set_file_limit),
 // filled at setup with values of 1-2 KiB until this much of the heap is
@@ -66,6 +79,7 @@ class KvWorkload final : public Workload {
         concurrent_(shape == Shape::kConcurrent),
         uniform_(shape == Shape::kUniform),
         full_(shape == Shape::kFull),
+        wide_(shape == Shape::kWide),
         options_(crash_store_options()) {
     if (async) options_.durability = kv::Durability::kAsync;
     // The concurrent rounds run with the smallest DRAM budget: each epoch
@@ -79,7 +93,8 @@ class KvWorkload final : public Workload {
 
   std::string name() const override {
     return std::string("kvstore") + (concurrent_ ? "_concurrent" : "") +
-           (uniform_ ? "_uniform" : "") + (full_ ? "_full" : "") + (async_ ? "_async" : "");
+           (uniform_ ? "_uniform" : "") + (full_ ? "_full" : "") + (wide_ ? "_wide" : "") +
+           (async_ ? "_async" : "");
   }
   Options options() const override { return kv::container_options(options_); }
   uint64_t schedules() const override { return schedules_; }
@@ -355,8 +370,14 @@ class KvWorkload final : public Workload {
   }
 
   std::string key(std::mt19937_64& rng) {
+    if (wide_) return wide_key(static_cast<int>(rng() % kWideKeys));
     const int keys = concurrent_ ? kConcurrentKeys : full_ ? kFullKeys : kKeys;
     return "key" + std::to_string(rng() % keys);
+  }
+  static std::string wide_key(int i) {
+    char k[32];
+    std::snprintf(k, sizeof k, "w%05d......................", i);  // 28 bytes
+    return k;
   }
 
   // Values of a few sizes (so that records of later sessions line up with
@@ -450,6 +471,7 @@ class KvWorkload final : public Workload {
   std::function<void()> sequential_actor(std::mt19937_64& rng) {
     const int kind = static_cast<int>(rng() % 20);
     if (full_) return full_actor(rng, kind);
+    if (wide_) return wide_actor(rng, kind);
     if (kind < 15 && uniform_) {
       // Every record the same size: records of a later session line up
       // with stale ones an earlier session left beyond a torn record. Syncs
@@ -472,6 +494,37 @@ class KvWorkload final : public Workload {
       };
     }
     if (kind < 19) return glean_actor(rng() % 6, rng() % 2 == 0);
+    return checkpoint_actor();
+  }
+
+  // The wide workload: runs of puts and of removes, in one transaction
+  // each (puts mostly while growing, removes mostly while shrinking);
+  // single updates; gleaning, with an epoch or not; checkpoints.
+  std::function<void()> wide_actor(std::mt19937_64& rng, int kind) {
+    if (kind < 13) {
+      const bool growing = (steps_ / kWidePhaseSteps) % 2 == 0;
+      const bool puts = growing ? kind < 9 : kind < 4;
+      const int first = static_cast<int>(rng() % kWideKeys);
+      const int n = 1 + static_cast<int>(rng() % (puts ? kWidePutRun : kWideRemoveRun));
+      std::vector<KvModel::Change> changes;
+      for (int i = first; i < std::min(first + n, kWideKeys); i++) {
+        if (puts) {
+          changes.push_back({wide_key(i), std::to_string(++values_)});
+        } else {
+          changes.push_back({wide_key(i), std::nullopt});
+        }
+      }
+      return [this, changes] {
+        auto t = store_->begin();
+        for (const KvModel::Change& c : changes) {
+          Status s = c.value ? t->put(c.key, *c.value) : t->remove(c.key);
+          if (!s.ok()) return note(s);
+        }
+        run_update(changes, [&] { return t->commit(); }, false);
+      };
+    }
+    if (kind < 15) return update_actor(rng);
+    if (kind < 19) return glean_actor(1 + rng() % 4, rng() % 2 == 0);
     return checkpoint_actor();
   }
 
@@ -524,7 +577,7 @@ class KvWorkload final : public Workload {
     }
   }
 
-  const bool async_, concurrent_, uniform_, full_;
+  const bool async_, concurrent_, uniform_, full_, wide_;
   kv::StoreOptions options_;
   Container* live_ = nullptr;
   uint64_t live_generation_ = 0;
@@ -558,6 +611,9 @@ std::unique_ptr<Workload> make_kv_uniform_async_workload() {
 }
 std::unique_ptr<Workload> make_kv_full_workload() {
   return std::make_unique<KvWorkload>(false, Shape::kFull);
+}
+std::unique_ptr<Workload> make_kv_wide_workload() {
+  return std::make_unique<KvWorkload>(false, Shape::kWide);
 }
 
 }  // namespace pm::crash

@@ -39,6 +39,11 @@ std::unique_ptr<Workload> make_kv_uniform_async_workload();
 // acknowledged update must survive all of it.
 std::unique_ptr<Workload> make_kv_full_workload();
 
+// Transactions over runs of up to 40 of 1,500 ordered keys (kSync, one
+// update at a time): the store's ordered index splits leaves and its root
+// and drops emptied leaves and its root again, under every crash.
+std::unique_ptr<Workload> make_kv_wide_workload();
+
 // The small store the crash workloads run on: two 64 KiB logs, gleaning
 // driven by the workload (deterministic), kSync.
 kv::StoreOptions crash_store_options();
