@@ -30,11 +30,11 @@ bool env_is(const char* name) {
 }
 
 // PM_CRASH_LONG=1 multiplies the work by 10 (release checks); PM_CRASH_QUICK=1
-// divides it by 8 (sanitizer builds: they run everything several times
+// divides it by 16 (sanitizer builds: they run everything several times
 // slower and look for memory errors, not for rare states).
 int scaled(int n) {
   if (env_is("PM_CRASH_LONG")) return n * 10;
-  if (env_is("PM_CRASH_QUICK")) return std::max(1, n / 8);
+  if (env_is("PM_CRASH_QUICK")) return std::max(1, n / 16);
   return n;
 }
 
@@ -143,7 +143,7 @@ TEST_P(SessionChainTest, EverySessionRecoversWhatThePreviousOneAcknowledged) {
   const Case& k = GetParam();
   // Quick runs: one chain of three shorter sessions.
   const bool quick = env_is("PM_CRASH_QUICK");
-  const HarnessOptions o = harness(k.mode, quick ? std::max(4, k.steps / 3) : k.steps, 11);
+  const HarnessOptions o = harness(k.mode, quick ? std::max(4, k.steps / 6) : k.steps, 11);
   const int chains = quick ? 1 : scaled(2), sessions = quick ? 3 : 4;
   Counts c = timed(k.name, [&] { return run_session_chains(k.make, o, chains, sessions); });
   EXPECT_EQ(c.failures, 0u);

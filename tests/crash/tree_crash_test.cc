@@ -39,7 +39,7 @@ bool env_is(const char* name) {
 }
 int scaled(int n) {
   if (env_is("PM_CRASH_LONG")) return n * 10;
-  if (env_is("PM_CRASH_QUICK")) return std::max(1, n / 8);
+  if (env_is("PM_CRASH_QUICK")) return std::max(1, n / 16);
   return n;
 }
 
