@@ -499,11 +499,13 @@ class KvWorkload final : public Workload {
 
   // The wide workload: runs of puts and of removes, in one transaction
   // each (puts mostly while growing, removes mostly while shrinking);
-  // single updates; gleaning, with an epoch or not; checkpoints.
+  // single updates; gleaning in two steps of five, with an epoch or not
+  // (with fewer, a key was put and removed within the logs and the index
+  // never grew or shrank); checkpoints.
   std::function<void()> wide_actor(std::mt19937_64& rng, int kind) {
-    if (kind < 13) {
+    if (kind < 10) {
       const bool growing = (steps_ / kWidePhaseSteps) % 2 == 0;
-      const bool puts = growing ? kind < 9 : kind < 4;
+      const bool puts = growing ? kind < 8 : kind < 2;
       const int first = static_cast<int>(rng() % kWideKeys);
       const int n = 1 + static_cast<int>(rng() % (puts ? kWidePutRun : kWideRemoveRun));
       std::vector<KvModel::Change> changes;
@@ -523,7 +525,7 @@ class KvWorkload final : public Workload {
         run_update(changes, [&] { return t->commit(); }, false);
       };
     }
-    if (kind < 15) return update_actor(rng);
+    if (kind < 11) return update_actor(rng);
     if (kind < 19) return glean_actor(1 + rng() % 4, rng() % 2 == 0);
     return checkpoint_actor();
   }
