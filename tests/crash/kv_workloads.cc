@@ -425,6 +425,11 @@ class KvWorkload final : public Workload {
         changes.push_back({key(rng), value(rng, 500)});
       }
     }
+    return transaction_actor(std::move(changes));
+  }
+
+  // The changes in one transaction, acknowledged at its commit.
+  std::function<void()> transaction_actor(std::vector<KvModel::Change> changes) {
     return [this, changes] {
       auto t = store_->begin();
       for (const KvModel::Change& c : changes) {
@@ -516,14 +521,7 @@ class KvWorkload final : public Workload {
           changes.push_back({wide_key(i), std::nullopt});
         }
       }
-      return [this, changes] {
-        auto t = store_->begin();
-        for (const KvModel::Change& c : changes) {
-          Status s = c.value ? t->put(c.key, *c.value) : t->remove(c.key);
-          if (!s.ok()) return note(s);
-        }
-        run_update(changes, [&] { return t->commit(); }, false);
-      };
+      return transaction_actor(std::move(changes));
     }
     if (kind < 11) return update_actor(rng);
     if (kind < 19) return glean_actor(1 + rng() % 4, rng() % 2 == 0);
