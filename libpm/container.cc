@@ -131,12 +131,27 @@ class ContainerImpl final : public Container {
   Status commit_locked();
   // Rewrites the pending header of the last (fully applied) commit as applied.
   Status mark_applied() {
+    PM_TRY(drain_deferred());
     JournalHeader h;
-    std::memcpy(&h, persist_->view() + kJournalHeaderOffset, sizeof h);
-    PM_TRY(mark_journal_applied(*persist_, h));
+    std::memcpy(&h, persist_->view() + journal_slot_offset(seq_.load(), slots()), sizeof h);
+    PM_TRY(mark_journal_applied(*persist_, h, slots()));
     journal_pending_ = false;
     journal_state_ = JournalState::kApplied;
     return Status();
+  }
+  // Journal header slots (journal.h): two from format version 4.
+  int slots() const { return sb_.version >= 4 ? 2 : 1; }
+  // Makes a deferred write-back (journal.h) durable; a failure breaks the
+  // container, since that commit is then durable only in its journal.
+  Status drain_deferred();
+  // Where the journal of `runs` goes: past everything mapped, and off the
+  // body of a deferred write-back (journal.h, rule 2).
+  uint64_t place_body(const std::vector<Run>& runs) const;
+  // Breaks the container (see commit() in the public header): `s` is its error.
+  Status break_with(Status s) {
+    failed_ = std::move(s);
+    broken_.store(true, std::memory_order_release);
+    return failed_;
   }
   void remember_committed(const std::vector<PageRun>& pages);
   void find_escapes(bool foreign_writer, CheckReport* r) const;
@@ -183,6 +198,11 @@ class ContainerImpl final : public Container {
   std::atomic<uint64_t> private_pages_{0};  // their count (overlaps counted twice until merged)
   std::vector<PageRun> dirty_scratch_;
   std::vector<Run> runs_scratch_;
+  // Under persist_mu_: the last commit's write-back waits for the next
+  // commit's drain (journal.h); where that commit's journal body lies.
+  bool deferred_ = false;
+  uint64_t deferred_body_off_ = 0;
+  uint64_t deferred_body_len_ = 0;
 };
 
 ContainerImpl::~ContainerImpl() {
@@ -337,8 +357,14 @@ Status ContainerImpl::init_existing(const PersistOpener& opener) {
 }
 
 Status ContainerImpl::recover() {
-  JournalStatus js = read_journal(*persist_, heap_off_);
-  seq_ = js.header.seq;
+  if (slots() == 2 && !options_.read_only && !g_planted_bugs.open_skips_slot_sync) {
+    // Rule 3 (journal.h): the slots as read here (the page cache, after a
+    // kill) become what the disk holds before any body is placed by them.
+    persist_->flush(kJournalHeaderOffset, 2 * sizeof(JournalHeader));
+    PM_TRY(persist_->drain().with_context("recovery"));
+  }
+  JournalStatus js = read_journal(*persist_, heap_off_, slots());
+  seq_ = js.last_seq;
   journal_state_ = js.state;
   if (js.state == JournalState::kTorn) {
     log(LogLevel::kWarn, "ignored the torn journal of commit " + std::to_string(js.header.seq) +
@@ -346,6 +372,7 @@ Status ContainerImpl::recover() {
     return Status();
   }
   if (js.state != JournalState::kPending) return Status();
+  if (!js.why.empty()) log(LogLevel::kWarn, "ignored the journal of " + js.why);
   if (options_.read_only) {
     return Status::read_only("the last session ended inside commit " +
                              std::to_string(js.header.seq) +
@@ -353,7 +380,10 @@ Status ContainerImpl::recover() {
                              "access once");
   }
   auto t0 = std::chrono::steady_clock::now();
-  PM_TRY(replay_journal(*persist_, js.header, heap_off_).with_context("recovery"));
+  if (js.has_previous) {
+    PM_TRY(replay_journal(*persist_, js.previous, heap_off_, slots()).with_context("recovery"));
+  }
+  PM_TRY(replay_journal(*persist_, js.header, heap_off_, slots()).with_context("recovery"));
   journal_state_ = JournalState::kApplied;
   auto us =
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
@@ -494,21 +524,31 @@ Status ContainerImpl::commit_locked() {
   }
   if (!runs.empty()) {
     if (g_planted_bugs.home_before_journal) PM_TRY(apply_runs(*persist_, work, runs, heap_off_));
-    // The body goes past everything mapped, where no heap page lives.
+    const uint64_t body_at = place_body(runs);
     Status s;
     {
       // Growing the file remaps the view that raw-region writers use.
       std::lock_guard<ViewLock> v(view_mu_);
-      s = grow_for_journal(*persist_, heap_off_ + mapped, runs);
+      s = grow_for_journal(*persist_, body_at, runs);
     }
-    bool in_doubt = false;
-    if (s.ok()) s = write_journal(*persist_, seq_.load() + 1, heap_off_ + mapped, work, runs, &in_doubt);
+    bool in_doubt = false, drained = false;
+    if (s.ok()) {
+      s = write_journal(*persist_, seq_.load() + 1, body_at, work, runs, &in_doubt, slots(),
+                        deferred_ ? kJournalFollowsDeferred : 0);
+      drained = true;
+    }
     if (in_doubt) {
-      failed_ = s.with_context(
+      return break_with(s.with_context(
           "commit failed and its journal could not be taken back: whether the file holds "
-          "this commit is known only after the container is reopened");
-      broken_.store(true, std::memory_order_release);
-      return failed_;
+          "this commit is known only after the container is reopened"));
+    }
+    if (!s.ok() && drained && deferred_) {
+      // The failed drain was also the deferred write-back's, and Linux
+      // forgets pages whose write-back failed: that commit is now durable
+      // only in its journal.
+      return break_with(s.with_context(
+          "commit failed (nothing of it applied) and so may writing the previous commit home, "
+          "which is durable in the journal; reopen the container to finish it"));
     }
     if (!s.ok()) {
       (void)tracker_->redirty(pages);
@@ -517,14 +557,18 @@ Status ContainerImpl::commit_locked() {
     seq_++;
     journal_pending_ = true;
     journal_state_ = JournalState::kPending;
-    s = apply_runs(*persist_, work, runs, heap_off_);
+    // The commit point's drain made a deferred write-back durable. This one
+    // waits in turn off pmem (where a drain is a device flush) in two-slot
+    // files; on pmem a drain is a fence, and waiting would save nothing.
+    deferred_ = !is_pmem_ && slots() == 2;
+    s = apply_runs(*persist_, work, runs, heap_off_, /*drain=*/!deferred_);
     if (!s.ok()) {
-      failed_ = s.with_context(
+      return break_with(s.with_context(
           "commit is durable in the journal but writing it back failed; reopen the "
-          "container to finish it");
-      broken_.store(true, std::memory_order_release);
-      return failed_;
+          "container to finish it"));
     }
+    deferred_body_off_ = body_at;
+    deferred_body_len_ = journal_body_size(runs);
   }
   if (options_.release_after_commit) {
     for (const PageRun& r : pages) {
@@ -534,6 +578,34 @@ Status ContainerImpl::commit_locked() {
     remember_committed(pages);
   }
   return Status();
+}
+
+Status ContainerImpl::drain_deferred() {
+  if (!deferred_) return Status();
+  Status s = persist_->drain();
+  if (!s.ok()) {
+    return break_with(s.with_context(
+        "writing the last commit home failed; it is durable in the journal: reopen the "
+        "container to finish it"));
+  }
+  deferred_ = false;
+  return Status();
+}
+
+uint64_t ContainerImpl::place_body(const std::vector<Run>& runs) const {
+  // The body goes past everything mapped, where no heap page lives.
+  const uint64_t at = heap_off_ + mapped_.load();
+  if (!deferred_ || g_planted_bugs.body_over_deferred_body) return at;
+  // The deferred body lies at `at` or above it (the heap grows only after
+  // drain_deferred): the new body goes below it when there is room, else
+  // right after it. (Never a drain and then `at`: that would overwrite the
+  // body of the newest commit while the header before it is pending and
+  // sound, and a crash then would replay that older commit alone.) So
+  // bodies alternate between `at` and above, and the journal's room stays
+  // within about twice the largest body.
+  const uint64_t len = journal_body_size(runs);
+  if (at + len <= deferred_body_off_) return at;
+  return (deferred_body_off_ + deferred_body_len_ + kPage - 1) & ~(kPage - 1);
 }
 
 void ContainerImpl::remember_committed(const std::vector<PageRun>& pages) {

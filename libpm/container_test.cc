@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "libpm/container_impl.h"
+#include "libpm/journal.h"
 #include "libpm/sync_point.h"
 #include "libpm/superblock.h"
 #include "testutil/container_util.h"
@@ -882,6 +883,54 @@ Options read_only() {
   Options o;
   o.read_only = true;
   return o;
+}
+
+// ---- journal header slots (libpm/journal.h) --------------------------------
+
+uint64_t header_seq(const std::string& bytes, uint64_t slot) {
+  JournalHeader h;
+  std::memcpy(&h, bytes.data() + slot, sizeof h);
+  return h.magic == kJournalMagic ? h.seq : 0;
+}
+
+TEST_F(ContainerTest, CommitsAlternateBetweenTwoJournalSlots) {
+  auto c = must(Container::create(path_, small()));
+  ASSERT_TRUE(c->set_root(push(*c, nullptr, 1)).ok());
+  ASSERT_TRUE(c->commit().ok());
+  put(*c, &c->root<Node>()->value, uint64_t{2});
+  ASSERT_TRUE(c->commit().ok());
+  const std::string f = file_bytes(path_);
+  const uint64_t a = header_seq(f, kJournalHeaderOffset), b = header_seq(f, kJournalSlot1Offset);
+  EXPECT_EQ(std::max(a, b), c->info().commits);
+  EXPECT_EQ(std::min(a, b) + 1, std::max(a, b));
+}
+
+TEST_F(ContainerTest, VersionThreeFilesKeepOneJournalSlot) {
+  {
+    auto c = must(Container::create(path_, small()));
+    ASSERT_TRUE(c->set_root(push(*c, nullptr, 1)).ok());
+    ASSERT_TRUE(c->commit().ok());
+  }
+  Superblock sb;
+  int fd = ::open(path_.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pread(fd, &sb, sizeof sb, 0), ssize_t{sizeof sb});
+  sb.version = 3;
+  sb.checksum = superblock_checksum(sb);
+  ASSERT_EQ(::pwrite(fd, &sb, sizeof sb, 0), ssize_t{sizeof sb});
+  ::close(fd);
+  const std::string slot1 = file_bytes(path_).substr(kJournalSlot1Offset, 64);
+  for (uint64_t v = 2; v < 6; v++) {
+    auto c = must(Container::open(path_));
+    put(*c, &c->root<Node>()->value, v);
+    ASSERT_TRUE(c->commit().ok());
+  }
+  const std::string f = file_bytes(path_);
+  EXPECT_EQ(f.substr(kJournalSlot1Offset, 64), slot1);  // a version-3 build reads slot 0 only
+  std::memcpy(&sb, f.data(), sizeof sb);
+  EXPECT_EQ(sb.version, 3u);
+  auto c = must(Container::open(path_));
+  EXPECT_EQ(c->root<Node>()->value, 5u);
 }
 
 TEST_F(ContainerTest, ReadOnlyOpenReadsEverythingAndChangesNothing) {

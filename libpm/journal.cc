@@ -19,11 +19,6 @@ namespace {
 
 uint64_t header_checksum(const JournalHeader& h) { return journal_header_checksum(h); }
 
-uint64_t body_size(const std::vector<Run>& runs) {
-  uint64_t n = 0;
-  for (const Run& r : runs) n += sizeof(JournalEntry) + r.len;
-  return n;
-}
 
 // True if the 64-byte lines differ; compiled to a few vector compares.
 inline bool line_differs(const std::byte* a, const std::byte* b) {
@@ -35,9 +30,9 @@ inline bool line_differs(const std::byte* a, const std::byte* b) {
   return d != 0;
 }
 
-Status write_header(Persist& p, JournalHeader h) {
+Status write_header(Persist& p, JournalHeader h, int slots) {
   h.checksum = header_checksum(h);
-  p.write_flushed(kJournalHeaderOffset, &h, sizeof h);
+  p.write_flushed(journal_slot_offset(h.seq, slots), &h, sizeof h);
   return p.drain();
 }
 
@@ -85,12 +80,16 @@ const char* journal_state_name(JournalState s) {
   return "unknown";
 }
 
-JournalStatus read_journal(const Persist& p, uint64_t heap_offset) {
+namespace {
+
+// One header slot: kEmpty, kApplied, kPending or kTorn.
+JournalStatus read_slot(const Persist& p, uint64_t slot_offset, uint64_t heap_offset) {
   JournalStatus js;
-  if (p.size() < kJournalHeaderOffset + sizeof(JournalHeader)) return js;
-  std::memcpy(&js.header, p.view() + kJournalHeaderOffset, sizeof js.header);
+  if (p.size() < slot_offset + sizeof(JournalHeader)) return js;
+  std::memcpy(&js.header, p.view() + slot_offset, sizeof js.header);
   const JournalHeader& h = js.header;
   if (h.magic != kJournalMagic || header_checksum(h) != h.checksum) return js;
+  js.last_seq = h.seq;
   if (h.state == static_cast<uint32_t>(JournalState::kApplied)) js.state = JournalState::kApplied;
   if (h.state == static_cast<uint32_t>(JournalState::kPending)) {
     js.why = check_body(p, h, heap_offset);
@@ -98,6 +97,37 @@ JournalStatus read_journal(const Persist& p, uint64_t heap_offset) {
                                                                     : JournalState::kTorn;
   }
   return js;
+}
+
+}  // namespace
+
+JournalStatus read_journal(const Persist& p, uint64_t heap_offset, int slots) {
+  JournalStatus a = read_slot(p, kJournalHeaderOffset, heap_offset);
+  if (slots == 1) return a;
+  JournalStatus b = read_slot(p, kJournalSlot1Offset, heap_offset);
+  if (b.state == JournalState::kEmpty) return a;
+  if (a.state != JournalState::kEmpty && a.header.seq > b.header.seq) std::swap(a, b);
+  if (a.state == JournalState::kEmpty) return b;
+  // b is the newest; a the one before it. Rule 3 (journal.h).
+  const bool a_replays = a.state == JournalState::kPending && a.header.seq + 1 == b.header.seq &&
+                         (b.header.flags & kJournalFollowsDeferred) != 0 &&
+                         !g_planted_bugs.replay_newest_slot_only;
+  if (b.state == JournalState::kPending && a_replays) {
+    b.has_previous = true;
+    b.previous = a.header;
+  } else if (b.state == JournalState::kTorn && a_replays) {
+    a.why = "commit " + std::to_string(b.header.seq) + "'s journal is torn (" + b.why +
+            ") and never completed";
+    a.last_seq = b.last_seq;
+    return a;
+  }
+  return b;
+}
+
+uint64_t journal_body_size(const std::vector<Run>& runs) {
+  uint64_t n = 0;
+  for (const Run& r : runs) n += sizeof(JournalEntry) + r.len;
+  return n;
 }
 
 void diff_lines(const std::byte* work, const std::byte* home, uint64_t off, uint64_t len,
@@ -114,7 +144,7 @@ void diff_lines(const std::byte* work, const std::byte* home, uint64_t off, uint
 }
 
 Status grow_for_journal(Persist& p, uint64_t body_offset, const std::vector<Run>& runs) {
-  uint64_t need = body_offset + body_size(runs);
+  uint64_t need = body_offset + journal_body_size(runs);
   if (p.size() >= need) return Status();
   // Round up so that a series of growing commits resizes rarely.
   uint64_t grow = (need + (1ull << 20) - 1) & ~((1ull << 20) - 1);
@@ -122,10 +152,11 @@ Status grow_for_journal(Persist& p, uint64_t body_offset, const std::vector<Run>
 }
 
 Status write_journal(Persist& p, uint64_t seq, uint64_t body_offset, const std::byte* work,
-                     const std::vector<Run>& runs, bool* in_doubt) {
+                     const std::vector<Run>& runs, bool* in_doubt, int slots, uint64_t flags) {
+  const uint64_t slot = journal_slot_offset(seq, g_planted_bugs.one_slot_for_all ? 1 : slots);
   JournalHeader prev;
-  std::memcpy(&prev, p.view() + kJournalHeaderOffset, sizeof prev);
-  uint64_t len = body_size(runs);
+  std::memcpy(&prev, p.view() + slot, sizeof prev);
+  uint64_t len = journal_body_size(runs);
   PM_TRY(grow_for_journal(p, body_offset, runs));
   uint64_t at = body_offset;
   for (const Run& r : runs) {
@@ -147,37 +178,38 @@ Status write_journal(Persist& p, uint64_t seq, uint64_t body_offset, const std::
   h.body_checksum = XXH3_64bits_withSeed(p.view() + body_offset, len, seq);
   h.state = static_cast<uint32_t>(JournalState::kPending);
   h.entries = static_cast<uint32_t>(runs.size());
+  h.flags = flags;
   h.checksum = header_checksum(h);
   p.kill_point("journal.body_written");
-  p.write_flushed(kJournalHeaderOffset, &h, sizeof h);
+  p.write_flushed(slot, &h, sizeof h);
   // The commit point: body and header become durable together. A crash
   // before the drain completes leaves a header or body that fails its checksum.
   if (g_planted_bugs.skip_journal_drain) return Status();
   Status s = p.drain();
   if (s.ok() || g_planted_bugs.keep_header_after_failed_drain) return s;
-  p.write_flushed(kJournalHeaderOffset, &prev, sizeof prev);
+  p.write_flushed(slot, &prev, sizeof prev);
   if (!p.drain().ok() && in_doubt != nullptr) *in_doubt = true;
   return s;
 }
 
 Status apply_runs(Persist& p, const std::byte* work, const std::vector<Run>& runs,
-                  uint64_t heap_offset) {
+                  uint64_t heap_offset, bool drain) {
   for (const Run& r : runs) {
     p.write_flushed(heap_offset + r.off, work + r.off, r.len);
   }
   p.kill_point("journal.apply_written");
-  if (g_planted_bugs.skip_writeback_drain) return Status();
+  if (!drain || g_planted_bugs.skip_writeback_drain) return Status();
   return p.drain();
 }
 
-Status replay_journal(Persist& p, const JournalHeader& h, uint64_t heap_offset) {
+Status replay_journal(Persist& p, const JournalHeader& h, uint64_t heap_offset, int slots) {
   // After a process kill the journal may exist only in the page cache (or
   // CPU caches): the kill fell between writing it and the commit point's
   // drain. Replaying it writes home; a power failure could then keep some of
   // those lines and lose the journal, leaving neither commit. So the journal
   // becomes durable first: the commit it holds completes.
   if (!g_planted_bugs.replay_unsynced_journal) {
-    p.flush(kJournalHeaderOffset, sizeof h);
+    p.flush(journal_slot_offset(h.seq, slots), sizeof h);
     p.flush(h.body_offset, h.body_len);
     PM_TRY(p.drain());
   }
@@ -190,12 +222,12 @@ Status replay_journal(Persist& p, const JournalHeader& h, uint64_t heap_offset) 
   }
   p.kill_point("journal.replay_written");
   PM_TRY(p.drain());
-  return mark_journal_applied(p, h);
+  return mark_journal_applied(p, h, slots);
 }
 
-Status mark_journal_applied(Persist& p, JournalHeader h) {
+Status mark_journal_applied(Persist& p, JournalHeader h, int slots) {
   h.state = static_cast<uint32_t>(JournalState::kApplied);
-  return write_header(p, h);
+  return write_header(p, h, slots);
 }
 
 }  // namespace pm

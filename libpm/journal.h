@@ -1,14 +1,38 @@
 // Journal: the redo log that makes commit() atomic.
 //
 // A commit writes the changed 64-byte-line runs of the working view as a body
-// of entries past the end of the heap, then a 64-byte header at file offset
-// 512 that names the body and carries its checksum (seeded with the sequence
-// number, so an old body at the same place never validates). One drain makes
-// both durable: that is the commit point. Then the runs are copied to their
-// home locations and drained again. Open replays a valid pending journal;
-// replay is idempotent. A torn header or body fails its checksum and is
-// ignored: it belongs to a commit that never returned. Format:
+// of entries past the end of the heap, then a 64-byte header that names the
+// body and carries its checksum (seeded with the sequence number, so an old
+// body at the same place never validates). One drain makes both durable:
+// that is the commit point. Then the runs are copied to their home
+// locations (the write-back). Open replays a valid pending journal; replay
+// is idempotent. A torn header or body fails its checksum and is ignored:
+// it belongs to a commit that never returned. Format:
 // docs/container_format.md.
+//
+// Header slots. Version-4 files have two: commit n writes slot n % 2, so
+// the header of commit n-1 stays intact while commit n is written. Older
+// files have slot 0 only.
+//
+// Deferred write-back. Off pmem a drain is a device flush (fdatasync), the
+// cost of a small commit. In a two-slot file a small commit's write-back is
+// not drained: the next commit's drain makes it durable along with that
+// commit's journal. A crash inside that drain may keep any part of the
+// deferred write-back, with or without the new header, so the deferred
+// commit must stay replayable until the drain completes. Three rules:
+//  1. the new header goes to the other slot (above);
+//  2. the new body does not overlap the deferred commit's body
+//     (ContainerImpl::place_body);
+//  3. when the newest header says it follows a deferred write-back, recovery
+//     replays the commit before it first (pending, body sound), or alone
+//     when the newest's body is torn (read_journal). Only then: a torn
+//     newest may also be a completed commit whose body a later one
+//     overwrote, and replaying the commit before it would undo it.
+// Whatever marks a header applied (close, heap growth) drains first, and a
+// writable open makes the header slots it found durable, so that the disk
+// never holds a pending header the process believes applied (a kill
+// between marking and draining).
+
 #ifndef LIBPM_JOURNAL_H_
 #define LIBPM_JOURNAL_H_
 
@@ -35,9 +59,13 @@ struct JournalHeader {
   uint64_t body_checksum;  // XXH3-64 of the body, seeded with seq
   uint32_t state;          // JournalState: kPending or kApplied
   uint32_t entries;
-  uint64_t reserved;
+  uint64_t flags;     // kJournalFollowsDeferred (version 4; zero before)
   uint64_t checksum;  // XXH3-64 of the bytes before it
 };
+// The commit before this one had its write-back deferred (not yet durable)
+// when this header was written: a crash inside this commit needs that one
+// replayed (rule 3 below).
+inline constexpr uint64_t kJournalFollowsDeferred = 1;
 static_assert(sizeof(JournalHeader) == 64);
 
 // The checksum a header carries (of the bytes before it).
@@ -56,15 +84,27 @@ struct Run {
   uint64_t len;
 };
 
-// Reads the header from the home view: kEmpty when it does not validate;
-// for a pending header, also validates the body (kTorn when it fails: a
-// crash during the commit, which never returned).
+// File offset of the header slot of commit `seq` in a file with `slots`
+// header slots (1 or 2).
+inline uint64_t journal_slot_offset(uint64_t seq, int slots) {
+  return slots == 2 && seq % 2 == 1 ? kJournalSlot1Offset : kJournalHeaderOffset;
+}
+
+// Reads the header slots from the home view. The newest header that
+// validates decides: applied, pending (its body validates too) or torn (a
+// crash during that commit, which never returned). When it follows a
+// deferred write-back, the commit before it (pending, body sound) is
+// replayed first (`previous`), or instead of a torn newest (state kPending,
+// `header` that commit, `why` saying so). kEmpty when no header validates.
 struct JournalStatus {
   JournalState state = JournalState::kEmpty;
   JournalHeader header{};
-  std::string why;  // for kTorn
+  std::string why;  // for kTorn, or a torn newest commit passed over
+  bool has_previous = false;  // replay `previous` before `header`
+  JournalHeader previous{};
+  uint64_t last_seq = 0;  // the highest sequence number of a valid header
 };
-JournalStatus read_journal(const Persist& p, uint64_t heap_offset = kHeapOffset);
+JournalStatus read_journal(const Persist& p, uint64_t heap_offset = kHeapOffset, int slots = 1);
 
 // Appends to `runs` the 64-byte-line runs where [work, work+len) differs from
 // [home, home+len); `off` is the heap offset of both. Adjacent runs merge.
@@ -83,20 +123,27 @@ Status grow_for_journal(Persist& p, uint64_t body_offset, const std::vector<Run>
 // cache): the previous header is written back and drained, so that a
 // commit that reported failure is never replayed; if that drain fails too,
 // *in_doubt is set: the file may or may not hold the commit.
+// The header goes to the slot of `seq` (journal_slot_offset) with `flags`.
 Status write_journal(Persist& p, uint64_t seq, uint64_t body_offset, const std::byte* work,
-                     const std::vector<Run>& runs, bool* in_doubt = nullptr);
+                     const std::vector<Run>& runs, bool* in_doubt = nullptr, int slots = 1,
+                     uint64_t flags = 0);
 
-// Copies `runs` from the working view to their home locations and drains.
+// Bytes of the journal body that holds `runs`.
+uint64_t journal_body_size(const std::vector<Run>& runs);
+
+// Copies `runs` from the working view to their home locations and flushes
+// them; drains unless `drain` is false (a deferred write-back, above).
 Status apply_runs(Persist& p, const std::byte* work, const std::vector<Run>& runs,
-                  uint64_t heap_offset = kHeapOffset);
+                  uint64_t heap_offset = kHeapOffset, bool drain = true);
 
 // Makes the journal durable (it may be only in the page cache after a
 // kill), applies the body named by a pending header (read_journal said
 // kPending) to the home view, drains, and marks the header applied.
-Status replay_journal(Persist& p, const JournalHeader& h, uint64_t heap_offset = kHeapOffset);
+Status replay_journal(Persist& p, const JournalHeader& h, uint64_t heap_offset = kHeapOffset,
+                      int slots = 1);
 
 // Rewrites the header with state kApplied (so open skips the replay) and drains.
-Status mark_journal_applied(Persist& p, JournalHeader h);
+Status mark_journal_applied(Persist& p, JournalHeader h, int slots = 1);
 
 }  // namespace pm
 

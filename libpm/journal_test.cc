@@ -129,5 +129,71 @@ TEST(JournalTest, BodyGrowsTheFileWhenNeeded) {
   EXPECT_EQ(read_journal(x.f).state, JournalState::kPending);
 }
 
+// Two header slots (format version 4): commit n in slot n % 2, bodies apart
+// (as a deferred write-back needs, journal.h).
+struct TwoCommits : Fixture {
+  static constexpr uint64_t kBody1 = kHeapOffset + kHeap;
+  static constexpr uint64_t kBody2 = kBody1 + 4096;
+  explicit TwoCommits(bool deferred = true) {
+    change(0, 'a');
+    EXPECT_TRUE(write_journal(f, 1, kBody1, work.data(), runs, nullptr, 2).ok());
+    EXPECT_TRUE(apply_runs(f, work.data(), runs, kHeapOffset, /*drain=*/!deferred).ok());
+    runs.clear();
+    change(4096, 'b');
+    EXPECT_TRUE(write_journal(f, 2, kBody2, work.data(), runs, nullptr, 2,
+                              deferred ? kJournalFollowsDeferred : 0)
+                    .ok());
+  }
+};
+
+TEST(JournalTest, TheNewestSlotDecidesAndThePreviousCommitIsReplayedFirst) {
+  TwoCommits x;
+  JournalStatus js = read_journal(x.f, kHeapOffset, 2);
+  ASSERT_EQ(js.state, JournalState::kPending);
+  EXPECT_EQ(js.header.seq, 2u);
+  ASSERT_TRUE(js.has_previous);
+  EXPECT_EQ(js.previous.seq, 1u);
+  EXPECT_EQ(js.last_seq, 2u);
+  // A one-slot reader (a version-3 file) sees slot 0 only: commit 2.
+  EXPECT_EQ(read_journal(x.f).header.seq, 2u);
+  ASSERT_TRUE(replay_journal(x.f, js.previous, kHeapOffset, 2).ok());
+  ASSERT_TRUE(replay_journal(x.f, js.header, kHeapOffset, 2).ok());
+  EXPECT_EQ(*x.home(0), std::byte{'a'});
+  EXPECT_EQ(*x.home(4096), std::byte{'b'});
+  js = read_journal(x.f, kHeapOffset, 2);
+  EXPECT_EQ(js.state, JournalState::kApplied);
+  EXPECT_FALSE(js.has_previous);  // an applied newest needs nothing before it
+}
+
+TEST(JournalTest, ATornNewestCommitFallsBackToThePreviousOne) {
+  TwoCommits x;
+  x.f.raw()[TwoCommits::kBody2 + 20] ^= std::byte{1};
+  JournalStatus js = read_journal(x.f, kHeapOffset, 2);
+  ASSERT_EQ(js.state, JournalState::kPending);
+  EXPECT_EQ(js.header.seq, 1u);
+  EXPECT_FALSE(js.has_previous);
+  EXPECT_EQ(js.last_seq, 2u);  // the next commit is 3: no sequence number reused
+  EXPECT_NE(js.why.find("commit 2"), std::string::npos) << js.why;
+  // Its header torn instead: slot 0 reads as empty, commit 1 decides.
+  TwoCommits y;
+  y.f.raw()[kJournalHeaderOffset + 9] ^= std::byte{4};
+  js = read_journal(y.f, kHeapOffset, 2);
+  ASSERT_EQ(js.state, JournalState::kPending);
+  EXPECT_EQ(js.header.seq, 1u);
+}
+
+TEST(JournalTest, WithoutADeferredWriteBackOnlyTheNewestCommitCounts) {
+  // Commit 1 was written back at once: a torn commit 2 may be a completed
+  // commit whose body a later one overwrote, and commit 1 must not undo it.
+  TwoCommits x(/*deferred=*/false);
+  JournalStatus js = read_journal(x.f, kHeapOffset, 2);
+  EXPECT_EQ(js.header.seq, 2u);
+  EXPECT_FALSE(js.has_previous);
+  x.f.raw()[TwoCommits::kBody2 + 20] ^= std::byte{1};
+  js = read_journal(x.f, kHeapOffset, 2);
+  EXPECT_EQ(js.state, JournalState::kTorn);
+  EXPECT_EQ(js.header.seq, 2u);
+}
+
 }  // namespace
 }  // namespace pm

@@ -14,6 +14,15 @@ struct PlantedBugs {
   bool skip_body_checksum = false;    // recovery trusts the body without its checksum
   bool replay_torn_journal = false;   // recovery applies a journal it found torn
   bool skip_writeback_drain = false;  // commit returns before write-back is durable
+  // The rules that keep a deferred write-back replayable (journal.h): every
+  // header goes to slot 0 (rule 1); the next body goes over the deferred
+  // commit's body (rule 2); recovery replays the newest header only (rule 3).
+  bool one_slot_for_all = false;
+  bool body_over_deferred_body = false;
+  bool replay_newest_slot_only = false;
+  // A writable open leaves the header slots as the page cache shows them
+  // (a kill between marking a header applied and draining it).
+  bool open_skips_slot_sync = false;
   // After a failed write-back, alloc, growth and commit go on (growth then
   // marks the unapplied journal applied).
   bool mutate_after_failed_writeback = false;

@@ -14,7 +14,7 @@ Status validate_superblock(const Superblock& sb, uint64_t file_size) {
   if (std::memcmp(sb.magic, kSuperblockMagic, sizeof sb.magic) != 0) {
     return Status::corruption("not a libpm container (bad magic)");
   }
-  if (sb.version != kFormatVersion && sb.version != 2 &&
+  if (sb.version != kFormatVersion && sb.version != 3 && sb.version != 2 &&
       !(sb.version == 1 && sb.heap_offset == kHeapOffset)) {
     return Status::not_supported("container format version " + std::to_string(sb.version) +
                                  "; this build reads version " + std::to_string(kFormatVersion));

@@ -15,14 +15,19 @@ inline constexpr char kSuperblockMagic[8] = {'P', 'M', 'C', 'O', 'N', 'T', 'N', 
 // Version 2 added the raw region (heap_offset may exceed 4096); version-1
 // files (no raw region) are read as they are. Version 3 keeps small objects
 // in granule pages (heap format 2); version-1 and -2 files keep their slab
-// heap and are read and written as they are.
-inline constexpr uint32_t kFormatVersion = 3;
+// heap and are read and written as they are. Version 4 adds a second
+// journal header slot (libpm/journal.h), so that off pmem a commit's
+// write-back can wait for the next commit's flush; version-3 files keep one
+// slot and drain every write-back.
+inline constexpr uint32_t kFormatVersion = 4;
 inline constexpr uint64_t kPageSize = 4096;
 // File offset of the raw region (Options::raw_bytes); the heap follows it,
 // at sb.heap_offset. Without a raw region the heap starts here.
 inline constexpr uint64_t kHeapOffset = 4096;
 inline constexpr uint64_t kMaxRawBytes = 16ull << 30;
+// Journal header slots: slot 0 in every version, slot 1 from version 4.
 inline constexpr uint64_t kJournalHeaderOffset = 512;
+inline constexpr uint64_t kJournalSlot1Offset = 576;
 
 struct Superblock {
   char magic[8];

@@ -304,6 +304,19 @@ const Planted kPlanted[] = {
      power(make_mutation_workload, UnitMode::kPmemLines, 60)},
     {"missing_writeback_drain", &g_planted_bugs.skip_writeback_drain,
      power(make_mutation_workload, UnitMode::kPmemLines, 60)},
+    // Off pmem a small commit's write-back waits for the next commit's
+    // drain (libpm/journal.h), which must leave its header (rule 1) and
+    // body (rule 2) alone, and recovery must replay it (rule 3).
+    {"one_slot_for_all", &g_planted_bugs.one_slot_for_all,
+     power(make_mutation_workload, UnitMode::kMsyncPages, 60)},
+    {"body_over_deferred_body", &g_planted_bugs.body_over_deferred_body,
+     power(make_mutation_workload, UnitMode::kMsyncPages, 60)},
+    {"replay_newest_slot_only", &g_planted_bugs.replay_newest_slot_only,
+     power(make_mutation_workload, UnitMode::kMsyncPages, 60)},
+    // Found by the session chains while the slots were built (a kill, then
+    // a power failure inside the next session's first commit).
+    {"open_skips_slot_sync", &g_planted_bugs.open_skips_slot_sync,
+     chains(make_kv_concurrent_async_workload, UnitMode::kMsyncPages, 16)},
     {"kv_put_without_persist", &kv::g_kv_planted_bugs.skip_put_persist,
      power(make_kv_workload, UnitMode::kPmemLines, 150)},
     {"kv_reclaim_unapplied", &kv::g_kv_planted_bugs.reclaim_unapplied,

@@ -166,8 +166,11 @@ class Container {
   // commit is durable in the journal but the container is broken: this and
   // every later call that would change it (commit, abort, alloc, free,
   // set_root, reserve, collect) fails with that error until the container is
-  // reopened, which finishes the commit. kBusy if the calling thread holds a
-  // MutationGuard (that would deadlock).
+  // reopened, which finishes the commit. Off pmem a commit's write-back is
+  // made durable by the next commit's flush (one device flush per commit):
+  // when that flush fails, the next commit fails and the container is
+  // broken in the same way, since the write-back may be what failed.
+  // kBusy if the calling thread holds a MutationGuard (that would deadlock).
   virtual Status commit() = 0;
 
   // Drops every change since the last commit, including allocations and
