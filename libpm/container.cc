@@ -547,8 +547,9 @@ Status ContainerImpl::commit_locked() {
       // forgets pages whose write-back failed: that commit is now durable
       // only in its journal.
       return break_with(s.with_context(
-          "commit failed (nothing of it applied) and so may writing the previous commit home, "
-          "which is durable in the journal; reopen the container to finish it"));
+          "commit failed (nothing applied), and writing the previous commit home may have "
+          "failed with it; that commit is durable in the journal: reopen the container to "
+          "finish it"));
     }
     if (!s.ok()) {
       (void)tracker_->redirty(pages);

@@ -847,8 +847,9 @@ TEST_F(ContainerTest, CommitIsReplayedAfterACrashBeforeWriteBack) {
     ASSERT_TRUE(c->commit().ok());
   }
   {
-    // One drain (the journal) reaches the file; write-back is lost.
-    auto c = must(open_container(path_, Options(), false, crash_after_drains(1)));
+    // Two drains (the open's of the header slots, then the journal) reach
+    // the file; write-back is lost.
+    auto c = must(open_container(path_, Options(), false, crash_after_drains(2)));
     put(*c, &c->root<Node>()->value, uint64_t{42});
     ASSERT_TRUE(c->commit().ok());
   }
@@ -971,7 +972,8 @@ TEST_F(ContainerTest, ReadOnlyOpenOfAnUnfinishedCommitSaysToOpenWritableOnce) {
     ASSERT_TRUE(c->commit().ok());
   }
   {
-    auto c = must(open_container(path_, Options(), false, crash_after_drains(1)));
+    // The open's drain and the journal's reach the file, the write-back not.
+    auto c = must(open_container(path_, Options(), false, crash_after_drains(2)));
     put(*c, &c->root<Node>()->value, uint64_t{42});
     ASSERT_TRUE(c->commit().ok());
   }

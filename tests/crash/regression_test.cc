@@ -264,9 +264,10 @@ struct Root {
   uint64_t words[512];
 };
 
-// Commit 2 fails in its write-back (EIO from msync after the commit point);
-// then the program goes on allocating, which grows the container; then the
-// power fails. Returns the first word recovered ("2" is commit 2's).
+// Commit 3's write-back fails (EIO from the flush that makes it durable:
+// off pmem, the next commit's, which fails too); then the program goes on
+// allocating, which grows the container; then the power fails. Returns the
+// first word recovered ("2" is commit 3's).
 uint64_t failed_writeback_then_growth(const std::string& dir, std::string* refused) {
   SimFile f{dir + "/c.pm", UnitMode::kMsyncPages};
   Options o;
@@ -289,7 +290,10 @@ uint64_t failed_writeback_then_growth(const std::string& dir, std::string* refus
     EXPECT_TRUE((*c)->commit().ok());  // the journal area has room now
     (*c)->will_write(r, sizeof *r);
     r->words[0] = 2;
-    f.sim->fail_at(2);  // 1: the journal (the commit point), 2: the write-back
+    EXPECT_TRUE((*c)->commit().ok());  // its write-back waits for the next flush
+    (*c)->will_write(r, sizeof *r);
+    r->words[1] = 3;
+    f.sim->fail_at(1);  // that flush: commit 4's journal with commit 3's write-back
     Status s = (*c)->commit();
     EXPECT_FALSE(s.ok());
     EXPECT_NE(s.message().find("reopen"), std::string::npos) << s.to_string();
@@ -307,7 +311,7 @@ TEST(Issue11Defect4, AFailedWriteBackRefusesMutationsUntilReopenFinishesIt) {
   test::TempDir dir;
   std::string refused;
   EXPECT_EQ(failed_writeback_then_growth(dir.path(), &refused), 2u);
-  EXPECT_NE(refused.find("writing it back failed"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("writing the previous commit home"), std::string::npos) << refused;
 
   g_planted_bugs.mutate_after_failed_writeback = true;
   test::TempDir dir2;
