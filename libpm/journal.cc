@@ -19,7 +19,6 @@ namespace {
 
 uint64_t header_checksum(const JournalHeader& h) { return journal_header_checksum(h); }
 
-
 // True if the 64-byte lines differ; compiled to a few vector compares.
 inline bool line_differs(const std::byte* a, const std::byte* b) {
   uint64_t x[8], y[8];

@@ -15,8 +15,8 @@
 // files have slot 0 only.
 //
 // Deferred write-back. Off pmem a drain is a device flush (fdatasync), the
-// cost of a small commit. In a two-slot file a small commit's write-back is
-// not drained: the next commit's drain makes it durable along with that
+// cost of a small commit. In a two-slot file off pmem a commit's write-back
+// is not drained: the next commit's drain makes it durable along with that
 // commit's journal. A crash inside that drain may keep any part of the
 // deferred write-back, with or without the new header, so the deferred
 // commit must stay replayable until the drain completes. Three rules:
@@ -25,14 +25,14 @@
 //     (ContainerImpl::place_body);
 //  3. when the newest header says it follows a deferred write-back, recovery
 //     replays the commit before it first (pending, body sound), or alone
-//     when the newest's body is torn (read_journal). Only then: a torn
-//     newest may also be a completed commit whose body a later one
-//     overwrote, and replaying the commit before it would undo it.
+//     when the newest's body is torn (read_journal). Only then, since
+//     without the flag a torn newest may be a completed commit whose body
+//     a later one overwrote, and replaying the commit before it would undo
+//     it.
 // Whatever marks a header applied (close, heap growth) drains first, and a
 // writable open makes the header slots it found durable, so that the disk
 // never holds a pending header the process believes applied (a kill
 // between marking and draining).
-
 #ifndef LIBPM_JOURNAL_H_
 #define LIBPM_JOURNAL_H_
 
