@@ -147,6 +147,12 @@ class ContainerImpl final : public Container {
   // Where the journal of `runs` goes: past everything mapped, and off the
   // body of a deferred write-back (journal.h, rule 2).
   uint64_t place_body(const std::vector<Run>& runs) const;
+  // grow_for_journal, under view_mu_: growing the file remaps the view that
+  // raw-region writers use.
+  Status grow_journal_room(uint64_t body_at, const std::vector<Run>& runs) {
+    std::lock_guard<ViewLock> v(view_mu_);
+    return grow_for_journal(*persist_, body_at, runs);
+  }
   // Breaks the container (see commit() in the public header): `s` is its error.
   Status break_with(Status s) {
     failed_ = std::move(s);
@@ -524,12 +530,16 @@ Status ContainerImpl::commit_locked() {
   }
   if (!runs.empty()) {
     if (g_planted_bugs.home_before_journal) PM_TRY(apply_runs(*persist_, work, runs, heap_off_));
-    const uint64_t body_at = place_body(runs);
-    Status s;
-    {
-      // Growing the file remaps the view that raw-region writers use.
-      std::lock_guard<ViewLock> v(view_mu_);
-      s = grow_for_journal(*persist_, body_at, runs);
+    uint64_t body_at = place_body(runs);
+    Status s = grow_journal_room(body_at, runs);
+    if (s.code() == Code::kNoSpace && body_at != heap_off_ + mapped) {
+      // No room above the deferred body (a full disk): finish that commit
+      // (write-back drained, header marked applied), after which its body
+      // may be overwritten, and use the journal's room at the heap's end.
+      // Else a full disk would refuse the commits that free space.
+      s = mark_applied();
+      body_at = heap_off_ + mapped;
+      if (s.ok()) s = grow_journal_room(body_at, runs);
     }
     bool in_doubt = false, drained = false;
     if (s.ok()) {
