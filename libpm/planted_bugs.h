@@ -40,6 +40,11 @@ struct PlantedBugs {
   // Growth that found no room is tried again only after a commit, never
   // when the disk has room again (a blocked store never commits).
   bool growth_waits_for_commit = false;
+  // A body that finds no file room above the deferred body fails its
+  // commit with kNoSpace instead of finishing the deferred commit and
+  // taking the journal's room at the heap's end (a full disk then refuses
+  // the commits that free space).
+  bool no_room_fails_commit = false;
 };
 
 // Read by libpm, written only by tests.

@@ -94,6 +94,8 @@ INSTANTIATE_TEST_SUITE_P(
     Libpm, PowerFailureTest,
     ::testing::Values(Case{"mutation_pmem", make_mutation_workload, UnitMode::kPmemLines, 400},
                       Case{"mutation_msync", make_mutation_workload, UnitMode::kMsyncPages, 250},
+                      Case{"mutation_full_msync", make_mutation_full_workload,
+                           UnitMode::kMsyncPages, 30},
                       Case{"allocator_pmem", make_allocator_workload, UnitMode::kPmemLines, 200},
                       Case{"allocator_msync", make_allocator_workload, UnitMode::kMsyncPages, 180}),
     [](const auto& info) { return std::string(info.param.name); });
@@ -154,6 +156,8 @@ INSTANTIATE_TEST_SUITE_P(
     All, SessionChainTest,
     ::testing::Values(Case{"chain_allocator_msync", make_allocator_workload, UnitMode::kMsyncPages,
                            16},
+                      Case{"chain_mutation_full_msync", make_mutation_full_workload,
+                           UnitMode::kMsyncPages, 6},
                       Case{"chain_kvstore_pmem", make_kv_workload, UnitMode::kPmemLines, 30},
                       Case{"chain_kvstore_msync", make_kv_workload, UnitMode::kMsyncPages, 30},
                       Case{"chain_kvstore_uniform_async_msync", make_kv_uniform_async_workload,
@@ -183,6 +187,8 @@ TEST_P(FaultTest, AFailedSyncLosesNothingAcknowledged) {
 INSTANTIATE_TEST_SUITE_P(
     All, FaultTest,
     ::testing::Values(Case{"faults_mutation_msync", make_mutation_workload, UnitMode::kMsyncPages, 60},
+                      Case{"faults_mutation_full_msync", make_mutation_full_workload,
+                           UnitMode::kMsyncPages, 40},
                       Case{"faults_allocator_pmem", make_allocator_workload, UnitMode::kPmemLines, 60},
                       Case{"faults_kvstore_msync", make_kv_workload, UnitMode::kMsyncPages, 60},
                       Case{"faults_kvstore_full_msync", make_kv_full_workload, UnitMode::kMsyncPages,
@@ -362,6 +368,11 @@ const Planted kPlanted[] = {
      once(make_kv_full_workload, UnitMode::kPmemLines, 80)},
     {"growth_waits_for_commit", &g_planted_bugs.growth_waits_for_commit,
      once(make_kv_full_workload, UnitMode::kPmemLines, 160)},
+    // Found by CI's full-disk store test (format 4): off pmem, a body that
+    // fits neither below nor above the deferred one must take the heap
+    // end's room once the deferred commit is finished.
+    {"no_room_fails_commit", &g_planted_bugs.no_room_fails_commit,
+     once(make_mutation_full_workload, UnitMode::kMsyncPages, 30)},
     // Defect 4: found only with an injected EIO.
     {"mutate_after_failed_writeback", &g_planted_bugs.mutate_after_failed_writeback,
      faults(make_allocator_workload, UnitMode::kMsyncPages, 60)},

@@ -2,7 +2,11 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
+
+#include "crash/sim_persist.h"
+#include "libpm/superblock.h"
 
 namespace pm::crash {
 
@@ -16,41 +20,75 @@ void put(Container& c, T* p, T v) {
 
 class MutationWorkload final : public Workload {
  public:
-  static constexpr uint64_t kWords = 4096;  // 32 KiB: several pages
-  std::string name() const override { return "mutation"; }
+  explicit MutationWorkload(bool full) : full_(full), words_(full ? 131072 : 4096) {}
+  ~MutationWorkload() override {
+    if (full_) SimPersist::set_file_limit(0);
+  }
+  std::string name() const override { return full_ ? "mutation_full" : "mutation"; }
   // The digest reads the container itself: a recovered one needs nothing.
-  Status resume(Container&, CommitLog&) override { return Status(); }
+  Status resume(Container& c, CommitLog&) override {
+    if (full_) limit_file(c);
+    return Status();
+  }
 
   Status setup(Container& c, std::mt19937_64&) override {
-    Result<void*> p = c.alloc(kWords * 8);
+    if (full_) {
+      SimPersist::set_file_limit(0);  // left by the previous run
+      room_ = 0;
+    }
+    Result<void*> p = c.alloc(words_ * 8);
     if (!p.ok()) return p.status();
-    c.will_write(*p, kWords * 8);
-    std::memset(*p, 0, kWords * 8);
+    c.will_write(*p, words_ * 8);
+    std::memset(*p, 0, words_ * 8);
     return c.set_root(*p);
   }
 
   Status step(Container& c, std::mt19937_64& rng, CommitLog& log) override {
+    if (full_ && room_ == 0) limit_file(c);
     auto* w = c.root<uint64_t>();
     int kind = static_cast<int>(rng() % 8);
     if (kind == 0) {  // an aborted transaction
-      for (int i = 0; i < 20; i++) put(c, &w[rng() % kWords], uint64_t{0xdeadbeef});
+      for (int i = 0; i < 20; i++) put(c, &w[rng() % words_], uint64_t{0xdeadbeef});
       return c.abort();
     }
-    if (kind == 1) {  // a long run of lines
-      uint64_t from = rng() % (kWords - 600), n = 1 + rng() % 600, v = rng();
+    if (kind == 1 || (full_ && kind < 4)) {  // a long run of lines
+      uint64_t from, n;
+      if (full_) {  // up to the journal's room, less 1 KiB (entry, partial lines)
+        n = 1 + rng() % std::min(words_, std::max<uint64_t>(room_, 2048) / 8 - 128);
+        from = rng() % (words_ - n + 1);
+      } else {
+        from = rng() % (words_ - 600);
+        n = 1 + rng() % 600;
+      }
+      const uint64_t v = rng();
       c.will_write(&w[from], n * 8);
       for (uint64_t i = 0; i < n; i++) w[from + i] = v + i;
     } else {
       for (uint64_t i = 0, n = 1 + rng() % 6; i < n; i++)
-        put(c, &w[rng() % kWords], uint64_t{rng()});
+        put(c, &w[rng() % words_], uint64_t{rng()});
     }
     return log.commit(c);
   }
 
   uint64_t digest(Container& c) override {
     auto* w = c.root<uint64_t>();
-    return w ? XXH3_64bits(w, kWords * 8) : 0;
+    return w ? XXH3_64bits(w, words_ * 8) : 0;
   }
+
+ private:
+  // The full variant: the file may not grow past its size. A long run's
+  // journal body fits the journal's room past the heap, but often not
+  // above the deferred body of the commit before it (off pmem): such
+  // commits finish the deferred commit and take the heap end's room.
+  void limit_file(Container& c) {
+    const ContainerInfo i = c.info();
+    SimPersist::set_file_limit(i.file_bytes);
+    room_ = i.file_bytes - (kHeapOffset + i.raw_bytes + i.heap_bytes);
+  }
+
+  const bool full_;
+  const uint64_t words_;
+  uint64_t room_ = 0;  // file bytes past the heap (full variant)
 };
 
 struct Block {
@@ -163,7 +201,12 @@ class AllocatorWorkload final : public Workload {
 
 }  // namespace
 
-std::unique_ptr<Workload> make_mutation_workload() { return std::make_unique<MutationWorkload>(); }
+std::unique_ptr<Workload> make_mutation_workload() {
+  return std::make_unique<MutationWorkload>(false);
+}
+std::unique_ptr<Workload> make_mutation_full_workload() {
+  return std::make_unique<MutationWorkload>(true);
+}
 std::unique_ptr<Workload> make_allocator_workload() {
   return std::make_unique<AllocatorWorkload>();
 }

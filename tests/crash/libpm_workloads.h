@@ -10,6 +10,10 @@ namespace pm::crash {
 
 // Random word and line updates in an array, commits and aborts.
 std::unique_ptr<Workload> make_mutation_workload();
+// The same on a file that may not grow, with runs up to the journal's room
+// past the heap: off pmem, commits whose body fits neither below nor above
+// the deferred body (ContainerImpl::place_body's full-disk fallback).
+std::unique_ptr<Workload> make_mutation_full_workload();
 // A list of blocks of many sizes (slab classes, page runs, blocks that make
 // the heap grow), allocated, rewritten and freed; commits and aborts.
 std::unique_ptr<Workload> make_allocator_workload();
