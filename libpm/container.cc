@@ -203,6 +203,7 @@ class ContainerImpl final : public Container {
   std::vector<PageRun> committed_private_;  // committed pages still private (DRAM)
   std::atomic<uint64_t> private_pages_{0};  // their count (overlaps counted twice until merged)
   std::vector<PageRun> dirty_scratch_;
+  std::vector<PageRun> lines_scratch_;  // line numbers (hints tracker)
   std::vector<Run> runs_scratch_;
   // Under persist_mu_: the last commit's write-back waits for the next
   // commit's drain (journal.h); where that commit's journal body lies.
@@ -522,10 +523,16 @@ Status ContainerImpl::commit_locked() {
   const uint64_t mapped = mapped_.load();
   const std::byte* work = reservation_.base();
   const std::byte* home = persist_->view() + heap_off_;
-  for (const PageRun& r : pages) {
-    uint64_t off = r.first * kPage;
+  // Compare with the file the lines the tracker knows were written (the
+  // announced ones), else whole pages.
+  std::vector<PageRun>& lines = lines_scratch_;
+  lines.clear();
+  tracker_->take_dirty_lines(&lines);
+  const uint64_t unit = lines.empty() ? kPage : kLine;
+  for (const PageRun& r : lines.empty() ? pages : lines) {
+    uint64_t off = r.first * unit;
     if (off >= mapped) break;
-    uint64_t len = std::min(r.count * kPage, mapped - off);
+    uint64_t len = std::min(r.count * unit, mapped - off);
     diff_lines(work + off, home + off, off, len, &runs);
   }
   if (!runs.empty()) {

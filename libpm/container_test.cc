@@ -1009,6 +1009,39 @@ TEST_F(ContainerTest, AFullFileTakesCommitsWithNoRoomAboveTheDeferredBody) {
       << "the step that went wrong";
 }
 
+// With kHints a commit compares only the announced lines with the file, not
+// their whole pages: a byte written unannounced beside announced ones, in
+// the same page, is not committed.
+TEST_F(ContainerTest, HintsCommitTheAnnouncedLinesOnly) {
+  Options o = small();
+  o.tracker = TrackerKind::kHints;
+  uint64_t at = 0;
+  {
+    auto c = must(Container::create(path_, o));
+    auto* b = static_cast<std::byte*>(*c->alloc(5 * 4096, AllocKind::kData));
+    ASSERT_TRUE(c->set_root(b).ok());
+    ASSERT_TRUE(c->commit().ok());
+    at = static_cast<uint64_t>((reinterpret_cast<uintptr_t>(b) + 4095) / 4096 * 4096 -
+                               reinterpret_cast<uintptr_t>(b));
+    std::byte* p = b + at;  // page-aligned: pages 0 to 3 of p lie in the block
+    c->will_write(p + 60, 4040);  // lines 0 to 64: across the first page boundary
+    std::memset(p + 60, 1, 4040);
+    p[5120] = std::byte{2};  // page 1, line 80: not announced
+    c->will_write(p + 3 * 4096 + 8, 8);
+    std::memset(p + 3 * 4096 + 8, 3, 8);
+    ASSERT_TRUE(c->commit().ok());
+  }
+  auto c = must(Container::open(path_));
+  const std::byte* p = c->root<std::byte>() + at;
+  EXPECT_EQ(p[59], std::byte{0});
+  EXPECT_EQ(p[60], std::byte{1});
+  EXPECT_EQ(p[4099], std::byte{1});
+  EXPECT_EQ(p[4100], std::byte{0});
+  EXPECT_EQ(p[5120], std::byte{0});
+  EXPECT_EQ(p[3 * 4096 + 8], std::byte{3});
+  EXPECT_EQ(p[3 * 4096 + 15], std::byte{3});
+}
+
 TEST_F(ContainerTest, ReadOnlyOpenReadsEverythingAndChangesNothing) {
   {
     auto c = must(Container::create(path_, small()));

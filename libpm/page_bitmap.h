@@ -37,6 +37,17 @@ class PageBitmap {
 
   uint64_t max_pages() const { return words_ * 64; }
 
+  // n zeroed words of address space (MAP_NORESERVE): pages only once touched.
+  static std::atomic<uint64_t>* map_words(uint64_t n) {
+    void* p = ::mmap(nullptr, n * 8, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    // Address space of at most max_size/512 bytes (LineMasks; a bitmap
+    // takes max_size/32768): failure is an exhausted address space, not
+    // user input.
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    return static_cast<std::atomic<uint64_t>*>(p);
+  }
+
   // Async-signal-safe.
   void set(uint64_t page) {
     uint64_t w = page / 64;
@@ -94,21 +105,38 @@ class PageBitmap {
     }
   }
 
-  static std::atomic<uint64_t>* map_words(uint64_t n) {
-    void* p = ::mmap(nullptr, n * 8, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    // Address space for a bitmap of at most max_size/32768 bytes; failure here
-    // is an exhausted address space, not user input.
-    if (p == MAP_FAILED) throw std::bad_alloc();
-    return static_cast<std::atomic<uint64_t>*>(p);
-  }
-
   uint64_t words_;
   uint64_t summary_words_;
   uint64_t top_words_;
   std::atomic<uint64_t>* bits_;
   std::atomic<uint64_t>* summary_;
   std::atomic<uint64_t>* top_;
+};
+
+// LineMasks: a 64-bit mask per page, one bit per 64-byte line, set from
+// any thread and taken by one. Only touched pages' words take memory.
+class LineMasks {
+ public:
+  explicit LineMasks(uint64_t max_pages) : n_(max_pages), masks_(PageBitmap::map_words(n_)) {}
+  ~LineMasks() { ::munmap(masks_, n_ * 8); }
+  LineMasks(const LineMasks&) = delete;
+  LineMasks& operator=(const LineMasks&) = delete;
+
+  void set(uint64_t page, uint64_t mask) {
+    if ((masks_[page].load(std::memory_order_relaxed) & mask) != mask) {
+      masks_[page].fetch_or(mask, std::memory_order_relaxed);
+    }
+  }
+  // The mask, cleared.
+  uint64_t take(uint64_t page) {
+    return masks_[page].load(std::memory_order_relaxed) != 0
+               ? masks_[page].exchange(0, std::memory_order_relaxed)
+               : 0;
+  }
+
+ private:
+  uint64_t n_;
+  std::atomic<uint64_t>* masks_;
 };
 
 }  // namespace pm

@@ -43,6 +43,14 @@ class DirtyTracker {
   // Appends the dirty pages without re-arming.
   virtual Status peek_dirty(std::vector<PageRun>* out) = 0;
 
+  // The 64-byte lines of the pages that the last take_dirty() returned,
+  // as ascending runs of line numbers (64 per page), for a tracker that
+  // knows them: kHints, whose lines are the announced bytes. A commit then
+  // compares only those lines with the file, not whole pages (a store's
+  // epoch announces a few lines per page). Trackers that know pages only
+  // leave `out` empty.
+  virtual void take_dirty_lines(std::vector<PageRun>* out) { (void)out; }
+
   virtual void will_write(const void* p, size_t n) = 0;
 
   // Marks runs dirty again after a take_dirty() whose commit failed, so that

@@ -216,10 +216,10 @@ bool rewrite_with_checksum(Bytes& m, const Seed& seed, std::mt19937_64& rng) {
       sb->checksum = superblock_checksum(*sb);
       return true;
     }
-    case 1: {  // a journal header field
-      auto* jh = at<JournalHeader>(m, kJournalHeaderOffset);
-      uint64_t* f[] = {&jh->body_offset, &jh->body_len, &jh->seq};
-      *f[rng() % 3] ^= uint64_t{1} << (rng() % 40);
+    case 1: {  // a journal header field, in either slot (format 4 has two)
+      auto* jh = at<JournalHeader>(m, rng() % 2 ? kJournalHeaderOffset : kJournalSlot1Offset);
+      uint64_t* f[] = {&jh->body_offset, &jh->body_len, &jh->seq, &jh->flags};
+      *f[rng() % 4] ^= uint64_t{1} << (rng() % 40);
       if (rng() % 2) jh->state = static_cast<uint32_t>(rng() % 4);
       jh->checksum = journal_header_checksum(*jh);
       return true;

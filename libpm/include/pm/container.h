@@ -15,7 +15,9 @@
 // take the guard themselves.
 //
 // Trackers. With TrackerKind::kHints only ranges announced through
-// will_write() are committed. With kMprotect a system call that writes into
+// will_write() are committed (the 64-byte lines that hold them; a commit
+// compares only those with the file, so it costs what was announced, not
+// the pages around it). With kMprotect a system call that writes into
 // container memory (read(2) into an object) fails with EFAULT unless the range
 // was announced with will_write() first. kUffd (what kAuto picks where the
 // kernel has userfaultfd's asynchronous write-protect, Linux 6.7+) has no
