@@ -67,7 +67,8 @@ class HintsTracker final : public DirtyTracker {
   static void append_lines(uint64_t page, uint64_t mask, std::vector<PageRun>* out) {
     while (mask != 0) {
       const uint64_t lo = static_cast<uint64_t>(__builtin_ctzll(mask));
-      const uint64_t len = static_cast<uint64_t>(__builtin_ctzll(~(mask >> lo)));
+      const uint64_t rest = ~(mask >> lo);  // 0 when every line is set (ctz(0) is undefined)
+      const uint64_t len = rest == 0 ? 64 : static_cast<uint64_t>(__builtin_ctzll(rest));
       const uint64_t line = page * kLinesPerPage + lo;
       if (!out->empty() && out->back().first + out->back().count == line) {
         out->back().count += len;
