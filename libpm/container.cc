@@ -526,7 +526,6 @@ Status ContainerImpl::commit_locked() {
   // Compare with the file the lines the tracker knows were written (the
   // announced ones), else whole pages.
   std::vector<PageRun>& lines = lines_scratch_;
-  lines.clear();
   tracker_->take_dirty_lines(&lines);
   const uint64_t unit = lines.empty() ? kPage : kLine;
   for (const PageRun& r : lines.empty() ? pages : lines) {

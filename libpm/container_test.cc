@@ -24,6 +24,7 @@
 #include "libpm/journal.h"
 #include "libpm/sync_point.h"
 #include "libpm/superblock.h"
+#include "testutil/child.h"
 #include "testutil/container_util.h"
 #include "testutil/temp_dir.h"
 
@@ -231,13 +232,12 @@ TEST_F(ContainerTest, AbortAfterGrowthKeepsTheHeapUsable) {
 // resize once left the file shorter than its mapping, and the next
 // journal write died of SIGBUS.
 TEST_F(ContainerTest, CommitsAfterAFailedGrowthStillWork) {
-  pid_t pid = fork();
-  if (pid == 0) {
+  const int code = test::exit_code_in_child([this] {
     signal(SIGXFSZ, SIG_IGN);
     rlimit lim{24u << 20, 24u << 20};
     setrlimit(RLIMIT_FSIZE, &lim);
     auto c = Container::create(path_, small());
-    if (!c.ok()) _exit(2);
+    if (!c.ok()) return 2;
     std::vector<void*> blocks;
     Status s;
     for (int i = 0; i < 40 && s.ok(); i++) {
@@ -252,21 +252,18 @@ TEST_F(ContainerTest, CommitsAfterAFailedGrowthStillWork) {
         s = p.status();
       }
     }
-    if (s.code() != Code::kNoSpace) _exit(3);
+    if (s.code() != Code::kNoSpace) return 3;
     (void)(*c)->abort();
     // Small commits, whose journal lands past the last good size.
     for (int i = 0; i < 8; i++) {
       auto* b = static_cast<std::byte*>(blocks[static_cast<size_t>(i)]);
       (*c)->will_write(b, 4096);
       std::memset(b, 0x77, 4096);
-      if (!(*c)->set_root(b).ok() || !(*c)->commit().ok()) _exit(4);
+      if (!(*c)->set_root(b).ok() || !(*c)->commit().ok()) return 4;
     }
-    _exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status)) << "child died of signal " << WTERMSIG(status);
-  ASSERT_EQ(WEXITSTATUS(status), 0);
+    return 0;
+  });
+  ASSERT_EQ(code, 0) << "the step that went wrong (above 128: a signal)";
   auto c = must(Container::open(path_));
   EXPECT_EQ(*c->root<uint8_t>(), 0x77);
   EXPECT_TRUE(c->check().problems.empty());
@@ -313,13 +310,10 @@ int grow_after_the_disk_is_freed(bool racing) {
 }
 
 void expect_growth_after_freeing(bool racing) {
-  pid_t pid = fork();
-  if (pid == 0) _exit(grow_after_the_disk_is_freed(racing));
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status)) << "child died of signal " << WTERMSIG(status);
-  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "no private tmpfs here (needs root)";
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "the step that went wrong";
+  const int code =
+      test::exit_code_in_child([racing] { return grow_after_the_disk_is_freed(racing); });
+  if (code == 77) GTEST_SKIP() << "no private tmpfs here (needs root)";
+  EXPECT_EQ(code, 0) << "the step that went wrong (above 128: a signal)";
 }
 
 // Space freed on the disk lets the heap grow at once. A growth that found
@@ -576,8 +570,7 @@ TEST_F(ContainerTest, ReadSystemCallIntoContainerMemoryWorksUnderTheDefaultTrack
 
 TEST_F(ContainerTest, ForeignSegfaultsReachThePreviousHandler) {
   if (test::hints_only()) GTEST_SKIP() << "the hints tracker installs no handler";
-  pid_t pid = fork();
-  if (pid == 0) {
+  const int code = test::exit_code_in_child([this] {
     struct sigaction sa {};
     sa.sa_handler = test_segv_handler;
     sigaction(SIGSEGV, &sa, nullptr);
@@ -585,20 +578,17 @@ TEST_F(ContainerTest, ForeignSegfaultsReachThePreviousHandler) {
     o.tracker = test::test_tracker() == "mprotect" ? TrackerKind::kMprotect : TrackerKind::kUffd;
     setenv("PM_UFFD_CHUNK_MIN_MB", "0", 1);  // uffd: fault-based chunk level on
     auto c = Container::create(path_, o);
-    if (!c.ok()) _exit(2);
+    if (!c.ok()) return 2;
     auto* p = static_cast<uint64_t*>(*(*c)->alloc(64));
     *p = 7;  // a tracked fault: served by the router, no jump
     void* guard = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (sigsetjmp(g_jump, 1) == 0) {
       *static_cast<volatile char*>(guard) = 1;  // foreign fault
-      _exit(3);                                 // not chained
+      return 3;  // not chained
     }
-    _exit((*c)->commit().ok() && *p == 7 ? 0 : 4);
-  }
-  int status;
-  waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+    return (*c)->commit().ok() && *p == 7 ? 0 : 4;
+  });
+  EXPECT_EQ(code, 0) << "the step that went wrong (above 128: a signal)";
 }
 
 TEST_F(ContainerTest, CommitWhileHoldingAGuardIsRefused) {
@@ -992,21 +982,15 @@ int commit_with_no_room_above_the_deferred_body(const std::string& path) {
   return (*c)->check().problems.empty() ? 0 : 14;
 }
 
-int exit_code_of(int (*step)(const std::string&), const std::string& path) {
-  pid_t pid = fork();
-  if (pid == 0) _exit(step(path));
-  int status = 0;
-  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
-  return WEXITSTATUS(status);
-}
-
 TEST_F(ContainerTest, AFullFileTakesCommitsWithNoRoomAboveTheDeferredBody) {
   if (must(Container::create(path_, small()))->info().is_pmem) {
     GTEST_SKIP() << "nothing is deferred on pmem";
   }
   std::filesystem::remove(path_);
-  EXPECT_EQ(exit_code_of(commit_with_no_room_above_the_deferred_body, path_), 0)
-      << "the step that went wrong";
+  EXPECT_EQ(test::exit_code_in_child(
+                [this] { return commit_with_no_room_above_the_deferred_body(path_); }),
+            0)
+      << "the step that went wrong (above 128: a signal)";
 }
 
 // With kHints a commit compares only the announced lines with the file, not
@@ -1113,16 +1097,11 @@ TEST_F(ContainerTest, AFileTheUserMayNotWriteOpensOnlyReadOnly) {
   }
   // Root writes any file: try it as nobody.
   ASSERT_EQ(::chmod(std::filesystem::path(path_).parent_path().c_str(), 0711), 0);
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    if (::setgid(65534) != 0 || ::setuid(65534) != 0) _exit(10);
-    _exit(open_unwritable(path_));
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(test::exit_code_in_child([this] {
+              if (::setgid(65534) != 0 || ::setuid(65534) != 0) return 10;
+              return open_unwritable(path_);
+            }),
+            0);
 }
 
 }  // namespace

@@ -47,9 +47,9 @@ class DirtyTracker {
   // as ascending runs of line numbers (64 per page), for a tracker that
   // knows them: kHints, whose lines are the announced bytes. A commit then
   // compares only those lines with the file, not whole pages (a store's
-  // epoch announces a few lines per page). Trackers that know pages only
-  // leave `out` empty.
-  virtual void take_dirty_lines(std::vector<PageRun>* out) { (void)out; }
+  // epoch announces a few lines per page). Replaces `out`'s contents (a
+  // swap: no copy per commit); trackers that know pages only leave it empty.
+  virtual void take_dirty_lines(std::vector<PageRun>* out) { out->clear(); }
 
   virtual void will_write(const void* p, size_t n) = 0;
 

@@ -40,7 +40,8 @@ class HintsTracker final : public DirtyTracker {
     return Status();
   }
   void take_dirty_lines(std::vector<PageRun>* out) override {
-    out->insert(out->end(), taken_lines_.begin(), taken_lines_.end());
+    out->swap(taken_lines_);
+    taken_lines_.clear();
   }
 
   Status redirty(const std::vector<PageRun>& runs) override {

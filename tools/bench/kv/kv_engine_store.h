@@ -28,12 +28,8 @@ class StoreEngine final : public KvEngine {
   // Creates a store at `path` (removed when the engine is destroyed) for
   // `keys` keys. Errors: from pm::Container and the store.
   //
-  // Works around a libpm race: a commit() whose journal outgrows the file
-  // remaps the file (Persist::resize) while puts write the raw region through
-  // the old mapping, and the put crashes (SIGSEGV in raw_write). So the heap
-  // is created big enough for `keys` (no growth, which would cut the journal
-  // space off again) and one large commit grows the journal before the store
-  // starts. Remove this when libpm holds its view lock across that resize.
+  // The heap is created big enough for `keys`, so that no cell pays for
+  // growing it (the store itself would grow it as it fills).
   static Result<std::unique_ptr<StoreEngine>> create(const std::string& path, uint64_t keys,
                                                      const kv::StoreOptions& options);
   ~StoreEngine() override;
@@ -43,10 +39,12 @@ class StoreEngine final : public KvEngine {
     return store_->put(key, value);
   }
 
-  // One put each, then checkpoint(), so that the first timed cell does not
-  // share the cores with gleaning the prefill's backlog.
+  // Transactions of 256 puts, then checkpoint(), so that the first timed
+  // cell does not share the cores with gleaning the prefill's backlog.
   Status prefill(uint64_t n) override;
-  std::string prefill_method() const override { return "one put each, then checkpoint()"; }
+  std::string prefill_method() const override {
+    return "transactions of 256 puts, then checkpoint()";
+  }
   // checkpoint(): glean and commit the whole log backlog.
   Status settle() override { return store_->checkpoint(); }
 
