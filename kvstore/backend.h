@@ -139,6 +139,19 @@ class Backend {
   // Brings the head of hash h's chain into the cache. Like apply_*, it must
   // not run beside the exclusive ones (the gleaners' epoch lock sees to it).
   void prefetch(uint64_t h) const { __builtin_prefetch(slot(bucket_of(h))); }
+  // Then the chain's first entry (once the bucket is cached: a second pass
+  // over a batch), where an update writes: header, key and value. A hint
+  // only: the head is read without the stripe lock, while an apply may be
+  // changing it, and is never dereferenced (hence no TSan: the racy read is
+  // the point).
+  __attribute__((no_sanitize("thread"))) void prefetch_head(uint64_t h) const {
+    const char* e = reinterpret_cast<const char*>(
+        *const_cast<BackendEntry* const volatile*>(slot(bucket_of(h))));
+    if (e == nullptr) return;
+    __builtin_prefetch(e, 1);
+    __builtin_prefetch(e + 64, 1);
+    __builtin_prefetch(e + 128, 1);
+  }
 
   // --- exclusive: no apply or get may run ---
   // Splits buckets until the load factor is at most 1 (or max_splits done).

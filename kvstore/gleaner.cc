@@ -58,7 +58,8 @@ Result<uint64_t> Gleaner::glean(uint64_t max_records) {
     uint64_t pos = cur.pos.load(std::memory_order_relaxed);
     const uint64_t tail = L->tail.load(std::memory_order_acquire);
     while (pos < tail && seen < max_records) {
-      // Read a batch; hash and prefetch its keys' buckets; apply in order.
+      // Read a batch; hash and prefetch its keys' buckets, then their items
+      // and entries; apply in order.
       int got = 0;
       hashes.clear();
       for (uint64_t at = pos; got < kBatch && at < tail && seen + got < max_records; got++) {
@@ -76,6 +77,16 @@ Result<uint64_t> Gleaner::glean(uint64_t max_records) {
           env_.backend->prefetch(hashes.back());
         }
         at += rec.header.len;
+      }
+      {
+        // The buckets have had the batch's reads to arrive: now what they
+        // point to (the frontend item peek() reads, the backend entry the
+        // apply updates), so those misses overlap too.
+        Reclaimer::Guard g;
+        for (uint64_t h : hashes) {
+          env_.frontend->prefetch_item(h);
+          env_.backend->prefetch_head(h);
+        }
       }
       size_t k = 0;
       uint64_t blocked_end = 0;  // past the record the backend had no room for
