@@ -8,7 +8,7 @@
 
 namespace kv {
 
-Gleaner::Gleaner(const Env& env) : env_(env) {
+Gleaner::Gleaner(const Env& env) : env_(env), pending_(env.logs->size()) {
   for (uint32_t i = 0; i < env_.logs->size(); i++) cursors_.push_back(std::make_unique<Cursor>());
 }
 
@@ -276,29 +276,19 @@ uint64_t Gleaner::live_keys() {
   return static_cast<uint64_t>(std::max<int64_t>(static_cast<int64_t>(backend_keys) + delta, 0));
 }
 
-Status Gleaner::pending_keys(std::string_view begin, std::string_view end,
-                             std::vector<std::string>* out) {
+Status Gleaner::pending_keys(std::string_view after, bool inclusive, std::string_view end,
+                             size_t max, std::vector<std::string>* out, bool* more) {
   out->clear();
   std::shared_lock<std::shared_mutex> ep(epoch_mu_);
-  Record rec;
   for (uint32_t i = 0; i < env_.logs->size(); i++) {
     LogState* L = env_.logs->at(i);
     // The cursor first: whatever it passes after this is in the backend
     // (and its index) by the time the reader looks there.
-    uint64_t pos = cursors_[i]->pos.load(std::memory_order_acquire);
+    const uint64_t pos = cursors_[i]->pos.load(std::memory_order_acquire);
     const uint64_t tail = L->tail.load(std::memory_order_acquire);
-    for (; pos < tail; pos += rec.header.len) {
-      if (!L->log->read(pos, env_.limits, &rec)) {
-        return Status::corruption("log " + std::to_string(i) + ": record at " +
-                                  std::to_string(pos) + " does not validate");
-      }
-      for (const Op& op : rec.ops) {
-        if (op.key >= begin && (end.empty() || op.key < end)) out->emplace_back(op.key);
-      }
-    }
+    PM_TRY(pending_.update(i, *L->log, env_.limits, pos, tail));
   }
-  std::sort(out->begin(), out->end());
-  out->erase(std::unique(out->begin(), out->end()), out->end());
+  *more = pending_.collect(after, inclusive, end, max, out);
   return Status();
 }
 

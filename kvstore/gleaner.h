@@ -31,6 +31,7 @@
 #include "kvstore/crl.h"
 #include "kvstore/frontend.h"
 #include "kvstore/log_writer.h"
+#include "kvstore/pending_keys.h"
 #include "kvstore/store_state.h"
 #include "pm/container.h"
 
@@ -81,11 +82,14 @@ class Gleaner {
   // by the logs, not by the data), with every log's cursor held, so that no
   // glean is between an apply and its cursor's move meanwhile.
   uint64_t live_keys();
-  // The keys in [begin, end) (end empty: no end) of the records no gleaner
-  // has applied yet, sorted, each once: what ordered reads merge with the
-  // backend's index. Reads them under the epoch lock (shared), so no
-  // epoch frees their log space meanwhile.
-  Status pending_keys(std::string_view begin, std::string_view end, std::vector<std::string>* out);
+  // The first `max` keys past `after` (at it too, when inclusive) and
+  // before end (empty: no end) of the records no gleaner has applied yet,
+  // sorted, each once, and whether there are more: what ordered reads
+  // merge with the backend's index. Reads the records not read by an earlier call
+  // (PendingKeys) under the epoch lock (shared), so no epoch frees their
+  // log space meanwhile.
+  Status pending_keys(std::string_view after, bool inclusive, std::string_view end, size_t max,
+                      std::vector<std::string>* out, bool* more);
 
  private:
   struct Cursor {
@@ -122,6 +126,7 @@ class Gleaner {
   std::atomic<uint32_t> next_log_{0};
   std::mutex tomb_mu_;
   std::vector<std::string> tomb_keys_;  // removes applied in the epoch being built
+  PendingKeys pending_;
 };
 
 }  // namespace kv

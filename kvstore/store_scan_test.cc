@@ -200,6 +200,69 @@ TEST_P(OrderedScanTest, PrefixEndsAndEmptyRanges) {
   EXPECT_TRUE(it->status().ok());
 }
 
+// Keys unapplied in the logs come to a reader in batches (256 at a time);
+// records applied and committed between two batches move their keys from
+// the logs to the index, behind the reader or ahead of it. Every key is
+// still seen once, in order.
+TEST(OrderedScanPendingTest, KeysAppliedBetweenPendingBatchesAreSeenOnce) {
+  pm::test::TempDir dir;
+  StoreOptions o = options(false);
+  o.log_bytes = 1 << 20;
+  auto s = Store::open(dir.file("kv.pm"), o);
+  ASSERT_TRUE(s.ok());
+  Model m;
+  for (int i = 0; i < 1500; i++) {
+    char k[16];
+    std::snprintf(k, sizeof k, "k%05d", (i * 7919) % 1500);  // logged out of key order
+    m[k] = std::to_string(i);
+    ASSERT_TRUE((*s)->put(k, m[k]).ok());
+  }
+  auto it = (*s)->iterator();
+  std::vector<std::pair<std::string, std::string>> seen;
+  for (it->seek(""); it->valid(); it->next()) {
+    seen.emplace_back(it->key(), it->value());
+    if (seen.size() % 37 == 0) {  // apply some records and commit them
+      ASSERT_TRUE((*s)->glean(60).ok());
+      ASSERT_TRUE((*s)->advance_epoch().ok());
+    }
+  }
+  ASSERT_TRUE(it->status().ok()) << it->status().to_string();
+  EXPECT_EQ(seen, expected(m, "", ""));
+  EXPECT_EQ(scan(**s, "k00700", "", 300), expected(m, "k00700", "", 300));
+}
+
+// A thread keeps its scan's buffers for the next scan: a scan started from
+// inside a scan's callback, and scans of another store in between, must
+// each see their own range, whole.
+TEST_P(OrderedScanTest, NestedScansAndScansOfTwoStoresKeepTheirOwnRanges) {
+  auto s = Store::open(path_, opts_);
+  auto t = Store::open(dir_.file("other.pm"), opts_);
+  ASSERT_TRUE(s.ok() && t.ok());
+  Model ms, mt;
+  for (int i = 0; i < 600; i++) {  // more than one batch of 256
+    const std::string k = "k" + std::to_string(1000 + i);
+    ms[k] = "s" + std::to_string(i);
+    mt[k] = "t" + std::to_string(i);
+    ASSERT_TRUE((*s)->put(k, ms[k]).ok());
+    ASSERT_TRUE((*t)->put(k, mt[k]).ok());
+  }
+  ASSERT_TRUE((*s)->checkpoint().ok());  // half applied, half in the logs
+  std::vector<std::pair<std::string, std::string>> outer, inner_last;
+  Status st = (*s)->scan("k1100", "k1400", 0, [&](std::string_view k, std::string_view v) {
+    outer.emplace_back(k, v);
+    if (outer.size() % 100 == 1) {
+      inner_last = scan(**t, std::string(k), "");  // nested, another store
+      EXPECT_EQ(scan(**s, "k1000", "k1010"), expected(ms, "k1000", "k1010"));  // nested, same
+    }
+    return true;
+  });
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(outer, expected(ms, "k1100", "k1400"));
+  EXPECT_EQ(inner_last, expected(mt, "k1300", ""));  // the 201st key of the outer range
+  EXPECT_EQ(scan(**t, "k1590", "", 5), expected(mt, "k1590", "", 5));  // kept buffers, new store
+  EXPECT_EQ(scan(**s, "", "k1003"), expected(ms, "", "k1003"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, OrderedScanTest, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "Background" : "Manual"; });
 
