@@ -25,6 +25,8 @@ class OrderedEngine {
   virtual Result<int> scan(std::string_view from, int n) = 0;
   // Ends a batch (engines that group writes); no-op otherwise.
   virtual Status flush() { return Status(); }
+  // Whether put() may run in one thread while scan() runs in another.
+  virtual bool concurrent() const { return false; }
 };
 
 // Creates a fresh store in `dir` (an empty directory). `batch` > 1 groups

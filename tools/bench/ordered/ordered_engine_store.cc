@@ -27,6 +27,7 @@ class StoreEngine final : public OrderedEngine {
     if (!s.ok()) return s;
     return got;
   }
+  bool concurrent() const override { return true; }
 
  private:
   std::unique_ptr<kv::Store> s_;
