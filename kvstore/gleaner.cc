@@ -198,6 +198,7 @@ Status Gleaner::advance_epoch() {
     // Durable: the gleaned log space is free, the applied items are clean.
     for (uint32_t i = 0; i < env_.logs->size(); i++) {
       env_.logs->release(env_.logs->at(i), cursors_[i]->pos.load());
+      pending_.forget(i, cursors_[i]->pos.load());
     }
     committed_epoch_.fetch_add(1, std::memory_order_acq_rel);
     env_.counters->add(Counter::kEpochs);

@@ -10,6 +10,11 @@ void PendingKeys::forget_before(PerLog& l, uint64_t cursor) {
   }
 }
 
+void PendingKeys::forget(uint32_t i, uint64_t cursor) {
+  std::lock_guard<std::mutex> g(mu_);
+  forget_before(logs_[i], cursor);
+}
+
 Status PendingKeys::update(uint32_t i, const Log& log, const Limits& limits, uint64_t cursor,
                            uint64_t tail) {
   std::lock_guard<std::mutex> g(mu_);

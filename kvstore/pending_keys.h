@@ -14,6 +14,10 @@
 // where the last reader stopped; update() extends it to the tail it is
 // given and drops what lies before the cursor.
 //
+// DRAM: a map node per distinct key and 16 bytes per operation, for the
+// records unapplied when a reader last looked; each epoch drops those it
+// applied (forget()), so what stays is bounded by the logs' backlog.
+//
 // Thread safety: every call takes the one mutex; readers are expected to
 // hold the gleaner's epoch lock (shared), so no log space is freed while
 // records are read.
@@ -41,6 +45,10 @@ class PendingKeys {
   // A record that does not validate is corruption; what was read before it
   // stays, and the next call reads from it again.
   Status update(uint32_t i, const Log& log, const Limits& limits, uint64_t cursor, uint64_t tail);
+
+  // Forgets log i's keys of records before cursor (each epoch, so that
+  // keys read by a scan do not stay in DRAM until the next one).
+  void forget(uint32_t i, uint64_t cursor);
 
   // Appends the first `max` keys past `after` (or at it, when inclusive)
   // and before end (empty: no end), sorted, each once; returns whether
