@@ -85,9 +85,9 @@ class Gleaner {
   // The first `max` keys past `after` (at it too, when inclusive) and
   // before end (empty: no end) of the records no gleaner has applied yet,
   // sorted, each once, and whether there are more: what ordered reads
-  // merge with the backend's index. Reads the records not read by an earlier call
-  // (PendingKeys) under the epoch lock (shared), so no epoch frees their
-  // log space meanwhile.
+  // merge with the backend's index. Reads the records no earlier call
+  // read (PendingKeys) under the epoch lock (shared), so no epoch frees
+  // their log space meanwhile.
   Status pending_keys(std::string_view after, bool inclusive, std::string_view end, size_t max,
                       std::vector<std::string>* out, bool* more);
 

@@ -28,7 +28,8 @@ Status PendingKeys::update(uint32_t i, const Log& log, const Limits& limits, uin
                                 " does not validate");
     }
     for (const Op& op : rec.ops) {
-      auto [k, fresh] = keys_.try_emplace(std::string(op.key), 0);
+      auto k = keys_.find(op.key);  // a key logged again allocates nothing
+      if (k == keys_.end()) k = keys_.emplace(std::string(op.key), 0).first;
       k->second++;
       l.order.emplace_back(pos, k);
     }
