@@ -106,8 +106,8 @@ class OrderedReader {
       // A pipeline: key i's bucket is prefetched 2 * kAhead keys before it
       // is read, its item kAhead keys before (once the bucket has had time
       // to arrive: reading a bucket still in flight stalls for all of its
-      // miss). All buckets first, then all items, as this was, stalled on
-      // each bucket in turn and left a scan at 0.8 us per key.
+      // miss). Prefetching all items right after all buckets stalled on
+      // the buckets (docs/ordered.md, measured).
       Reclaimer::Guard g;  // the frontend's table may be retired meanwhile
       for (size_t i = 0; i < c + 2 * kAhead; i++) {
         if (i < c) s_->fe_.prefetch(hashes_[i]);
