@@ -123,6 +123,7 @@ Status scans_beside_writer(OrderedEngine& db, const OrderedConfig& cfg, int e, i
   std::mt19937_64 rng(static_cast<uint64_t>(rep) + 2000);
   const uint64_t n = std::max<uint64_t>(cfg.scans / 20, 1);
   while (puts.load() < 1000 && !writer_done.load()) std::this_thread::yield();  // under way
+  const uint64_t puts0 = puts.load();
   const auto t0 = Clock::now();
   Result<double> x = timed(n, [&](uint64_t) -> Status {
     Result<int> got = db.scan(key_of(rng() % cfg.keys), 100);
@@ -135,7 +136,7 @@ Status scans_beside_writer(OrderedEngine& db, const OrderedConfig& cfg, int e, i
   if (!x.ok()) return x.status().with_context(what);
   if (!failed.ok()) return failed.with_context(what);
   r->scans_beside[e][rep] = *x;
-  r->writer_puts[e][rep] = static_cast<double>(puts.load()) / secs;
+  r->writer_puts[e][rep] = static_cast<double>(puts.load() - puts0) / secs;
   return Status();
 }
 
