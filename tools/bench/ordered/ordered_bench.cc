@@ -203,14 +203,11 @@ Result<Measured> run_all(const OrderedConfig& cfg) {
   return r;
 }
 
-double med(const Measured& r, int e, int p) {
-  if (!r.built[e]) return 0;
-  return median(std::vector<double>(r.ops[e][p], r.ops[e][p] + r.repeats));
-}
-
 double med(const Measured& r, const double (&x)[kMaxRepeats]) {
   return median(std::vector<double>(x, x + r.repeats));
 }
+
+double med(const Measured& r, int e, int p) { return r.built[e] ? med(r, r.ops[e][p]) : 0; }
 
 // The engines that took a writer beside their scans.
 Table beside_writer_table(const Measured& r) {
