@@ -226,24 +226,39 @@ std::vector<size_t> SimPersist::candidate_counts() const {
 std::vector<std::byte> SimPersist::image(const std::vector<size_t>& choice,
                                          std::mt19937_64* rng) const {
   std::vector<std::byte> img = durable_;
+  apply_choice(choice, rng, img.data());
+  return img;
+}
+
+void SimPersist::write_image(const std::vector<size_t>& choice, std::mt19937_64* rng,
+                             std::byte* dst) const {
+  for (size_t off = 0; off < durable_.size(); off += 4096) {
+    const size_t n = std::min<size_t>(4096, durable_.size() - off);
+    if (std::memcmp(dst + off, durable_.data() + off, n) != 0)
+      std::memcpy(dst + off, durable_.data() + off, n);
+  }
+  apply_choice(choice, rng, dst);
+}
+
+// `img` holds the durable image; each chosen version replaces its unit.
+void SimPersist::apply_choice(const std::vector<size_t>& choice, std::mt19937_64* rng,
+                              std::byte* img) const {
   size_t i = 0;
   for (const auto& [u, unit] : volatile_) {
     const size_t c = choice[i++];
     const uint64_t from = u * unit_;
-    if (c == 0 || from >= img.size()) continue;  // durable
-    const size_t n = std::min<uint64_t>(unit_, img.size() - from);
+    if (c == 0 || from >= durable_.size()) continue;  // durable
+    const size_t n = std::min<uint64_t>(unit_, durable_.size() - from);
     std::vector<std::byte> v = c <= unit.versions.size() ? unit.versions[c - 1] : live_unit(u);
     if (c > unit.versions.size()) {
-      // Torn page (msync path): each 512-byte sector old or new. `img`
-      // still holds this unit's durable bytes.
+      // Torn page (msync path): each 512-byte sector old or new.
       for (size_t sec = 0; sec < n; sec += 512) {
         if ((*rng)() & 1)
-          std::memcpy(v.data() + sec, img.data() + from + sec, std::min<size_t>(512, n - sec));
+          std::memcpy(v.data() + sec, durable_.data() + from + sec, std::min<size_t>(512, n - sec));
       }
     }
-    std::memcpy(img.data() + from, v.data(), n);
+    std::memcpy(img + from, v.data(), n);
   }
-  return img;
 }
 
 }  // namespace pm::crash

@@ -80,6 +80,10 @@ class SimPersist final : public Persist {
   // The crash image for `choice` (one index per volatile unit; the value k+1
   // means "torn": the live page with sectors reverted at random by `rng`).
   std::vector<std::byte> image(const std::vector<size_t>& choice, std::mt19937_64* rng) const;
+  // The same image written over `dst` (durable_image().size() bytes), which
+  // holds a recent image: only the pages that differ are copied. No buffer
+  // of the file's size is allocated, filled and compared per image.
+  void write_image(const std::vector<size_t>& choice, std::mt19937_64* rng, std::byte* dst) const;
   // What a power failure right now would keep for sure.
   const std::vector<std::byte>& durable_image() const { return durable_; }
 
@@ -119,6 +123,7 @@ class SimPersist final : public Persist {
   void check_reserved(uint64_t off, size_t n);
   void call_hook(const char* point);
   std::vector<std::byte> live_unit(uint64_t u) const;
+  void apply_choice(const std::vector<size_t>& choice, std::mt19937_64* rng, std::byte* img) const;
   std::vector<std::byte> durable_unit(uint64_t u) const;
 
   std::unique_ptr<Persist> real_;
