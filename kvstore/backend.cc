@@ -164,6 +164,15 @@ Status Backend::check_sum(const BackendEntry* e) const {
 
 uint64_t Backend::bucket_of(uint64_t h) const { return bucket_for(*root_, h); }
 
+void Backend::prefetch_for_read(uint64_t h, bool entry) {
+  std::shared_lock<std::shared_mutex> s(struct_mu_);  // no split moves the table meanwhile
+  if (entry) {
+    prefetch_entry<0>(h);
+  } else {
+    prefetch(h);
+  }
+}
+
 Result<BackendEntry**> Backend::find_link(uint64_t b, std::string_view key) {
   BackendEntry** link = slot(b);
   for (uint64_t n = 0; *link != nullptr; n++) {

@@ -144,14 +144,12 @@ class Backend {
   // only: the head is read without the stripe lock, while an apply may be
   // changing it, and is never dereferenced (hence no TSan: the racy read is
   // the point).
-  __attribute__((no_sanitize("thread"))) void prefetch_head(uint64_t h) const {
-    const char* e = reinterpret_cast<const char*>(
-        *const_cast<BackendEntry* const volatile*>(slot(bucket_of(h))));
-    if (e == nullptr) return;
-    __builtin_prefetch(e, 1);
-    __builtin_prefetch(e + 64, 1);
-    __builtin_prefetch(e + 128, 1);
-  }
+  void prefetch_head(uint64_t h) const { prefetch_entry<1>(h); }
+
+  // For a reader outside the gleaners' epoch lock (a scan whose keys miss
+  // the frontend): the chain's head under the structure lock, and with
+  // `entry`, its first entry's header, key and value, read-only.
+  void prefetch_for_read(uint64_t h, bool entry);
 
   // --- exclusive: no apply or get may run ---
   // Splits buckets until the load factor is at most 1 (or max_splits done).
@@ -177,6 +175,15 @@ class Backend {
  private:
   Backend(pm::Container* c, BackendRoot* r);
   uint64_t bucket_of(uint64_t h) const;
+  template <int kWrite>
+  __attribute__((no_sanitize("thread"))) void prefetch_entry(uint64_t h) const {
+    const char* e = reinterpret_cast<const char*>(
+        *const_cast<BackendEntry* const volatile*>(slot(bucket_of(h))));
+    if (e == nullptr) return;
+    __builtin_prefetch(e, kWrite);
+    __builtin_prefetch(e + 64, kWrite);
+    __builtin_prefetch(e + 128, kWrite);
+  }
   BackendEntry** slot(uint64_t b) const { return &root_->segs[b / kSegBuckets][b % kSegBuckets]; }
   std::mutex& stripe(uint64_t b) { return stripes_[b % kStripes]; }
   // Finds the key's entry and the link that points to it. REQUIRES: stripe lock.

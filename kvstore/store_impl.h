@@ -91,7 +91,9 @@ class StoreImpl final : public Store {
               bool install = true);
   // A key's value for an ordered read (store_scan.cc): the frontend, else
   // the backend, installing nothing (a scan must not fill DRAM).
-  Status read_for_scan(std::string_view key, uint64_t h, std::string* value, bool* found);
+  // *missed: the frontend did not hold the key (the backend was read).
+  Status read_for_scan(std::string_view key, uint64_t h, std::string* value, bool* found,
+                       bool* missed);
   friend class OrderedReader;
   // Over the DRAM budget: evicts items whose version is committed.
   void evict_over_budget();
