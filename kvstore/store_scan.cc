@@ -111,10 +111,10 @@ class OrderedReader {
       // to arrive: reading a bucket still in flight stalls for all of its
       // miss). Prefetching all items right after all buckets stalled on
       // the buckets (docs/ordered.md, measured).
-      // When the last batch's keys mostly missed the frontend (a store
-      // just opened: a mount's index, `pm kv ls --values`), the backend's
-      // chain head and first entry go through the same pipeline; keys the
-      // frontend holds skip that cost.
+      // When more than an eighth of the last batch's keys missed the
+      // frontend (a store just opened: a mount's index, `pm kv ls
+      // --values`), the backend's chain head and first entry go through the
+      // same pipeline; scans of keys the frontend holds skip that cost.
       Reclaimer::Guard g;  // the frontend's table may be retired meanwhile
       const bool cold = cold_;
       size_t misses = 0;
@@ -200,7 +200,7 @@ class OrderedReader {
   size_t index_len_ = 0;
   size_t next_index_ = 0;
   bool index_done_ = false;
-  bool cold_ = false;  // the last batch mostly missed the frontend
+  bool cold_ = false;  // more than an eighth of the last batch missed the frontend
   std::vector<std::string> pending_;  // a batch of the keys of records not yet applied
   size_t next_pending_ = 0;
   bool pending_more_ = false;  // past pending_, the logs hold more

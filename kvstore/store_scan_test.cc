@@ -181,7 +181,8 @@ TEST_P(OrderedScanTest, IteratorSeesStableKeysOnceInOrderBesideWriters) {
   }
   stop = true;
   writer.join();
-  EXPECT_GE(st.stats().misses, 1200u) << "the stable keys were to be read from the backend";
+  // Scans do not install what they read: every pass reads them there.
+  EXPECT_GE(st.stats().misses, 5 * 1200u) << "the stable keys were to be read from the backend";
 }
 
 TEST_P(OrderedScanTest, PrefixEndsAndEmptyRanges) {

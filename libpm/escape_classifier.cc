@@ -1,6 +1,7 @@
 #include "libpm/escape_classifier.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <string_view>
 
@@ -27,9 +28,15 @@ std::string read_maps() {
   std::string text;
   int fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return text;
-  char buf[65536];
-  ssize_t n;
-  while ((n = ::read(fd, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+  constexpr size_t kChunk = 64 << 10;
+  for (;;) {
+    const size_t at = text.size();
+    text.resize(at + kChunk);
+    const ssize_t n = ::read(fd, text.data() + at, kChunk);
+    text.resize(at + static_cast<size_t>(std::max<ssize_t>(n, 0)));
+    if (n > 0 || (n < 0 && errno == EINTR)) continue;
+    break;
+  }
   ::close(fd);
   return text;
 }

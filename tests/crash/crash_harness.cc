@@ -4,6 +4,7 @@
 #include <malloc.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -105,10 +106,14 @@ class ImageFile {
   explicit ImageFile(std::string path) : path_(std::move(path)) {}
   ~ImageFile() { unmap(); }
 
-  // Writes the image `sp` makes of `choice`.
+  // Writes the image `sp` makes of `choice`. The checker may have changed
+  // the file's length (a second crash's image, a recovery that grew it):
+  // then it is cut to the image's size and mapped again.
   bool put(const SimPersist& sp, const std::vector<size_t>& choice, std::mt19937_64* rng) {
     const size_t size = sp.durable_image().size();
-    if (size != size_ && !remap(size)) return false;
+    struct stat st;
+    const bool same = ::stat(path_.c_str(), &st) == 0 && static_cast<size_t>(st.st_size) == size;
+    if ((size != size_ || !same) && !remap(size)) return false;
     sp.write_image(choice, rng, map_);
     return true;
   }
@@ -262,9 +267,11 @@ class Checker {
       sync_point::g_hook.store(nullptr);
       // Each check allocates and frees buffers of the file's size: keep
       // them in the heap rather than mapping, faulting in and unmapping
-      // them again every time.
-      ::mallopt(M_MMAP_THRESHOLD, 64 << 20);
-      ::mallopt(M_TRIM_THRESHOLD, 256 << 20);
+      // them again every time. 32 MiB is the largest threshold glibc takes
+      // (a fixed trim threshold also ends its own adapting of it); only
+      // speed depends on these.
+      (void)::mallopt(M_MMAP_THRESHOLD, 32 << 20);
+      (void)::mallopt(M_TRIM_THRESHOLD, 256 << 20);
       ::close(down[1]);
       ::close(up[0]);
       serve(down[0], up[1]);
