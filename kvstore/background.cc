@@ -3,6 +3,7 @@
 // between roles (after Bullet's dynamic roles).
 #include <algorithm>
 #include <chrono>
+#include <system_error>
 
 #include "kvstore/store_impl.h"
 
@@ -18,11 +19,19 @@ uint64_t now_us() {
 
 }  // namespace
 
-void StoreImpl::start_threads() {
-  if (!o_.background || o_.read_only) return;
+Status StoreImpl::start_threads() {
+  if (!o_.background || o_.read_only) return Status();
   active_gleaners_ = std::max(o_.min_gleaners, 1);
-  for (int i = 0; i < o_.max_gleaners; i++) gleaners_.emplace_back([this, i] { gleaner_loop(i); });
-  maintenance_ = std::thread([this] { maintenance_loop(); });
+  try {
+    for (int i = 0; i < o_.max_gleaners; i++) {
+      gleaners_.emplace_back([this, i] { gleaner_loop(i); });
+    }
+    maintenance_ = std::thread([this] { maintenance_loop(); });
+  } catch (const std::system_error& e) {
+    // Those started stop when the caller drops the store (the destructor).
+    return Status::from_errno("start the store's background threads", e.code().value());
+  }
+  return Status();
 }
 
 // Wakes sleeping background threads only when there is work worth it: a

@@ -1,7 +1,10 @@
 // C API: Status -> pm_errcode plus a thread-local message, as libpm's c_api.cc.
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <memory>
+#include <stdexcept>
 #include <new>
 #include <string>
 #include <string_view>
@@ -40,15 +43,67 @@ pm_errcode fail(const pm::Status& s) {
 
 pm_errcode code_of(const pm::Status& s) { return s.ok() ? PM_OK : fail(s); }
 
-// Runs fn, which returns a Status, turning std::bad_alloc (from the
-// std::string copies inside the store) into PM_ENOSPC.
+// Runs fn, which returns a Status; no exception crosses into C. The string
+// copies inside the store throw std::bad_alloc (PM_ENOSPC) and, for a
+// length past what a string holds, std::length_error (PM_EINVAL); starting
+// threads throws std::system_error.
 template <typename F>
 pm_errcode guarded(F&& fn) {
   try {
     return code_of(fn());
   } catch (const std::bad_alloc&) {
     return fail(pm::Status::no_space("out of memory"));
+  } catch (const std::length_error&) {
+    return fail(pm::Status::invalid_argument("a length is out of range"));
+  } catch (const std::exception& e) {
+    return fail(pm::Status::io_error(std::string("unexpected error: ") + e.what()));
+  } catch (...) {
+    return fail(pm::Status::io_error("unexpected error"));
   }
+}
+
+// A handle argument: never NULL.
+pm::Status handle(const void* h, const char* what) {
+  if (h != nullptr) return pm::Status();
+  return pm::Status::invalid_argument(std::string(what) + " is NULL");
+}
+
+// A (pointer, length) argument: NULL only with length 0. Keys (and seek
+// positions and ends, which compare with keys) are at most 65535 bytes in
+// any store, values under 4 GiB: longer ones are refused before anything
+// copies them (or computes their end).
+pm::Status bytes(const char* p, size_t n, const char* what, std::string_view* out) {
+  if (p == nullptr && n != 0) {
+    return pm::Status::invalid_argument(std::string(what) + " is NULL with length " +
+                                        std::to_string(n));
+  }
+  *out = p == nullptr ? std::string_view() : std::string_view(p, n);
+  return pm::Status();
+}
+pm::Status key_bytes(const char* p, size_t n, const char* what, std::string_view* out) {
+  if (n > 65535) {
+    return pm::Status::invalid_argument(std::string(what) + " of " + std::to_string(n) +
+                                        " bytes: no store takes keys over 65535 bytes");
+  }
+  return bytes(p, n, what, out);
+}
+// Values: max_value_bytes is 32 bits.
+pm::Status value_bytes(const char* p, size_t n, std::string_view* out) {
+  if (n > UINT32_MAX) {
+    return pm::Status::invalid_argument("value of " + std::to_string(n) +
+                                        " bytes: no store takes values of 4 GiB or more");
+  }
+  return bytes(p, n, "value", out);
+}
+
+// For the functions that return a handle: NULL and the message on failure.
+template <typename T, typename F>
+T* made(F&& fn) {
+  T* out = nullptr;
+  pm_errcode e = guarded([&] { return fn(&out); });
+  if (e == PM_OK) return out;
+  delete out;
+  return nullptr;
 }
 
 kv::StoreOptions to_options(const kv_options* in) {
@@ -66,138 +121,162 @@ kv::StoreOptions to_options(const kv_options* in) {
   return o;
 }
 
-std::string_view bytes(const char* p, size_t n) {
-  return p == nullptr ? std::string_view() : std::string_view(p, n);
-}
-
 }  // namespace
 
 extern "C" {
 
 kv_store* kv_open(const char* path, const kv_options* opts) {
-  if (path == nullptr) {
-    fail(pm::Status::invalid_argument("path is NULL"));
-    return nullptr;
-  }
-  if (opts != nullptr && opts->durability != KV_DURABILITY_SYNC &&
-      opts->durability != KV_DURABILITY_ASYNC && opts->durability != KV_DURABILITY_SYNC_ON_PMEM) {
-    fail(pm::Status::invalid_argument("unknown durability " +
-                                      std::to_string(static_cast<int>(opts->durability))));
-    return nullptr;
-  }
-  try {
-    pm::Result<std::unique_ptr<kv::Store>> r = kv::Store::open(path, to_options(opts));
-    if (!r.ok()) {
-      fail(r.status());
-      return nullptr;
+  return made<kv_store>([&](kv_store** out) -> pm::Status {
+    PM_TRY(handle(path, "path"));
+    if (opts != nullptr && opts->durability != KV_DURABILITY_SYNC &&
+        opts->durability != KV_DURABILITY_ASYNC &&
+        opts->durability != KV_DURABILITY_SYNC_ON_PMEM) {
+      return pm::Status::invalid_argument("unknown durability " +
+                                          std::to_string(static_cast<int>(opts->durability)));
     }
-    return new kv_store{std::move(*r)};
-  } catch (const std::bad_alloc&) {
-    fail(pm::Status::no_space("out of memory"));
-    return nullptr;
-  }
+    pm::Result<std::unique_ptr<kv::Store>> r = kv::Store::open(path, to_options(opts));
+    if (!r.ok()) return r.status();
+    *out = new kv_store{std::move(*r)};
+    return pm::Status();
+  });
 }
 
 void kv_close(kv_store* s) { delete s; }
 
 pm_errcode kv_put(kv_store* s, const char* key, size_t klen, const char* val, size_t vlen) {
-  return guarded([&] { return s->s->put(bytes(key, klen), bytes(val, vlen)); });
+  return guarded([&] {
+    std::string_view k, v;
+    PM_TRY(handle(s, "store"));
+    PM_TRY(key_bytes(key, klen, "key", &k));
+    PM_TRY(value_bytes(val, vlen, &v));
+    return s->s->put(k, v);
+  });
 }
 
 pm_errcode kv_get(kv_store* s, const char* key, size_t klen, char** val, size_t* vlen) {
   std::string v;
-  pm_errcode e = guarded([&] { return s->s->get(bytes(key, klen), &v); });
+  pm_errcode e = guarded([&] {
+    std::string_view k;
+    PM_TRY(handle(s, "store"));
+    PM_TRY(key_bytes(key, klen, "key", &k));
+    return s->s->get(k, val == nullptr && vlen == nullptr ? nullptr : &v);
+  });
   if (e != PM_OK) return e;
-  // One byte more: a NUL after the value, and never malloc(0).
-  char* out = static_cast<char*>(std::malloc(v.size() + 1));
-  if (out == nullptr) return fail(pm::Status::no_space("out of memory"));
-  std::memcpy(out, v.data(), v.size());
-  out[v.size()] = '\0';
-  *val = out;
-  *vlen = v.size();
+  if (val != nullptr) {
+    // One byte more: a NUL after the value, and never malloc(0).
+    char* out = static_cast<char*>(std::malloc(v.size() + 1));
+    if (out == nullptr) return fail(pm::Status::no_space("out of memory"));
+    std::memcpy(out, v.data(), v.size());
+    out[v.size()] = '\0';
+    *val = out;
+  }
+  if (vlen != nullptr) *vlen = v.size();
   return PM_OK;
 }
 
 pm_errcode kv_remove(kv_store* s, const char* key, size_t klen) {
-  return guarded([&] { return s->s->remove(bytes(key, klen)); });
+  return guarded([&] {
+    std::string_view k;
+    PM_TRY(handle(s, "store"));
+    PM_TRY(key_bytes(key, klen, "key", &k));
+    return s->s->remove(k);
+  });
 }
 
 pm_errcode kv_sync(kv_store* s) {
-  return guarded([&] { return s->s->sync(); });
+  return guarded([&] {
+    PM_TRY(handle(s, "store"));
+    return s->s->sync();
+  });
 }
 
 pm_errcode kv_checkpoint(kv_store* s) {
-  return guarded([&] { return s->s->checkpoint(); });
+  return guarded([&] {
+    PM_TRY(handle(s, "store"));
+    return s->s->checkpoint();
+  });
 }
 
 kv_txn* kv_begin(kv_store* s) {
-  try {
-    return new kv_txn{s->s->begin()};
-  } catch (const std::bad_alloc&) {
-    fail(pm::Status::no_space("out of memory"));
-    return nullptr;
-  }
+  return made<kv_txn>([&](kv_txn** out) {
+    PM_TRY(handle(s, "store"));
+    *out = new kv_txn{s->s->begin()};
+    return pm::Status();
+  });
 }
 
 pm_errcode kv_txn_put(kv_txn* t, const char* key, size_t klen, const char* val, size_t vlen) {
-  return guarded([&] { return t->t->put(bytes(key, klen), bytes(val, vlen)); });
+  return guarded([&] {
+    std::string_view k, v;
+    PM_TRY(handle(t, "transaction"));
+    PM_TRY(key_bytes(key, klen, "key", &k));
+    PM_TRY(value_bytes(val, vlen, &v));
+    return t->t->put(k, v);
+  });
 }
 
 pm_errcode kv_txn_remove(kv_txn* t, const char* key, size_t klen) {
-  return guarded([&] { return t->t->remove(bytes(key, klen)); });
+  return guarded([&] {
+    std::string_view k;
+    PM_TRY(handle(t, "transaction"));
+    PM_TRY(key_bytes(key, klen, "key", &k));
+    return t->t->remove(k);
+  });
 }
 
 pm_errcode kv_commit(kv_txn* t) {
   std::unique_ptr<kv_txn> owned(t);
-  return guarded([&] { return t->t->commit(); });
+  return guarded([&] {
+    PM_TRY(handle(t, "transaction"));
+    return t->t->commit();
+  });
 }
 
 void kv_abort(kv_txn* t) { delete t; }  // an uncommitted Transaction aborts
 
 kv_cursor* kv_cursor_open(kv_store* s, const char* prefix, size_t plen) {
-  auto c = std::unique_ptr<kv_cursor>(new (std::nothrow) kv_cursor);
-  if (c == nullptr) {
-    fail(pm::Status::no_space("out of memory"));
-    return nullptr;
-  }
-  pm_errcode e = guarded([&] {
-    return s->s->scan(bytes(prefix, plen), [&](std::string_view k, std::string_view v) {
-      c->pairs.emplace_back(k, v);  // in key order
+  return made<kv_cursor>([&](kv_cursor** out) {
+    std::string_view p;
+    PM_TRY(handle(s, "store"));
+    PM_TRY(key_bytes(prefix, plen, "prefix", &p));
+    *out = new kv_cursor;
+    return s->s->scan(p, [&](std::string_view k, std::string_view v) {
+      (*out)->pairs.emplace_back(k, v);  // in key order
       return true;
     });
   });
-  return e == PM_OK ? c.release() : nullptr;
 }
 
 int kv_cursor_next(kv_cursor* c, const char** key, size_t* klen, const char** val, size_t* vlen) {
-  if (c->next == c->pairs.size()) return 0;
+  if (c == nullptr || c->next == c->pairs.size()) return 0;
   const auto& [k, v] = c->pairs[c->next++];
-  *key = k.data();
-  *klen = k.size();
-  *val = v.data();
-  *vlen = v.size();
+  if (key != nullptr) *key = k.data();
+  if (klen != nullptr) *klen = k.size();
+  if (val != nullptr) *val = v.data();
+  if (vlen != nullptr) *vlen = v.size();
   return 1;
 }
 
 void kv_cursor_close(kv_cursor* c) { delete c; }
 
 kv_iter* kv_iter_open(kv_store* s, const char* end, size_t elen) {
-  auto it = std::unique_ptr<kv_iter>(new (std::nothrow) kv_iter);
-  if (it == nullptr) {
-    fail(pm::Status::no_space("out of memory"));
-    return nullptr;
-  }
-  pm_errcode e = guarded([&] {
-    it->it = s->s->iterator(bytes(end, elen));
-    it->it->seek({});
-    return it->it->status();
+  return made<kv_iter>([&](kv_iter** out) {
+    std::string_view e;
+    PM_TRY(handle(s, "store"));
+    PM_TRY(key_bytes(end, elen, "end", &e));
+    *out = new kv_iter;
+    (*out)->it = s->s->iterator(e);
+    (*out)->it->seek({});
+    return (*out)->it->status();
   });
-  return e == PM_OK ? it.release() : nullptr;
 }
 
 pm_errcode kv_iter_seek(kv_iter* it, const char* key, size_t klen) {
   return guarded([&] {
-    it->it->seek(bytes(key, klen));
+    std::string_view k;
+    PM_TRY(handle(it, "iterator"));
+    PM_TRY(key_bytes(key, klen, "key", &k));
+    it->it->seek(k);
     return it->it->status();
   });
 }
@@ -205,6 +284,7 @@ pm_errcode kv_iter_seek(kv_iter* it, const char* key, size_t klen) {
 int kv_iter_next(kv_iter* it, const char** key, size_t* klen, const char** val, size_t* vlen) {
   int r = 0;
   pm_errcode e = guarded([&] {
+    PM_TRY(handle(it, "iterator"));
     if (!it->it->valid()) return it->it->status();
     it->key = it->it->key();
     it->value = it->it->value();
@@ -214,10 +294,10 @@ int kv_iter_next(kv_iter* it, const char** key, size_t* klen, const char** val, 
   });
   if (e != PM_OK) return -1;
   if (r == 1) {
-    *key = it->key.data();
-    *klen = it->key.size();
-    *val = it->value.data();
-    *vlen = it->value.size();
+    if (key != nullptr) *key = it->key.data();
+    if (klen != nullptr) *klen = it->key.size();
+    if (val != nullptr) *val = it->value.data();
+    if (vlen != nullptr) *vlen = it->value.size();
   }
   return r;
 }
@@ -227,6 +307,8 @@ void kv_iter_close(kv_iter* it) { delete it; }
 pm_errcode kv_get_stats(kv_store* s, kv_stats* out) {
   kv::StoreStats st;
   pm_errcode e = guarded([&] {
+    PM_TRY(handle(s, "store"));
+    PM_TRY(handle(out, "stats"));
     st = s->s->stats();
     return pm::Status();
   });

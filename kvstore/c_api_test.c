@@ -125,3 +125,58 @@ int kv_c_api_txn_cursor_stats(const char* path) {
   kv_close(s);
   return 0;
 }
+
+/* Misuse a C caller can make: NULL handles, NULL pointers with lengths,
+ * lengths no string holds. Each is PM_EINVAL with a message (or NULL, -1,
+ * 0), nothing is stored, and the process goes on. Returns 0, or a step. */
+int kv_c_api_misuse(const char* path) {
+  const size_t huge = (size_t)-1;
+  if (kv_open(NULL, NULL) != NULL || kv_errormsg()[0] == '\0') return 1;
+  kv_store* s = kv_open(path, NULL);
+  if (!s) return 2;
+  if (kv_put(NULL, "k", 1, "v", 1) != PM_EINVAL) return 3;
+  if (kv_put(s, NULL, 5, "v", 1) != PM_EINVAL) return 4;
+  if (kv_put(s, "k", 1, NULL, 100) != PM_EINVAL) return 5;
+  if (strstr(kv_errormsg(), "value is NULL") == NULL) return 6;
+  if (kv_get(s, "k", 1, NULL, NULL) != PM_ENOTFOUND) return 7; /* nothing was stored */
+  if (kv_put(s, "k", 1, "v", 1) != PM_OK) return 8;
+  if (kv_get(s, "k", 1, NULL, NULL) != PM_OK) return 9; /* an existence check */
+  size_t n = 0;
+  if (kv_get(s, "k", 1, NULL, &n) != PM_OK || n != 1) return 10;
+  if (kv_get(s, "k", huge, NULL, NULL) != PM_EINVAL) return 11;
+  if (kv_remove(NULL, "k", 1) != PM_EINVAL || kv_sync(NULL) != PM_EINVAL) return 12;
+  if (kv_get_stats(s, NULL) != PM_EINVAL || kv_get_stats(NULL, NULL) != PM_EINVAL) return 13;
+
+  if (kv_begin(NULL) != NULL || kv_commit(NULL) != PM_EINVAL) return 14;
+  kv_txn* t = kv_begin(s);
+  if (!t) return 15;
+  if (kv_txn_put(t, "k", 1, "v", huge) != PM_EINVAL) return 16; /* no string holds it */
+  if (kv_txn_put(NULL, "k", 1, "v", 1) != PM_EINVAL) return 17;
+  if (kv_txn_remove(t, NULL, 3) != PM_EINVAL) return 18;
+  if (kv_txn_put(t, "t", 1, "x", 1) != PM_OK) return 19;
+  if (kv_commit(t) != PM_OK) return 20;
+
+  if (kv_cursor_open(s, NULL, 5) != NULL || kv_cursor_open(NULL, "", 0) != NULL) return 21;
+  if (kv_cursor_next(NULL, NULL, NULL, NULL, NULL) != 0) return 22;
+  kv_cursor* c = kv_cursor_open(s, "", 0);
+  if (!c) return 23;
+  int pairs = 0;
+  while (kv_cursor_next(c, NULL, NULL, NULL, NULL) == 1) pairs++;
+  kv_cursor_close(c);
+  if (pairs != 2) return 24; /* "k" and "t" */
+
+  if (kv_iter_open(s, NULL, 1) != NULL || kv_iter_open(NULL, NULL, 0) != NULL) return 25;
+  const char *k, *v;
+  size_t kl, vl;
+  if (kv_iter_next(NULL, &k, &kl, &v, &vl) != -1) return 26;
+  kv_iter* it = kv_iter_open(s, NULL, 0);
+  if (!it) return 27;
+  if (kv_iter_seek(it, "a", huge) != PM_EINVAL || kv_iter_seek(it, NULL, 2) != PM_EINVAL) return 28;
+  if (kv_iter_seek(NULL, "a", 1) != PM_EINVAL) return 29;
+  if (kv_iter_seek(it, "t", 1) != PM_OK) return 30;
+  if (kv_iter_next(it, NULL, &kl, NULL, NULL) != 1 || kl != 1) return 31;
+  if (kv_iter_next(it, &k, &kl, &v, &vl) != 0) return 32;
+  kv_iter_close(it);
+  kv_close(s);
+  return 0;
+}

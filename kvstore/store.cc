@@ -96,7 +96,7 @@ Status format_store(pm::Container* c, const StoreOptions& o) {
 Result<std::unique_ptr<Store>> open_store_on(pm::Container* c, const StoreOptions& o) {
   auto s = std::make_unique<StoreImpl>(c, nullptr, o);
   PM_TRY(s->recover());
-  s->start_threads();
+  PM_TRY(s->start_threads());
   return std::unique_ptr<Store>(std::move(s));
 }
 
@@ -134,7 +134,8 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& path, const StoreO
   auto s = std::make_unique<StoreImpl>(raw, std::move(c), o);
   Status rs = s->recover();
   if (!rs.ok()) return rs.with_context("open " + path);
-  s->start_threads();
+  rs = s->start_threads();
+  if (!rs.ok()) return rs.with_context("open " + path);
   return std::unique_ptr<Store>(std::move(s));
 }
 

@@ -45,7 +45,7 @@ class StoreImpl final : public Store {
   ~StoreImpl() override;
 
   Status recover();
-  void start_threads();
+  Status start_threads();
 
   Status get(std::string_view key, std::string* value) override;
   Result<bool> contains(std::string_view key) override;

@@ -4,9 +4,12 @@
  * is durable. Errors use libpm's codes (pm_errcode, pm.h): functions that can
  * fail return NULL or a nonzero code, and kv_errormsg() then returns the
  * message of the calling thread's last failure. Keys and values are byte
- * strings with explicit lengths (they may hold NUL bytes). Thread-safe: a
- * kv_store may be used from any number of threads; kv_close must not run
- * concurrently with other calls on the same store. */
+ * strings with explicit lengths (they may hold NUL bytes). Arguments: a NULL
+ * handle, a NULL pointer with a nonzero length, or a key (prefix, seek
+ * position, end) over 65535 bytes gives PM_EINVAL (NULL, or -1, from the
+ * functions that return those); no argument makes a call throw or abort.
+ * Thread-safe: a kv_store may be used from any number of threads; kv_close
+ * must not run concurrently with other calls on the same store. */
 #ifndef KV_KV_H_
 #define KV_KV_H_
 
@@ -50,7 +53,9 @@ typedef struct kv_options {
  * PM_EINVAL (options out of range, or not a store). */
 kv_store* kv_open(const char* path, const kv_options* opts);
 /* Stops the store's threads and closes it; s may be NULL. Acknowledged puts
- * are already logged: the next open replays them. */
+ * are already logged: the next open replays them. Commit or abort its
+ * transactions and close its iterators first: they use the store (cursors
+ * hold copies and may outlive it). */
 void kv_close(kv_store* s);
 
 /* PM_EINVAL when the key is empty or over max_key_bytes, or the value is
@@ -58,7 +63,8 @@ void kv_close(kv_store* s);
 pm_errcode kv_put(kv_store* s, const char* key, size_t klen, const char* val, size_t vlen);
 /* On success *val is a malloc'd copy of the value, followed by a NUL byte
  * that *vlen does not count; release it with kv_free. PM_ENOTFOUND when the
- * key is absent; *val and *vlen are left alone then. */
+ * key is absent; *val and *vlen are left alone then. val and vlen may be
+ * NULL: with both NULL, an existence check that copies nothing. */
 pm_errcode kv_get(kv_store* s, const char* key, size_t klen, char** val, size_t* vlen);
 /* PM_ENOTFOUND when the key is absent. */
 pm_errcode kv_remove(kv_store* s, const char* key, size_t klen);
@@ -92,7 +98,8 @@ typedef struct kv_cursor kv_cursor;
 /* prefix may be NULL with plen 0: every key. NULL on failure. */
 kv_cursor* kv_cursor_open(kv_store* s, const char* prefix, size_t plen);
 /* 1 and the next pair (pointers valid until the next call on c), or 0 at
- * the end. */
+ * the end (and for c NULL, the cursor of a failed open). NULL output
+ * pointers are skipped. */
 int kv_cursor_next(kv_cursor* c, const char** key, size_t* klen, const char** val, size_t* vlen);
 /* c may be NULL. */
 void kv_cursor_close(kv_cursor* c);
@@ -109,7 +116,8 @@ kv_iter* kv_iter_open(kv_store* s, const char* end, size_t elen);
 /* Positions at the first key >= key (NULL with klen 0: the first key). */
 pm_errcode kv_iter_seek(kv_iter* it, const char* key, size_t klen);
 /* 1 and the pair at the position, then moves past it; 0 at the end; -1 when
- * a read failed (kv_errormsg). Pointers valid until the next call on it. */
+ * a read failed or it is NULL (kv_errormsg). Pointers valid until the next
+ * call on it; NULL output pointers are skipped. */
 int kv_iter_next(kv_iter* it, const char** key, size_t* klen, const char** val, size_t* vlen);
 /* it may be NULL. */
 void kv_iter_close(kv_iter* it);

@@ -21,8 +21,8 @@
 // locks the bucket to read the backend.
 //
 // Errors: a failed persist (an I/O error) or epoch commit stops the store:
-// every later update and sync returns that error (reads go on); reopening
-// recovers every acknowledged update.
+// every later update and sync returns that error (gets go on; scans and
+// iterators return it too); reopening recovers every acknowledged update.
 #ifndef KV_STORE_H_
 #define KV_STORE_H_
 
