@@ -1,7 +1,10 @@
 // C API: Status -> pm_errcode plus a thread-local message.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <exception>
 #include <new>
+#include <stdexcept>
 #include <string>
 
 #include "pm.h"
@@ -22,8 +25,8 @@ pm_errcode fail(const pm::Status& s) {
 
 pm_errcode code_of(const pm::Status& s) { return s.ok() ? PM_OK : fail(s); }
 
-bool to_options(const pm_options* in, pm::Options* out) {
-  if (in == nullptr) return true;
+pm::Status to_options(const pm_options* in, pm::Options* out) {
+  if (in == nullptr) return pm::Status();
   if (in->initial_size != 0) out->initial_size = in->initial_size;
   if (in->max_size != 0) out->max_size = in->max_size;
   if (in->layout != nullptr) out->layout = in->layout;
@@ -34,45 +37,67 @@ bool to_options(const pm_options* in, pm::Options* out) {
   out->uffd_chunk_mode_above = in->uffd_chunk_mode_above;
   out->read_only = in->read_only != 0;
   if (in->tracker != nullptr && !pm::parse_tracker(in->tracker, &out->tracker)) {
-    fail(pm::Status::invalid_argument(std::string("unknown tracker '") + in->tracker + "'"));
-    return false;
+    return pm::Status::invalid_argument(std::string("unknown tracker '") + in->tracker + "'");
   }
-  return true;
+  return pm::Status();
+}
+
+// Runs fn, which returns a Status; no exception crosses into C. The
+// container's own containers throw std::bad_alloc (PM_ENOSPC) and
+// std::length_error (PM_EINVAL); anything else is reported as PM_EIO.
+template <typename F>
+pm_errcode guarded(F&& fn) {
+  try {
+    return code_of(fn());
+  } catch (const std::bad_alloc&) {
+    return fail(pm::Status::no_space("out of memory"));
+  } catch (const std::length_error&) {
+    return fail(pm::Status::invalid_argument("a length is out of range"));
+  } catch (const std::exception& e) {
+    return fail(pm::Status::io_error(std::string("unexpected error: ") + e.what()));
+  } catch (...) {
+    return fail(pm::Status::io_error("unexpected error"));
+  }
+}
+
+// A handle or output argument: never NULL.
+pm::Status non_null(const void* p, const char* what) {
+  if (p != nullptr) return pm::Status();
+  return pm::Status::invalid_argument(std::string(what) + " is NULL");
+}
+
+// For the functions that return a pointer: NULL and the message on failure.
+template <typename T, typename F>
+T* made(F&& fn) {
+  T* out = nullptr;
+  return guarded([&] { return fn(&out); }) == PM_OK ? out : nullptr;
 }
 
 template <typename F>
 pm_container* open_with(const char* path, const pm_options* opts, F&& fn) {
-  if (path == nullptr) {
-    fail(pm::Status::invalid_argument("path is NULL"));
-    return nullptr;
-  }
-  pm::Options o;
-  if (!to_options(opts, &o)) return nullptr;
-  try {
+  return made<pm_container>([&](pm_container** out) -> pm::Status {
+    PM_TRY(non_null(path, "path"));
+    pm::Options o;
+    PM_TRY(to_options(opts, &o));
     auto r = fn(path, o);
-    if (!r.ok()) {
-      fail(r.status());
-      return nullptr;
-    }
-    return new pm_container{std::move(*r)};
-  } catch (const std::bad_alloc&) {
-    fail(pm::Status::no_space("out of memory"));
-    return nullptr;
-  }
+    if (!r.ok()) return r.status();
+    *out = new pm_container{std::move(*r)};
+    return pm::Status();
+  });
 }
 
 void* alloc_kind(pm_container* c, size_t n, pm::AllocKind kind) {
-  try {
+  return made<void>([&](void** out) -> pm::Status {
+    PM_TRY(non_null(c, "container"));
     pm::Result<void*> r = c->c->alloc(n, kind);
-    if (!r.ok()) {
-      fail(r.status());
-      return nullptr;
-    }
-    return *r;
-  } catch (const std::bad_alloc&) {
-    fail(pm::Status::no_space("out of memory"));
-    return nullptr;
-  }
+    if (!r.ok()) return r.status();
+    *out = *r;
+    return pm::Status();
+  });
+}
+
+std::string_view root_name(const char* name) {
+  return name == nullptr ? std::string_view() : std::string_view(name);
 }
 
 }  // namespace
@@ -89,88 +114,160 @@ pm_container* pm_open(const char* path, const pm_options* opts) {
                    [](const char* p, const pm::Options& o) { return pm::Container::open(p, o); });
 }
 
-void pm_close(pm_container* c) { delete c; }
-
-pm_errcode pm_remove(const char* path) {
-  if (path == nullptr) return fail(pm::Status::invalid_argument("path is NULL"));
-  return code_of(pm::Container::remove(path));
+void pm_close(pm_container* c) {
+  try {
+    delete c;
+  } catch (...) {
+    // A destructor that threw has nothing left to report to.
+  }
 }
 
-pm_errcode pm_commit(pm_container* c) { return code_of(c->c->commit()); }
-pm_errcode pm_abort(pm_container* c) { return code_of(c->c->abort()); }
+pm_errcode pm_remove(const char* path) {
+  return guarded([&] {
+    PM_TRY(non_null(path, "path"));
+    return pm::Container::remove(path);
+  });
+}
+
+pm_errcode pm_commit(pm_container* c) {
+  return guarded([&] {
+    PM_TRY(non_null(c, "container"));
+    return c->c->commit();
+  });
+}
+
+pm_errcode pm_abort(pm_container* c) {
+  return guarded([&] {
+    PM_TRY(non_null(c, "container"));
+    return c->c->abort();
+  });
+}
 
 void* pm_alloc(pm_container* c, size_t n) { return alloc_kind(c, n, pm::AllocKind::kObject); }
 void* pm_alloc_data(pm_container* c, size_t n) { return alloc_kind(c, n, pm::AllocKind::kData); }
 
-pm_errcode pm_free(pm_container* c, void* p) { return code_of(c->c->free(p)); }
+pm_errcode pm_free(pm_container* c, void* p) {
+  return guarded([&] {
+    PM_TRY(non_null(c, "container"));
+    return c->c->free(p);
+  });
+}
 
 int pm_is_data(pm_container* c, const void* p) {
-  pm::Result<pm::BlockInfo> b = c->c->find_block(p);
-  if (!b.ok()) {
-    fail(b.status());
-    return -1;
-  }
-  return b->kind == pm::AllocKind::kData ? 1 : 0;
+  int kind = -1;
+  guarded([&] {
+    PM_TRY(non_null(c, "container"));
+    pm::Result<pm::BlockInfo> b = c->c->find_block(p);
+    if (!b.ok()) return b.status();
+    kind = b->kind == pm::AllocKind::kData ? 1 : 0;
+    return pm::Status();
+  });
+  return kind;
 }
 
 void* pm_root(pm_container* c, const char* name) {
-  return c->c->root(name == nullptr ? std::string_view() : std::string_view(name));
+  return made<void>([&](void** out) {
+    PM_TRY(non_null(c, "container"));
+    *out = c->c->root(root_name(name));
+    return pm::Status();
+  });
 }
 
 pm_errcode pm_set_root(pm_container* c, const char* name, void* p) {
-  return code_of(c->c->set_root(p, name == nullptr ? std::string_view() : std::string_view(name)));
+  return guarded([&] {
+    PM_TRY(non_null(c, "container"));
+    return c->c->set_root(p, root_name(name));
+  });
 }
 
-void pm_will_write(pm_container* c, const void* p, size_t n) { c->c->will_write(p, n); }
-void pm_begin_mutation(pm_container* c) { c->c->begin_mutation(); }
-void pm_end_mutation(pm_container* c) { c->c->end_mutation(); }
+// The three below return nothing; a NULL container is a no-op that leaves
+// its message in pm_errormsg().
+void pm_will_write(pm_container* c, const void* p, size_t n) {
+  guarded([&] {
+    PM_TRY(non_null(c, "container"));
+    // A range past the end of the address space is cut there (will_write
+    // ignores what lies outside the container anyway).
+    const uintptr_t room = UINTPTR_MAX - reinterpret_cast<uintptr_t>(p);
+    c->c->will_write(p, std::min<uintptr_t>(n, room));
+    return pm::Status();
+  });
+}
+
+void pm_begin_mutation(pm_container* c) {
+  guarded([&] {
+    PM_TRY(non_null(c, "container"));
+    c->c->begin_mutation();
+    return pm::Status();
+  });
+}
+
+void pm_end_mutation(pm_container* c) {
+  guarded([&] {
+    PM_TRY(non_null(c, "container"));
+    c->c->end_mutation();
+    return pm::Status();
+  });
+}
 
 pm_errcode pm_get_info(pm_container* c, pm_info* out) {
-  const pm::ContainerInfo i = c->c->info();
-  *out = pm_info{};
-  out->file_bytes = i.file_bytes;
-  out->heap_bytes = i.heap_bytes;
-  out->raw_bytes = i.raw_bytes;
-  out->max_bytes = i.max_bytes;
-  out->used_bytes = i.used_bytes;
-  out->free_bytes = i.free_bytes;
-  out->footprint_bytes = i.footprint_bytes;
-  out->blocks = i.blocks;
-  out->dirty_pages = i.dirty_pages;
-  out->base_address = i.base_address;
-  out->commits = i.commits;
-  out->is_pmem = i.is_pmem ? 1 : 0;
-  out->read_only = i.read_only ? 1 : 0;
-  std::memcpy(out->tracker, i.tracker.data(), std::min(i.tracker.size(), sizeof out->tracker - 1));
-  return PM_OK;
+  return guarded([&] {
+    PM_TRY(non_null(c, "container"));
+    PM_TRY(non_null(out, "info output"));
+    const pm::ContainerInfo i = c->c->info();
+    *out = pm_info{};
+    out->file_bytes = i.file_bytes;
+    out->heap_bytes = i.heap_bytes;
+    out->raw_bytes = i.raw_bytes;
+    out->max_bytes = i.max_bytes;
+    out->used_bytes = i.used_bytes;
+    out->free_bytes = i.free_bytes;
+    out->footprint_bytes = i.footprint_bytes;
+    out->blocks = i.blocks;
+    out->dirty_pages = i.dirty_pages;
+    out->base_address = i.base_address;
+    out->commits = i.commits;
+    out->is_pmem = i.is_pmem ? 1 : 0;
+    out->read_only = i.read_only ? 1 : 0;
+    std::memcpy(out->tracker, i.tracker.data(),
+                std::min(i.tracker.size(), sizeof out->tracker - 1));
+    return pm::Status();
+  });
 }
 
 pm_errcode pm_check(pm_container* c, pm_check_result* out) {
-  const pm::CheckReport r = c->c->check();
-  if (out != nullptr) {
-    *out = pm_check_result{r.problems.size(), r.escaping.size(), r.blocks, r.used_bytes,
-                           r.reachable_blocks};
-  }
-  if (r.problems.empty() && r.escaping.empty()) return PM_OK;
-  std::string msg;
-  for (size_t i = 0; i < r.problems.size() && i < 3; i++) msg += (msg.empty() ? "" : "; ") + r.problems[i];
-  for (size_t i = 0; i < r.escaping.size() && i < 3; i++) {
-    const pm::EscapingPointer& e = r.escaping[i];
-    msg += (msg.empty() ? "" : "; ") + std::string("escaping pointer at object ") +
-           std::to_string(e.object) + " + " + std::to_string(e.offset) + " to " + e.where;
-  }
-  const size_t more = r.problems.size() + r.escaping.size();
-  if (more > 6) msg += "; and " + std::to_string(more - std::min<size_t>(more, 6)) + " more";
-  return fail(pm::Status::corruption(msg));
+  return guarded([&] {
+    PM_TRY(non_null(c, "container"));
+    const pm::CheckReport r = c->c->check();
+    if (out != nullptr) {
+      *out = pm_check_result{r.problems.size(), r.escaping.size(), r.blocks, r.used_bytes,
+                             r.reachable_blocks};
+    }
+    if (r.problems.empty() && r.escaping.empty()) return pm::Status();
+    std::string msg;
+    for (size_t i = 0; i < r.problems.size() && i < 3; i++) {
+      msg += (msg.empty() ? "" : "; ") + r.problems[i];
+    }
+    for (size_t i = 0; i < r.escaping.size() && i < 3; i++) {
+      const pm::EscapingPointer& e = r.escaping[i];
+      msg += (msg.empty() ? "" : "; ") + std::string("escaping pointer at object ") +
+             std::to_string(e.object) + " + " + std::to_string(e.offset) + " to " + e.where;
+    }
+    const size_t more = r.problems.size() + r.escaping.size();
+    if (more > 6) msg += "; and " + std::to_string(more - std::min<size_t>(more, 6)) + " more";
+    return pm::Status::corruption(msg);
+  });
 }
 
 pm_errcode pm_collect(pm_container* c, int dry_run, pm_collect_result* out) {
-  pm::Result<pm::CollectReport> r = c->c->collect(dry_run != 0);
-  if (!r.ok()) return fail(r.status());
-  if (out != nullptr) {
-    *out = pm_collect_result{r->live_blocks, r->live_bytes, r->freed_blocks, r->freed_bytes};
-  }
-  return PM_OK;
+  return guarded([&] {
+    PM_TRY(non_null(c, "container"));
+    pm::Result<pm::CollectReport> r = c->c->collect(dry_run != 0);
+    if (!r.ok()) return r.status();
+    if (out != nullptr) {
+      *out = pm_collect_result{r->live_blocks, r->live_bytes, r->freed_blocks, r->freed_bytes};
+    }
+    return pm::Status();
+  });
 }
 
 const char* pm_errormsg(void) { return t_error.c_str(); }

@@ -109,3 +109,43 @@ int c_api_inspect(const char* path) {
   pm_close(c);
   return 0;
 }
+
+/* NULL handles and outputs are PM_EINVAL with a message, never a crash. */
+int c_api_misuse(const char* path) {
+  pm_options o;
+  memset(&o, 0, sizeof o);
+  if (pm_create(NULL, NULL) != NULL || strstr(pm_errormsg(), "path is NULL") == NULL) return 1;
+  o.tracker = "nonsense";
+  if (pm_create(path, &o) != NULL || strstr(pm_errormsg(), "nonsense") == NULL) return 2;
+  o.tracker = NULL;
+  o.initial_size = 4u << 20;
+  pm_container* c = pm_create(path, &o);
+  if (!c) return 3;
+  if (pm_commit(NULL) != PM_EINVAL || pm_abort(NULL) != PM_EINVAL) return 4;
+  if (strstr(pm_errormsg(), "container is NULL") == NULL) return 5;
+  if (pm_alloc(NULL, 8) != NULL || pm_alloc_data(NULL, 8) != NULL) return 6;
+  if (pm_alloc(c, (size_t)-1) != NULL || strlen(pm_errormsg()) == 0) return 7;
+  if (pm_free(NULL, NULL) != PM_EINVAL || pm_free(c, NULL) != PM_OK) return 8;
+  if (pm_is_data(NULL, c) != -1 || pm_root(NULL, NULL) != NULL) return 9;
+  if (pm_set_root(NULL, NULL, NULL) != PM_EINVAL || pm_remove(NULL) != PM_EINVAL) return 10;
+  pm_will_write(NULL, c, 8);
+  pm_begin_mutation(NULL);
+  pm_end_mutation(NULL);
+  long* x = pm_alloc(c, sizeof *x);
+  if (!x) return 11;
+  pm_will_write(c, x, (size_t)-1); /* cut at the end of the address space */
+  *x = 5;
+  if (pm_set_root(c, NULL, x) != PM_OK || pm_commit(c) != PM_OK) return 12;
+  pm_info info;
+  if (pm_get_info(c, NULL) != PM_EINVAL || pm_get_info(NULL, &info) != PM_EINVAL) return 13;
+  if (pm_check(NULL, NULL) != PM_EINVAL || pm_collect(NULL, 1, NULL) != PM_EINVAL) return 14;
+  if (pm_check(c, NULL) != PM_OK) return 15;
+  pm_close(c);
+  pm_close(NULL);
+  c = pm_open(path, NULL);
+  if (!c) return 16;
+  x = pm_root(c, NULL);
+  if (!x || *x != 5) return 17;
+  pm_close(c);
+  return 0;
+}

@@ -21,3 +21,10 @@ TEST(CApiTest, InfoCheckAndCollectFromC) {
   pm::test::TempDir dir;
   EXPECT_EQ(c_api_inspect(dir.file("i.pm").c_str()), 0);
 }
+
+extern "C" int c_api_misuse(const char* path);
+
+TEST(CApiTest, MisuseFromCIsAnErrorNotACrash) {
+  pm::test::TempDir dir;
+  EXPECT_EQ(c_api_misuse(dir.file("m.pm").c_str()), 0);
+}
