@@ -132,25 +132,30 @@ pm::Status Fs::build_index() {
   std::unordered_map<uint64_t, Node*> by_inode;
   for (size_t i = 0; i < data.size(); i++) {
     if (dirs[i] == nullptr) continue;
-    const std::string& key = data[i].key;
+    std::string& key = data[i].key;  // moved into its node below: read last here
     std::string name = encode_name(std::string_view(key).substr(key.rfind('/') + 1));
-    if (table_.child(*dirs[i], name) != nullptr) {
-      hidden++;
-      continue;
-    }
     std::optional<uint64_t> id = link_of(data[i]);
     if (id && !linked.contains(*id)) id.reset();
     if (id && by_inode.contains(*id)) {
-      table_.link(by_inode[*id], dirs[i], std::move(name));
+      if (table_.child(*dirs[i], name) != nullptr) {
+        hidden++;
+      } else {
+        table_.link(by_inode[*id], dirs[i], std::move(name));
+      }
       continue;
     }
-    const std::string content_key = id ? inode_key(*id) : key;
+    std::string content_key = id ? inode_key(*id) : std::move(key);
     auto r = records.find(content_key);
     Meta m = r != records.end() ? r->second : default_file_;
     m.link = false;
     // A record may make a key anything but a directory.
     if (S_ISDIR(m.mode) || !valid_file_type(m.mode)) m.mode = S_IFREG | (m.mode & 07777);
-    Node* n = table_.add(dirs[i], std::move(name), content_key, /*dir=*/false, m);
+    // The keys are unique, so a name taken is a directory's of the same path.
+    Node* n = table_.add(dirs[i], std::move(name), std::move(content_key), /*dir=*/false, m);
+    if (n == nullptr) {
+      hidden++;
+      continue;
+    }
     n->has_record = r != records.end();
     n->size = n->committed_size = id ? inodes[*id] : data[i].size;
     if (id) {
@@ -158,7 +163,7 @@ pm::Status Fs::build_index() {
       by_inode[*id] = n;
     }
     if (m.chunked) {
-      auto c = chunked_sizes.find(content_key);
+      auto c = chunked_sizes.find(n->key);
       if (c != chunked_sizes.end()) n->size = n->committed_size = c->second;
       n->meta.chunked = c != chunked_sizes.end();  // a damaged manifest shows as content
     }

@@ -97,7 +97,8 @@ class InodeTable {
   Node* get(Ino ino) const;
   // nullptr when `parent` has no entry `name`.
   Node* child(const Node& parent, std::string_view name) const;
-  // Adds a file (dir == false) or directory. REQUIRES: no entry `name`.
+  // Adds a file (dir == false) or directory; nullptr (and nothing added)
+  // when `parent` already has an entry `name`.
   Node* add(Node* parent, std::string name, std::string key, bool dir, const Meta& m);
   // Gives the file n one more name. REQUIRES: n a linked file with a
   // name; no entry `name` in parent.
@@ -124,7 +125,8 @@ class InodeTable {
   void reserve(uint64_t n) { nodes_.reserve(n); }
 
  private:
-  void insert_entry(DirEntries* d, std::string name, uint64_t cookie, Ino ino);
+  // False (nothing inserted) when d has an entry `name`.
+  bool insert_entry(DirEntries* d, std::string name, uint64_t cookie, Ino ino);
 
   std::unordered_map<Ino, std::unique_ptr<Node>> nodes_;
   Ino next_ino_ = kRootIno + 1;

@@ -27,6 +27,20 @@ TEST(InodeTableTest, FileInTheWayOfADirectoryIsReported) {
   EXPECT_EQ(t.ensure_dir("f/x", kDir), nullptr);
 }
 
+TEST(InodeTableTest, ANameTakenAddsNothing) {
+  InodeTable t(kDir);
+  Node* root = t.get(kRootIno);
+  Node* d = t.ensure_dir("a", kDir);
+  const uint64_t nodes = t.nodes();
+  EXPECT_EQ(t.add(root, "a", "a", false, kFile), nullptr);  // a directory has the name
+  EXPECT_EQ(t.nodes(), nodes);
+  EXPECT_EQ(t.child(*root, "a"), d);
+  EXPECT_EQ(root->dir->by_cookie.size(), 1u);
+  Node* f = t.add(root, "f", "f", false, kFile);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->ino, d->ino + 1);  // the refused add used no inode number
+}
+
 TEST(InodeTableTest, CookiesStayStableWhenEntriesGo) {
   InodeTable t(kDir);
   Node* root = t.get(kRootIno);
