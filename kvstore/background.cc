@@ -35,34 +35,46 @@ Status StoreImpl::start_threads() {
 }
 
 // Wakes sleeping background threads only when there is work worth it: a
-// futex wake per put would cost more than the put.
-void StoreImpl::wake_background_if(uint64_t log_used, uint64_t log_capacity) {
-  if (background_idle_.load(std::memory_order_relaxed) &&
-      (log_used > log_capacity / 8 || fe_.wants_growth())) {
-    background_idle_.store(false, std::memory_order_relaxed);
-    bell_.ring();
+// futex wake per put would cost more than the put. Gleaners: an eighth of
+// the log not yet applied (measured from their cursor: from the committed
+// head, which moves only at epochs, a log under load is always that full,
+// and each put woke a gleaner that had just caught up: thousands of wakes a
+// second). Maintenance: the frontend needs growing; its epochs and syncs
+// keep their timer (maintenance_loop).
+void StoreImpl::wake_background_if(uint32_t log, uint64_t end) {
+  std::atomic<bool>* idle = nullptr;
+  if (gleaners_idle_.load(std::memory_order_relaxed) &&
+      end - gleaner_->applied_to(log) > logs_->at(log)->log->capacity() / 8) {
+    idle = &gleaners_idle_;
+  } else if (maintenance_idle_.load(std::memory_order_relaxed) && fe_.wants_growth()) {
+    idle = &maintenance_idle_;
   }
+  if (idle == nullptr) return;
+  idle->store(false, std::memory_order_relaxed);
+  wakes_.fetch_add(1, std::memory_order_relaxed);
+  bell_.ring();
 }
 
-// Sleeps until rung or ms pass; `idle` announces it, so that a writer rings.
-void StoreImpl::sleep_background(uint32_t ms, bool idle) {
+// Sleeps until rung or ms pass; `idle` (when given) announces it, so that a
+// writer with work for it rings.
+void StoreImpl::sleep_background(uint32_t ms, std::atomic<bool>* idle) {
   const uint32_t seen = bell_.seen();
   // The destructor sets stopping_ and then rings: a ring before `seen`
   // would not wake us, so look again.
   if (stopping_.load()) return;
-  if (idle) background_idle_.store(true, std::memory_order_relaxed);
+  if (idle != nullptr) idle->store(true, std::memory_order_relaxed);
   bell_.wait(seen, ms);
 }
 
 void StoreImpl::gleaner_loop(int id) {
   while (!stopping_.load()) {
     if (id >= active_gleaners_.load()) {
-      sleep_background(50, false);
+      sleep_background(50, nullptr);
       continue;
     }
     Result<uint64_t> n = gleaner_->glean(4096);
     if (!n.ok() && n.status().code() == Code::kNoSpace) {
-      sleep_background(o_.epoch_ms, false);  // a full backend: until an epoch frees room
+      sleep_background(o_.epoch_ms, nullptr);  // a full backend: until an epoch frees room
       continue;
     }
     if (!n.ok()) return;  // the store is stopped
@@ -70,7 +82,7 @@ void StoreImpl::gleaner_loop(int id) {
       // Nothing to do: sleep until a writer has filled an eighth of a log
       // (it wakes us) or an epoch has passed. Waking every millisecond
       // instead cost gets a 40 us p99.9 on two cores.
-      sleep_background(o_.epoch_ms, true);
+      sleep_background(o_.epoch_ms, &gleaners_idle_);
     }
   }
 }
@@ -80,7 +92,11 @@ void StoreImpl::maintenance_loop() {
   while (!stopping_.load()) {
     uint32_t ms = o_.epoch_ms;
     if (durability_ == Durability::kAsync) ms = std::min(ms, o_.async_sync_ms);
-    sleep_background(std::max<uint32_t>(ms, 1), true);
+    // Writers do not ring for epochs: while the logs fill, look four times
+    // as often, so that the epoch that frees them starts soon after they
+    // pass half full.
+    if (logs_->occupancy() > 0.25) ms /= 4;
+    sleep_background(std::max<uint32_t>(ms, 1), &maintenance_idle_);
     if (fe_.wants_growth()) fe_.grow();
     const uint64_t now = now_us();
     const double occ = logs_->occupancy();

@@ -58,6 +58,10 @@ class Gleaner {
 
   // Recovery: every log is gleaned up to its committed head.
   void restore(uint32_t log, uint64_t head);
+  // Where log `log` is applied up to (a hint: a gleaner may be moving it).
+  uint64_t applied_to(uint32_t log) const {
+    return cursors_[log]->pos.load(std::memory_order_relaxed);
+  }
 
   // Applies up to max_records records to the (uncommitted) backend; returns
   // how many it looked at. kNoSpace, without stopping the store, when the

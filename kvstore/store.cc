@@ -415,7 +415,7 @@ Status StoreImpl::update(std::vector<Update>& ups, bool single) {
   pm::sync_point::mark("kv.update.logging");
   Result<uint64_t> end = logs_->append(L, buf);
   if (!end.ok()) return end.status();
-  wake_background_if(*end - L->head.load(std::memory_order_relaxed), L->log->capacity());
+  wake_background_if(L->log->index(), *end);
 
   const LogRef ref = make_ref(L->log->index(), pos);
   for (size_t i : which) {
@@ -501,6 +501,7 @@ StoreStats StoreImpl::stats() {
   st.records_collapsed = n_.value(Counter::kCollapsed);
   st.epochs = n_.value(Counter::kEpochs);
   st.writer_waits = n_.value(Counter::kWriterWaits);
+  st.background_wakes = wakes_.load(std::memory_order_relaxed);
   st.gleaners_active = active_gleaners_.load();
   st.recovered_records = n_.recovered_records;
   st.recovery_us = n_.recovery_us;

@@ -102,8 +102,8 @@ class StoreImpl final : public Store {
   // Background threads (background.cc).
   void maintenance_loop();
   void gleaner_loop(int id);
-  void wake_background_if(uint64_t log_used, uint64_t log_capacity);
-  void sleep_background(uint32_t ms, bool idle);
+  void wake_background_if(uint32_t log, uint64_t end);
+  void sleep_background(uint32_t ms, std::atomic<bool>* idle);
 
   pm::Container* c_;
   std::unique_ptr<pm::Container> owned_;
@@ -126,7 +126,10 @@ class StoreImpl final : public Store {
   std::thread maintenance_;
   std::vector<std::thread> gleaners_;
   std::atomic<int> active_gleaners_{0};
-  std::atomic<bool> background_idle_{false};  // a background thread sleeps: wake it
+  // A background thread sleeps with nothing to do: a writer with work for
+  // it rings (wake_background_if).
+  std::atomic<bool> gleaners_idle_{false}, maintenance_idle_{false};
+  std::atomic<uint64_t> wakes_{0};  // rings by wake_background_if (StoreStats)
   double last_occupancy_ = 0;
 };
 

@@ -236,15 +236,19 @@ Table store_counters_table(const kv::StoreStats& st) {
                {"collapsed", "records_collapsed", Format::kCount},
                {"epochs", "epochs", Format::kCount},
                {"writer waits", "writer_waits", Format::kCount},
+               {"wakes", "background_wakes", Format::kCount},
                {"gleaners active", "gleaners_active", Format::kCount},
                {"backend keys", "backend_keys", Format::kCount},
                {"frontend items", "frontend_items", Format::kCount}};
   t.add_row({int64_t(st.puts), int64_t(st.records_applied), int64_t(st.records_collapsed),
-             int64_t(st.epochs), int64_t(st.writer_waits), int64_t{st.gleaners_active},
+             int64_t(st.epochs), int64_t(st.writer_waits), int64_t(st.background_wakes),
+             int64_t{st.gleaners_active},
              int64_t(st.backend_keys), int64_t(st.frontend_items)});
   t.notes.push_back(
       "collapsed = log records skipped by a gleaner because a newer update of the key had "
-      "replaced them (write collapsing); writer waits = puts that found every log full");
+      "replaced them (write collapsing); writer waits = puts that found every log full; wakes = "
+      "puts that woke a sleeping gleaner (an eighth of a log to apply) or the maintenance thread "
+      "(the frontend to grow)");
   return t;
 }
 

@@ -35,6 +35,7 @@ inline std::vector<std::pair<const char*, nlohmann::json>> kv_stat_rows(const kv
           {"records_collapsed", s.records_collapsed},
           {"epochs", s.epochs},
           {"writer_waits", s.writer_waits},
+          {"background_wakes", s.background_wakes},
           {"gleaners_active", s.gleaners_active},
           {"recovered_records", s.recovered_records},
           {"recovery_us", s.recovery_us},
