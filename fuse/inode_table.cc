@@ -31,8 +31,9 @@ Node* InodeTable::child(const Node& parent, std::string_view name) const {
 bool InodeTable::insert_entry(DirEntries* d, std::string name, uint64_t cookie, Ino ino) {
   auto [it, inserted] = d->by_name.emplace(std::move(name), std::make_pair(cookie, ino));
   if (!inserted) return false;
-  // New entries take the newest inode number's cookie, the largest yet:
-  // the hint makes their insert O(1) (an index of 1M entries is built so).
+  // New entries (add, link) take the newest inode number's cookie, the
+  // largest yet: the hint makes their insert O(1). A moved entry keeps its
+  // older cookie; the hint is then ignored.
   d->by_cookie.emplace_hint(d->by_cookie.end(), cookie, &*it);
   return true;
 }

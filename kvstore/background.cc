@@ -40,7 +40,8 @@ Status StoreImpl::start_threads() {
 // head, which moves only at epochs, a log under load is always that full,
 // and each put woke a gleaner that had just caught up: thousands of wakes a
 // second). Maintenance: the frontend needs growing; its epochs and syncs
-// keep their timer (maintenance_loop).
+// keep their timer (maintenance_loop), so a full log is the writer's to
+// handle until the timer comes (StoreImpl::log_for).
 void StoreImpl::wake_background_if(uint32_t log, uint64_t end) {
   std::atomic<bool>* idle = nullptr;
   if (gleaners_idle_.load(std::memory_order_relaxed) &&
@@ -72,17 +73,20 @@ void StoreImpl::gleaner_loop(int id) {
       sleep_background(50, nullptr);
       continue;
     }
-    Result<uint64_t> n = gleaner_->glean(4096);
+    bool skipped = false;
+    Result<uint64_t> n = gleaner_->glean(4096, &skipped);
     if (!n.ok() && n.status().code() == Code::kNoSpace) {
       sleep_background(o_.epoch_ms, nullptr);  // a full backend: until an epoch frees room
       continue;
     }
     if (!n.ok()) return;  // the store is stopped
     if (*n == 0) {
-      // Nothing to do: sleep until a writer has filled an eighth of a log
-      // (it wakes us) or an epoch has passed. Waking every millisecond
-      // instead cost gets a 40 us p99.9 on two cores.
-      sleep_background(o_.epoch_ms, &gleaners_idle_);
+      // Nothing to do: sleep until an eighth of a log waits to be applied
+      // (a writer wakes us) or an epoch has passed. Waking every
+      // millisecond instead cost gets a 40 us p99.9 on two cores. A log
+      // another thread was gleaning may still hold that much: then only
+      // the timer, or every put to it would wake us to find it taken.
+      sleep_background(o_.epoch_ms, skipped ? nullptr : &gleaners_idle_);
     }
   }
 }

@@ -38,7 +38,7 @@ Status Gleaner::apply(const Op& op, uint64_t h, LogRef ref, uint64_t seq) {
   return Status();
 }
 
-Result<uint64_t> Gleaner::glean(uint64_t max_records) {
+Result<uint64_t> Gleaner::glean(uint64_t max_records, bool* skipped) {
   PM_TRY(env_.stop->status());
   std::shared_lock<std::shared_mutex> ep(epoch_mu_, std::defer_lock);
   pm::sync_point::acquire(ep, "kv.glean.lock");
@@ -54,7 +54,10 @@ Result<uint64_t> Gleaner::glean(uint64_t max_records) {
     LogState* L = env_.logs->at(n);
     Cursor& cur = *cursors_[n];
     std::unique_lock<std::mutex> gl(cur.mu, std::try_to_lock);
-    if (!gl.owns_lock()) continue;
+    if (!gl.owns_lock()) {
+      if (skipped != nullptr) *skipped = true;
+      continue;
+    }
     uint64_t pos = cur.pos.load(std::memory_order_relaxed);
     const uint64_t tail = L->tail.load(std::memory_order_acquire);
     while (pos < tail && seen < max_records) {

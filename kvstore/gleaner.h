@@ -65,8 +65,9 @@ class Gleaner {
 
   // Applies up to max_records records to the (uncommitted) backend; returns
   // how many it looked at. kNoSpace, without stopping the store, when the
-  // backend cannot take the next record of any log (apply_beyond).
-  Result<uint64_t> glean(uint64_t max_records);
+  // backend cannot take the next record of any log (apply_beyond). A log
+  // that another thread is gleaning is skipped (and *skipped set, if given).
+  Result<uint64_t> glean(uint64_t max_records, bool* skipped = nullptr);
   // Syncs the logs, commits the backend and frees the gleaned log space.
   // kNoSpace, without stopping the store, when the commit found no room for
   // its journal (nothing applied: a later epoch retries).

@@ -114,13 +114,7 @@ pm_container* pm_open(const char* path, const pm_options* opts) {
                    [](const char* p, const pm::Options& o) { return pm::Container::open(p, o); });
 }
 
-void pm_close(pm_container* c) {
-  try {
-    delete c;
-  } catch (...) {
-    // A destructor that threw has nothing left to report to.
-  }
-}
+void pm_close(pm_container* c) { delete c; }
 
 pm_errcode pm_remove(const char* path) {
   return guarded([&] {

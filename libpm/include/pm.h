@@ -3,10 +3,10 @@
  * Mirrors pm::Container (pm/container.h): see there for the model. Functions
  * that can fail return NULL or a nonzero pm_errcode; pm_errormsg() then
  * returns the message of the calling thread's last failure. Thread-safe.
- * A NULL container, path or output is PM_EINVAL (NULL from the functions
- * that return a pointer, -1 from pm_is_data, a no-op with its message for
- * the void ones), never a crash; pm_close(NULL) and pm_free(c, NULL) do
- * nothing. */
+ * A NULL container or path, or a NULL output where one is required
+ * (pm_get_info), is PM_EINVAL (NULL from the functions that return a
+ * pointer, -1 from pm_is_data, a no-op with its message for the void
+ * ones), never a crash; pm_close(NULL) and pm_free(c, NULL) do nothing. */
 #ifndef PM_H_
 #define PM_H_
 

@@ -143,7 +143,7 @@ struct StoreStats {
   uint64_t records_applied = 0, records_collapsed = 0;
   uint64_t epochs = 0;
   uint64_t writer_waits = 0;     // puts that found every log full and helped glean
-  uint64_t background_wakes = 0; // puts that woke a sleeping background thread
+  uint64_t background_wakes = 0; // puts that rang for a background thread idle with no work
   int gleaners_active = 0;
   uint64_t recovered_records = 0;
   uint64_t recovery_us = 0;
