@@ -179,10 +179,7 @@ pm_errcode pm_set_root(pm_container* c, const char* name, void* p) {
 void pm_will_write(pm_container* c, const void* p, size_t n) {
   guarded([&] {
     PM_TRY(non_null(c, "container"));
-    // A range past the end of the address space is cut there (will_write
-    // ignores what lies outside the container anyway).
-    const uintptr_t room = UINTPTR_MAX - reinterpret_cast<uintptr_t>(p);
-    c->c->will_write(p, std::min<uintptr_t>(n, room));
+    c->c->will_write(p, n);  // cut to the container, whatever the length
     return pm::Status();
   });
 }

@@ -715,13 +715,16 @@ bool ContainerImpl::contains(const void* p) const {
 }
 
 void ContainerImpl::will_write(const void* p, size_t n) {
-  auto* b = static_cast<const std::byte*>(p);
-  const std::byte* lo = reservation_.base();
-  const std::byte* hi = lo + mapped_.load();
-  if (n == 0 || b + n <= lo || b >= hi) return;
-  const std::byte* from = std::max(b, lo);
-  const std::byte* to = std::min(b + n, hi);
-  tracker_->will_write(from, static_cast<size_t>(to - from));
+  // In integers: a range that runs past the end of the address space (any
+  // length from a caller) is cut there, where pointer arithmetic would be
+  // undefined.
+  const uintptr_t b = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(reservation_.base());
+  const uintptr_t hi = lo + mapped_.load();
+  const uintptr_t e = n > UINTPTR_MAX - b ? UINTPTR_MAX : b + n;
+  if (n == 0 || e <= lo || b >= hi) return;
+  const uintptr_t from = std::max(b, lo), to = std::min(e, hi);
+  tracker_->will_write(reinterpret_cast<const void*>(from), static_cast<size_t>(to - from));
 }
 
 Status ContainerImpl::release_clean() {
