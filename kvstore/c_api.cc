@@ -2,9 +2,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <exception>
 #include <memory>
-#include <stdexcept>
 #include <new>
 #include <string>
 #include <string_view>
@@ -13,6 +11,7 @@
 
 #include "kv/kv.h"
 #include "kv/store.h"
+#include "libpm/c_guard.h"
 
 struct kv_store {
   std::unique_ptr<kv::Store> s;
@@ -44,22 +43,12 @@ pm_errcode fail(const pm::Status& s) {
 pm_errcode code_of(const pm::Status& s) { return s.ok() ? PM_OK : fail(s); }
 
 // Runs fn, which returns a Status; no exception crosses into C. The string
-// copies inside the store throw std::bad_alloc (PM_ENOSPC) and, for a
-// length past what a string holds, std::length_error (PM_EINVAL); starting
-// threads throws std::system_error.
+// copies inside the store throw std::bad_alloc and, for a length past what
+// a string holds, std::length_error; starting threads std::system_error
+// (libpm/c_guard.h).
 template <typename F>
 pm_errcode guarded(F&& fn) {
-  try {
-    return code_of(fn());
-  } catch (const std::bad_alloc&) {
-    return fail(pm::Status::no_space("out of memory"));
-  } catch (const std::length_error&) {
-    return fail(pm::Status::invalid_argument("a length is out of range"));
-  } catch (const std::exception& e) {
-    return fail(pm::Status::io_error(std::string("unexpected error: ") + e.what()));
-  } catch (...) {
-    return fail(pm::Status::io_error("unexpected error"));
-  }
+  return code_of(pm::status_of(std::forward<F>(fn)));
 }
 
 // A handle argument: never NULL.

@@ -2,11 +2,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <exception>
-#include <new>
-#include <stdexcept>
 #include <string>
+#include <utility>
 
+#include "libpm/c_guard.h"
 #include "pm.h"
 #include "pm/container.h"
 
@@ -42,22 +41,10 @@ pm::Status to_options(const pm_options* in, pm::Options* out) {
   return pm::Status();
 }
 
-// Runs fn, which returns a Status; no exception crosses into C. The
-// container's own containers throw std::bad_alloc (PM_ENOSPC) and
-// std::length_error (PM_EINVAL); anything else is reported as PM_EIO.
+// Runs fn, which returns a Status; no exception crosses into C.
 template <typename F>
 pm_errcode guarded(F&& fn) {
-  try {
-    return code_of(fn());
-  } catch (const std::bad_alloc&) {
-    return fail(pm::Status::no_space("out of memory"));
-  } catch (const std::length_error&) {
-    return fail(pm::Status::invalid_argument("a length is out of range"));
-  } catch (const std::exception& e) {
-    return fail(pm::Status::io_error(std::string("unexpected error: ") + e.what()));
-  } catch (...) {
-    return fail(pm::Status::io_error("unexpected error"));
-  }
+  return code_of(pm::status_of(std::forward<F>(fn)));
 }
 
 // A handle or output argument: never NULL.
