@@ -51,12 +51,6 @@ pm_errcode guarded(F&& fn) {
   return code_of(pm::status_of(std::forward<F>(fn)));
 }
 
-// A handle argument: never NULL.
-pm::Status handle(const void* h, const char* what) {
-  if (h != nullptr) return pm::Status();
-  return pm::Status::invalid_argument(std::string(what) + " is NULL");
-}
-
 // A (pointer, length) argument: NULL only with length 0. Keys (and seek
 // positions and ends, which compare with keys) are at most 65535 bytes in
 // any store, values under 4 GiB: longer ones are refused before anything
@@ -116,7 +110,7 @@ extern "C" {
 
 kv_store* kv_open(const char* path, const kv_options* opts) {
   return made<kv_store>([&](kv_store** out) -> pm::Status {
-    PM_TRY(handle(path, "path"));
+    PM_TRY(pm::non_null(path, "path"));
     if (opts != nullptr && opts->durability != KV_DURABILITY_SYNC &&
         opts->durability != KV_DURABILITY_ASYNC &&
         opts->durability != KV_DURABILITY_SYNC_ON_PMEM) {
@@ -135,7 +129,7 @@ void kv_close(kv_store* s) { delete s; }
 pm_errcode kv_put(kv_store* s, const char* key, size_t klen, const char* val, size_t vlen) {
   return guarded([&] {
     std::string_view k, v;
-    PM_TRY(handle(s, "store"));
+    PM_TRY(pm::non_null(s, "store"));
     PM_TRY(key_bytes(key, klen, "key", &k));
     PM_TRY(value_bytes(val, vlen, &v));
     return s->s->put(k, v);
@@ -146,7 +140,7 @@ pm_errcode kv_get(kv_store* s, const char* key, size_t klen, char** val, size_t*
   std::string v;
   pm_errcode e = guarded([&] {
     std::string_view k;
-    PM_TRY(handle(s, "store"));
+    PM_TRY(pm::non_null(s, "store"));
     PM_TRY(key_bytes(key, klen, "key", &k));
     return s->s->get(k, val == nullptr && vlen == nullptr ? nullptr : &v);
   });
@@ -166,7 +160,7 @@ pm_errcode kv_get(kv_store* s, const char* key, size_t klen, char** val, size_t*
 pm_errcode kv_remove(kv_store* s, const char* key, size_t klen) {
   return guarded([&] {
     std::string_view k;
-    PM_TRY(handle(s, "store"));
+    PM_TRY(pm::non_null(s, "store"));
     PM_TRY(key_bytes(key, klen, "key", &k));
     return s->s->remove(k);
   });
@@ -174,21 +168,21 @@ pm_errcode kv_remove(kv_store* s, const char* key, size_t klen) {
 
 pm_errcode kv_sync(kv_store* s) {
   return guarded([&] {
-    PM_TRY(handle(s, "store"));
+    PM_TRY(pm::non_null(s, "store"));
     return s->s->sync();
   });
 }
 
 pm_errcode kv_checkpoint(kv_store* s) {
   return guarded([&] {
-    PM_TRY(handle(s, "store"));
+    PM_TRY(pm::non_null(s, "store"));
     return s->s->checkpoint();
   });
 }
 
 kv_txn* kv_begin(kv_store* s) {
   return made<kv_txn>([&](kv_txn** out) {
-    PM_TRY(handle(s, "store"));
+    PM_TRY(pm::non_null(s, "store"));
     *out = new kv_txn{s->s->begin()};
     return pm::Status();
   });
@@ -197,7 +191,7 @@ kv_txn* kv_begin(kv_store* s) {
 pm_errcode kv_txn_put(kv_txn* t, const char* key, size_t klen, const char* val, size_t vlen) {
   return guarded([&] {
     std::string_view k, v;
-    PM_TRY(handle(t, "transaction"));
+    PM_TRY(pm::non_null(t, "transaction"));
     PM_TRY(key_bytes(key, klen, "key", &k));
     PM_TRY(value_bytes(val, vlen, &v));
     return t->t->put(k, v);
@@ -207,7 +201,7 @@ pm_errcode kv_txn_put(kv_txn* t, const char* key, size_t klen, const char* val, 
 pm_errcode kv_txn_remove(kv_txn* t, const char* key, size_t klen) {
   return guarded([&] {
     std::string_view k;
-    PM_TRY(handle(t, "transaction"));
+    PM_TRY(pm::non_null(t, "transaction"));
     PM_TRY(key_bytes(key, klen, "key", &k));
     return t->t->remove(k);
   });
@@ -216,7 +210,7 @@ pm_errcode kv_txn_remove(kv_txn* t, const char* key, size_t klen) {
 pm_errcode kv_commit(kv_txn* t) {
   std::unique_ptr<kv_txn> owned(t);
   return guarded([&] {
-    PM_TRY(handle(t, "transaction"));
+    PM_TRY(pm::non_null(t, "transaction"));
     return t->t->commit();
   });
 }
@@ -226,7 +220,7 @@ void kv_abort(kv_txn* t) { delete t; }  // an uncommitted Transaction aborts
 kv_cursor* kv_cursor_open(kv_store* s, const char* prefix, size_t plen) {
   return made<kv_cursor>([&](kv_cursor** out) {
     std::string_view p;
-    PM_TRY(handle(s, "store"));
+    PM_TRY(pm::non_null(s, "store"));
     PM_TRY(key_bytes(prefix, plen, "prefix", &p));
     *out = new kv_cursor;
     return s->s->scan(p, [&](std::string_view k, std::string_view v) {
@@ -251,7 +245,7 @@ void kv_cursor_close(kv_cursor* c) { delete c; }
 kv_iter* kv_iter_open(kv_store* s, const char* end, size_t elen) {
   return made<kv_iter>([&](kv_iter** out) {
     std::string_view e;
-    PM_TRY(handle(s, "store"));
+    PM_TRY(pm::non_null(s, "store"));
     PM_TRY(key_bytes(end, elen, "end", &e));
     *out = new kv_iter;
     (*out)->it = s->s->iterator(e);
@@ -263,7 +257,7 @@ kv_iter* kv_iter_open(kv_store* s, const char* end, size_t elen) {
 pm_errcode kv_iter_seek(kv_iter* it, const char* key, size_t klen) {
   return guarded([&] {
     std::string_view k;
-    PM_TRY(handle(it, "iterator"));
+    PM_TRY(pm::non_null(it, "iterator"));
     PM_TRY(key_bytes(key, klen, "key", &k));
     it->it->seek(k);
     return it->it->status();
@@ -273,7 +267,7 @@ pm_errcode kv_iter_seek(kv_iter* it, const char* key, size_t klen) {
 int kv_iter_next(kv_iter* it, const char** key, size_t* klen, const char** val, size_t* vlen) {
   int r = 0;
   pm_errcode e = guarded([&] {
-    PM_TRY(handle(it, "iterator"));
+    PM_TRY(pm::non_null(it, "iterator"));
     if (!it->it->valid()) return it->it->status();
     it->key = it->it->key();
     it->value = it->it->value();
@@ -296,8 +290,8 @@ void kv_iter_close(kv_iter* it) { delete it; }
 pm_errcode kv_get_stats(kv_store* s, kv_stats* out) {
   kv::StoreStats st;
   pm_errcode e = guarded([&] {
-    PM_TRY(handle(s, "store"));
-    PM_TRY(handle(out, "stats"));
+    PM_TRY(pm::non_null(s, "store"));
+    PM_TRY(pm::non_null(out, "stats"));
     st = s->s->stats();
     return pm::Status();
   });

@@ -47,11 +47,7 @@ pm_errcode guarded(F&& fn) {
   return code_of(pm::status_of(std::forward<F>(fn)));
 }
 
-// A handle or output argument: never NULL.
-pm::Status non_null(const void* p, const char* what) {
-  if (p != nullptr) return pm::Status();
-  return pm::Status::invalid_argument(std::string(what) + " is NULL");
-}
+using pm::non_null;
 
 // For the functions that return a pointer: NULL and the message on failure.
 template <typename T, typename F>

@@ -31,6 +31,12 @@ Status status_of(F&& fn) {
   }
 }
 
+// A handle or output argument that must not be NULL.
+inline Status non_null(const void* p, const char* what) {
+  if (p != nullptr) return Status();
+  return Status::invalid_argument(std::string(what) + " is NULL");
+}
+
 }  // namespace pm
 
 #endif  // LIBPM_C_GUARD_H_
