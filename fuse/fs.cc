@@ -82,6 +82,7 @@ Fs::~Fs() {
 
 // ---------------------------------------------------------------- attributes
 
+// REQUIRES: n loaded, if a directory (its attributes are its entries').
 void Fs::fill_stat(const Node& n, struct stat* st) const {
   *st = {};
   st->st_ino = n.ino;
@@ -115,28 +116,35 @@ void Fs::fill_entry(Node* n, fuse_entry_param* e) const {
 }
 
 int Fs::do_lookup(Ino parent, const char* name, fuse_entry_param* e) {
-  std::shared_lock lock(mu_);
-  Node* p = table_.get(parent);
-  if (p == nullptr) return ENOENT;
-  // "." and ".." of any inode the index holds: how the kernel decodes a file
-  // handle (open_by_handle_at, NFS export) of an inode it no longer caches.
-  const std::string_view dots(name);
-  if (dots == "." || (dots == ".." && p->is_dir())) {
-    Node* n = dots == "." ? p : table_.get(p->parent != 0 ? p->parent : p->ino);
-    if (n == nullptr || (n->parent == 0 && n->ino != kRootIno)) return ESTALE;
+  // The reply carries the entry's attributes: a directory's are its
+  // entries' (st_nlink, st_size), so it is loaded too.
+  return with_index([&](bool exclusive) {
+    Node* p = table_.get(parent);
+    if (p == nullptr) return ENOENT;
+    // "." and ".." of any inode the index holds: how the kernel decodes a
+    // file handle (open_by_handle_at, NFS export) of an inode it no longer
+    // caches.
+    const std::string_view dots(name);
+    if (dots == "." || (dots == ".." && p->is_dir())) {
+      Node* n = dots == "." ? p : table_.get(p->parent != 0 ? p->parent : p->ino);
+      if (n == nullptr || (n->parent == 0 && n->ino != kRootIno)) return ESTALE;
+      if (int r = ready(n, exclusive)) return r;
+      fill_entry(n, e);
+      return 0;
+    }
+    if (!p->is_dir()) return ENOTDIR;
+    if (std::strlen(name) > kNameMax) return ENAMETOOLONG;
+    if (int r = ready(p, exclusive)) return r;
+    Node* n = table_.child(*p, name);
+    if (n == nullptr) {
+      *e = {};  // a negative entry the kernel may cache
+      e->entry_timeout = kCacheSeconds;
+      return 0;
+    }
+    if (int r = ready(n, exclusive)) return r;
     fill_entry(n, e);
     return 0;
-  }
-  if (!p->is_dir()) return ENOTDIR;
-  if (std::strlen(name) > kNameMax) return ENAMETOOLONG;
-  Node* n = table_.child(*p, name);
-  if (n == nullptr) {
-    *e = {};  // a negative entry the kernel may cache
-    e->entry_timeout = kCacheSeconds;
-    return 0;
-  }
-  fill_entry(n, e);
-  return 0;
+  });
 }
 
 void Fs::do_forget(Ino ino, uint64_t nlookup) {
@@ -148,11 +156,13 @@ void Fs::do_forget(Ino ino, uint64_t nlookup) {
 }
 
 int Fs::do_getattr(Ino ino, struct stat* st) {
-  std::shared_lock lock(mu_);
-  Node* n = table_.get(ino);
-  if (n == nullptr) return ENOENT;
-  fill_stat(*n, st);
-  return 0;
+  return with_index([&](bool exclusive) {
+    Node* n = table_.get(ino);
+    if (n == nullptr) return ENOENT;
+    if (int r = ready(n, exclusive)) return r;
+    fill_stat(*n, st);
+    return 0;
+  });
 }
 
 // Loads the file's committed form into d unless it holds the file already.
@@ -285,6 +295,7 @@ int Fs::do_setattr(Ino ino, const struct stat& attr, int to_set, Handle* h, cons
   std::unique_lock lock(mu_);
   Node* n = table_.get(ino);
   if (n == nullptr) return ENOENT;
+  if (int err = ready(n, true)) return err;  // the reply carries its attributes
   if (resize && n->data != d) {  // opened or closed meanwhile: look again
     lock.unlock();
     if (dl.owns_lock()) dl.unlock();

@@ -65,7 +65,10 @@ class Fs {
   Fs(const Fs&) = delete;
   Fs& operator=(const Fs&) = delete;
 
-  // Fills the index from one scan of the store; logs a summary.
+  // Prepares the index: the root alone, whose entries, like every
+  // directory's, are read at its first use (load_dir); or every key, from
+  // one scan of the store (index_all), when MountOptions::index_at_mount
+  // asks for it or the store needs it. Logs a summary.
   pm::Status build_index();
 
   int do_lookup(Ino parent, const char* name, fuse_entry_param* e);
@@ -106,6 +109,12 @@ class Fs {
   int do_listxattr(Ino ino, std::string* names);  // NUL-terminated names
   int do_removexattr(Ino ino, const char* name);
 
+  // Inodes the index holds: what the mount has read of the store so far.
+  uint64_t indexed_inodes() const {
+    std::shared_lock lock(mu_);
+    return table_.nodes();
+  }
+
   bool debug() const { return o_.debug; }
   // The session that kernel cache invalidations go to (none before mount).
   void set_session(fuse_session* se) { se_ = se; }
@@ -113,9 +122,40 @@ class Fs {
  private:
   class Batch;
 
+  // What a request that reads the index returns when it meets a directory
+  // not loaded yet while it holds mu_ shared (no errno is negative).
+  static constexpr int kNeedsLoad = -1;
+  // Runs f(exclusive) with mu_ shared; if it returns kNeedsLoad, again
+  // with mu_ exclusive, where f loads what it needs. A directory is loaded
+  // once per mount, so nearly every request takes only the shared lock.
+  template <class F>
+  int with_index(F&& f) {
+    {
+      std::shared_lock lock(mu_);
+      const int r = f(false);
+      if (r != kNeedsLoad) return r;
+    }
+    std::unique_lock lock(mu_);
+    return f(true);
+  }
+  // 0 when n is not a directory or is loaded; else loads it (exclusive,
+  // returning 0 or an errno) or returns kNeedsLoad. nullptr: 0.
+  int ready(Node* n, bool exclusive);
+  // Loads every directory below d too. REQUIRES: mu_ exclusive.
+  int ready_tree(Node* d);
+  // Reads directory d's entries from the store into the index, in one
+  // ordered pass per reserved prefix that skips each subdirectory's keys
+  // (fs_load.cc). REQUIRES: mu_ exclusive; d not loaded.
+  pm::Status load_dir(Node* d);
+  void note_dangling_link(const std::string& key, uint64_t id, const Meta& m);
+  bool claim_chunk_ids(const std::string& key, const Manifest& m);
+  // Whether directories can be loaded at their first use (build_index).
+  pm::Result<bool> can_load_lazily();
+  pm::Status index_root();
+  pm::Status index_all();
   void fill_stat(const Node& n, struct stat* st) const;
   void fill_entry(Node* n, fuse_entry_param* e) const;
-  int check_new_name(const Node* parent, const char* name, std::string* component) const;
+  int check_new_name(Node* parent, const char* name, std::string* component);
   Meta touched(const Node& dir) const;
   pm::Status index_manifests(const std::unordered_map<std::string, Meta>& records,
                              std::unordered_set<uint64_t>* named,

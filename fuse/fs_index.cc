@@ -9,35 +9,57 @@
 #include <vector>
 
 #include "fuse/errno_map.h"
+#include "fuse/file_content.h"
 #include "fuse/fs.h"
 #include "fuse/fs_internal.h"
 
 namespace pmfs {
 
-namespace {
-
-bool valid_file_type(mode_t mode) {
-  switch (mode & S_IFMT) {
-    case S_IFREG:
-    case S_IFDIR:
-    case S_IFLNK:
-    case S_IFIFO:
-    case S_IFSOCK:
-    case S_IFCHR:
-    case S_IFBLK:
-      return true;
-    default:
-      return false;
-  }
-}
-
-}  // namespace
-
 // ---------------------------------------------------------------- index
 
 pm::Status Fs::build_index() {
-  const auto start = std::chrono::steady_clock::now();
   std::unique_lock lock(mu_);
+  pm::Result<bool> lazy = o_.index_at_mount ? pm::Result<bool>(false) : can_load_lazily();
+  if (!lazy.ok()) return lazy.status();
+  return *lazy ? index_root() : index_all();
+}
+
+// Directories load at their first use when the store's ordered index makes
+// a directory's entries a few seeks away, and nothing needs every key at
+// mount: the sweeps of inode keys no name holds and of chunks no manifest
+// names (both left behind by `pm kv del` or a crash), and the next ids,
+// which must be above every id a name or manifest holds.
+pm::Result<bool> Fs::can_load_lazily() {
+  if (!store_->stats().ordered) return false;
+  for (std::string_view prefix : {kInodePrefix, kChunkPrefix}) {
+    bool any = false;
+    PM_TRY(store_->scan(prefix, kv::Store::prefix_end(prefix), 1,
+                        [&](std::string_view, std::string_view) { return !(any = true); }));
+    if (any) return false;
+  }
+  return true;
+}
+
+pm::Status Fs::index_root() {
+  Node* root = table_.get(kRootIno);
+  std::string value;
+  pm::Status s = store_->get(kDirPrefix, &value);
+  if (s.ok()) {
+    root->meta = decode_meta(value).value_or(default_dir_);
+    root->has_record = true;
+  } else if (!s.is_not_found()) {
+    return s.with_context("read the root's record");
+  }
+  s = store_->get(kXattrPrefix, &value);
+  if (!s.ok() && !s.is_not_found()) return s.with_context("read the root's attributes");
+  root->has_xattrs = s.ok();
+  root->dir->loaded = false;
+  fuse_log(FUSE_LOG_INFO, "pmfs: each directory is indexed at its first use\n");
+  return pm::Status();
+}
+
+pm::Status Fs::index_all() {
+  const auto start = std::chrono::steady_clock::now();
   // One scan collects data keys, records and markers (records may come
   // before or after their data). Then, in key order: first every parent
   // directory, so that directories win over files of the same path (a key
@@ -85,16 +107,20 @@ pm::Status Fs::build_index() {
   // The directory of each data key, nullptr when the key has no file name.
   std::vector<Node*> dirs(data.size());
   std::unordered_map<Node*, size_t> entries;
-  std::string_view last_parent;
+  std::optional<std::string_view> last_parent;
   Node* last_dir = nullptr;
   for (size_t i = 0; i < data.size(); i++) {
     const std::string& key = data[i].key;
     const size_t slash = key.rfind('/');
+    if (slash == 0) {  // the root's "%%", the empty key (key_names.h)
+      unnamable++;
+      continue;
+    }
     const std::string_view parent =
         slash == std::string::npos ? std::string_view() : std::string_view(key).substr(0, slash);
-    if (i == 0 || parent != last_parent) {
+    if (parent != last_parent) {
       last_parent = parent;
-      const bool named = parent.empty() || key_to_names(parent).has_value();
+      const bool named = slash == std::string::npos || key_to_names(parent).has_value();
       last_dir = named ? table_.ensure_dir(parent, default_dir_) : nullptr;
     }
     const bool ok = last_dir != nullptr &&
@@ -149,7 +175,7 @@ pm::Status Fs::build_index() {
     Meta m = r != records.end() ? r->second : default_file_;
     m.link = false;
     // A record may make a key anything but a directory.
-    if (S_ISDIR(m.mode) || !valid_file_type(m.mode)) m.mode = S_IFREG | (m.mode & 07777);
+    if (!valid_file_type(m.mode)) m.mode = S_IFREG | (m.mode & 07777);
     // The keys are unique, so a name taken is a directory's of the same path.
     Node* n = table_.add(dirs[i], std::move(name), std::move(content_key), /*dir=*/false, m);
     if (n == nullptr) {

@@ -40,6 +40,21 @@ inline std::string meta_key(std::string_view key) { return std::string(kMetaPref
 inline std::string dir_key(std::string_view key) { return std::string(kDirPrefix) += key; }
 inline std::string xattr_key(std::string_view key) { return std::string(kXattrPrefix) += key; }
 
+// The types a file's record may give it (a directory is one by its keys).
+inline bool valid_file_type(mode_t mode) {
+  switch (mode & S_IFMT) {
+    case S_IFREG:
+    case S_IFLNK:
+    case S_IFIFO:
+    case S_IFSOCK:
+    case S_IFCHR:
+    case S_IFBLK:
+      return true;
+    default:
+      return false;
+  }
+}
+
 inline bool writable(int flags) { return (flags & O_ACCMODE) != O_RDONLY; }
 
 

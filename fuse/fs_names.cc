@@ -1,5 +1,6 @@
 // Fs: names (create, link, unlink, rename, symlinks) and directory
 // listings.
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -15,9 +16,11 @@ namespace pmfs {
 // ---------------------------------------------------------------- names
 
 // 0 when `name` may be created in `parent`; *component is its key component.
-int Fs::check_new_name(const Node* parent, const char* name, std::string* component) const {
+// Loads parent. REQUIRES: mu_ exclusive.
+int Fs::check_new_name(Node* parent, const char* name, std::string* component) {
   if (parent == nullptr) return ENOENT;
   if (!parent->is_dir()) return ENOTDIR;
+  if (int err = ready(parent, true)) return err;
   if (parent->parent == 0) return ENOENT;  // removed directory
   if (std::strlen(name) > kNameMax) return ENAMETOOLONG;
   auto c = decode_name(name);
@@ -91,8 +94,10 @@ int Fs::do_remove(Ino parent, const char* name, bool dir) {
   Node* p = table_.get(parent);
   if (p == nullptr) return ENOENT;
   if (!p->is_dir()) return ENOTDIR;
+  if (int err = ready(p, true)) return err;
   Node* n = table_.child(*p, name);
   if (n == nullptr) return ENOENT;
+  if (int err = ready(n, true)) return err;  // empty?
   if (dir && !n->is_dir()) return ENOTDIR;
   if (!dir && n->is_dir()) return EISDIR;
   if (dir && !n->dir->by_cookie.empty()) return ENOTEMPTY;
@@ -255,13 +260,20 @@ int Fs::do_rename(Ino parent, const char* name, Ino newparent, const char* newna
   Node* np = table_.get(newparent);
   if (p == nullptr || np == nullptr) return ENOENT;
   if (!p->is_dir() || !np->is_dir()) return ENOTDIR;
+  if (int err = ready(p, true)) return err;
+  if (int err = ready(np, true)) return err;
   Node* src = table_.child(*p, name);
   if (src == nullptr) return ENOENT;
   if (std::strlen(newname) > kNameMax) return ENAMETOOLONG;
   auto component = decode_name(newname);
   if (!component || (component->empty() && np->key.empty())) return EINVAL;
   Node* dst = table_.child(*np, newname);
-  if (dst == src) return 0;  // the same name, or two names of one file: POSIX says do nothing
+  if (dst == src) return 0;
+  if (int err = ready(dst, true)) return err;  // empty?
+  // Every key below a directory moves with it, from the index's entries.
+  if (src->is_dir()) {
+    if (int err = ready_tree(src)) return err;
+  }  // the same name, or two names of one file: POSIX says do nothing
   if (dst != nullptr) {
     if (flags & RENAME_NOREPLACE) return EEXIST;
     if (src->is_dir() && !dst->is_dir()) return ENOTDIR;
@@ -330,49 +342,64 @@ int Fs::do_rename(Ino parent, const char* name, Ino newparent, const char* newna
 // ---------------------------------------------------------------- directories
 
 int Fs::do_readdir(fuse_req_t req, Ino ino, size_t size, off_t off, bool plus, std::string* out) {
-  std::shared_lock lock(mu_);
-  Node* d = table_.get(ino);
-  if (d == nullptr) return ENOENT;
-  if (!d->is_dir()) return ENOTDIR;
-  out->resize(size);
-  size_t pos = 0;
-  // False when the entry does not fit; it is then left for the next call
-  // (and, for readdirplus, gets no lookup reference).
-  auto emit = [&](const char* name, Node* n, bool dot, uint64_t next) {
-    fuse_entry_param e{};
-    fill_stat(*n, &e.attr);
-    size_t need;
-    if (plus) {
-      if (!dot) {
-        e.ino = n->ino;
-        e.generation = generation_;
-        e.attr_timeout = e.entry_timeout = kCacheSeconds;
-      }
-      need = fuse_add_direntry_plus(req, out->data() + pos, size - pos, name, &e,
-                                    static_cast<off_t>(next));
-    } else {
-      need = fuse_add_direntry(req, out->data() + pos, size - pos, name, &e.attr,
-                               static_cast<off_t>(next));
-    }
-    if (need > size - pos) return false;
-    if (plus && !dot) n->nlookup.fetch_add(1);
-    pos += need;
-    return true;
-  };
-  bool more = true;
-  if (off < 1) more = emit(".", d, true, 1);
-  if (more && off < 2) {
+  return with_index([&](bool exclusive) {
+    Node* d = table_.get(ino);
+    if (d == nullptr) return ENOENT;
+    if (!d->is_dir()) return ENOTDIR;
+    if (int r = ready(d, exclusive)) return r;
+    const auto& entries = d->dir->by_cookie;
+    const auto first = entries.upper_bound(static_cast<uint64_t>(std::max<off_t>(off, 2)));
     Node* up = d->parent != 0 ? table_.get(d->parent) : d;
-    more = emit("..", up != nullptr ? up : d, true, 2);
-  }
-  const auto& entries = d->dir->by_cookie;
-  for (auto it = entries.upper_bound(static_cast<uint64_t>(std::max<off_t>(off, 2)));
-       more && it != entries.end(); ++it) {
-    const auto& [name, ci] = *it->second;
-    more = emit(name.c_str(), table_.get(ci.second), false, it->first);
-  }
-  out->resize(pos);
-  return 0;
+    if (up == nullptr) up = d;
+    if (plus) {
+      if (int r = ready(up, exclusive)) return r;
+      // Each entry of readdirplus carries its attributes: the directories
+      // among as many entries as the reply can hold are loaded first, so
+      // that nothing is emitted (and no lookup counted) before a retry.
+      fuse_entry_param none{};
+      const size_t least = fuse_add_direntry_plus(req, nullptr, 0, "", &none, 0);
+      size_t room = size / std::max<size_t>(least, 1) + 1;
+      for (auto it = first; room-- > 0 && it != entries.end(); ++it) {
+        if (int r = ready(table_.get(it->second->second.second), exclusive)) return r;
+      }
+    }
+    out->resize(size);
+    size_t pos = 0;
+    // False when the entry does not fit; it is then left for the next call
+    // (and, for readdirplus, gets no lookup reference).
+    auto emit = [&](const char* name, Node* n, bool dot, uint64_t next) {
+      fuse_entry_param e{};
+      size_t need;
+      if (plus) {
+        fill_stat(*n, &e.attr);
+        if (!dot) {
+          e.ino = n->ino;
+          e.generation = generation_;
+          e.attr_timeout = e.entry_timeout = kCacheSeconds;
+        }
+        need = fuse_add_direntry_plus(req, out->data() + pos, size - pos, name, &e,
+                                      static_cast<off_t>(next));
+      } else {  // the inode number and type are all a plain entry holds
+        e.attr.st_ino = n->ino;
+        e.attr.st_mode = n->meta.mode;
+        need = fuse_add_direntry(req, out->data() + pos, size - pos, name, &e.attr,
+                                 static_cast<off_t>(next));
+      }
+      if (need > size - pos) return false;
+      if (plus && !dot) n->nlookup.fetch_add(1);
+      pos += need;
+      return true;
+    };
+    bool more = true;
+    if (off < 1) more = emit(".", d, true, 1);
+    if (more && off < 2) more = emit("..", up, true, 2);
+    for (auto it = first; more && it != entries.end(); ++it) {
+      const auto& [name, ci] = *it->second;
+      more = emit(name.c_str(), table_.get(ci.second), false, it->first);
+    }
+    out->resize(pos);
+    return 0;
+  });
 }
 
 }  // namespace pmfs

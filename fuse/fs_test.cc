@@ -128,6 +128,84 @@ TEST_F(FsTest, InodeKeysNoNameHoldsAreRemovedAtMount) {
   EXPECT_NE(v, ab);
 }
 
+// A mount reads the root's record and nothing else; each directory is read
+// at its first use, without the keys of its subdirectories. The same store
+// with a hard link (whose sweep needs every key) is read whole at mount.
+TEST_F(FsTest, DirectoriesAreReadAtTheirFirstUse) {
+  {
+    auto s = kv::Store::open(path_, options_);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    for (int d = 0; d < 10; d++) {
+      for (int f = 0; f < 100; f++) {
+        const std::string k = "d" + std::to_string(d) + "/sub/f" + std::to_string(f);
+        ASSERT_TRUE((*s)->put(k, "v").ok());
+        ASSERT_TRUE((*s)->put("d" + std::to_string(d) + "/f" + std::to_string(f), "vv").ok());
+      }
+    }
+  }
+  fs_ = mount();
+  EXPECT_EQ(fs_->indexed_inodes(), 1u);
+  struct stat st {};
+  const Ino d3 = lookup(kRootIno, "d3", &st);  // the root, then d3 (its attributes)
+  ASSERT_NE(d3, 0u);
+  EXPECT_EQ(st.st_nlink, 3u);      // d3/sub
+  EXPECT_EQ(st.st_size, 101);      // its entries
+  EXPECT_EQ(fs_->indexed_inodes(), 1u + 10 + 101);
+  const Ino f7 = lookup(d3, "f7", &st);
+  EXPECT_EQ(st.st_size, 2);
+  EXPECT_EQ(read(f7), "vv");
+  // Changes in directories never used: each is read first.
+  const Ino d4 = lookup(kRootIno, "d4");
+  fuse_entry_param e;
+  EXPECT_EQ(fs_->do_make(d4, "f1", S_IFREG | 0644, 0, "", kRoot, &e), EEXIST);
+  EXPECT_EQ(fs_->do_remove(kRootIno, "d5", true), ENOTEMPTY);
+  ASSERT_EQ(fs_->do_rename(kRootIno, "d6", d4, "moved", 0), 0);
+  std::string v;
+  EXPECT_TRUE(store_->get("d4/moved/sub/f99", &v).ok());
+  EXPECT_EQ(v, "v");
+  EXPECT_TRUE(store_->get("d6/sub/f99", &v).is_not_found());
+
+  fuse_entry_param l;
+  ASSERT_EQ(fs_->do_link(f7, kRootIno, "hard", &l), 0);
+  fs_ = mount();
+  EXPECT_GT(fs_->indexed_inodes(), 2000u);
+}
+
+// A name left holding a gone inode's id (`pm kv del` of the inode key) in a
+// directory not yet read: a link made first may take that id, and the name
+// must not become a name of the new file (at the next mount, which reads
+// every key). It loses its link flag and stays what it shows: its raw value.
+TEST_F(FsTest, ANameOfAGoneInodeNeverJoinsANewLink) {
+  fs_ = mount();
+  fuse_entry_param e, d, l;
+  ASSERT_EQ(fs_->do_make(kRootIno, "sub", S_IFDIR | 0755, 0, "", kRoot, &d), 0);
+  ASSERT_EQ(fs_->do_make(d.ino, "a", S_IFREG | 0644, 0, "old", kRoot, &e), 0);
+  ASSERT_EQ(fs_->do_link(e.ino, d.ino, "b", &l), 0);
+  std::string held;
+  ASSERT_TRUE(store_->get("sub/a", &held).ok());
+  ASSERT_TRUE(store_->remove("sub/b").ok());
+  ASSERT_TRUE(store_->remove(inode_key(*key_id("", held))).ok());
+
+  fs_ = mount();  // no inode key left: directories are read at first use
+  ASSERT_EQ(fs_->indexed_inodes(), 1u);
+  ASSERT_EQ(fs_->do_make(kRootIno, "f", S_IFREG | 0644, 0, "new", kRoot, &e), 0);
+  ASSERT_EQ(fs_->do_link(e.ino, kRootIno, "g", &l), 0);
+  std::string taken;
+  ASSERT_TRUE(store_->get("g", &taken).ok());
+  ASSERT_EQ(taken, held);  // the id the name holds: handed out again
+  struct stat st {};
+  const Ino a = lookup(lookup(kRootIno, "sub"), "a", &st);
+  EXPECT_EQ(st.st_nlink, 1u);
+  EXPECT_EQ(read(a), held);
+
+  fs_ = mount();  // an inode key: every key is read at mount
+  const Ino a2 = lookup(lookup(kRootIno, "sub"), "a", &st);
+  EXPECT_EQ(st.st_nlink, 1u);
+  EXPECT_EQ(read(a2), held);
+  lookup(kRootIno, "f", &st);
+  EXPECT_EQ(st.st_nlink, 2u);
+}
+
 TEST_F(FsTest, LinksStopAtTheLimit) {
   fs_ = mount();
   fuse_entry_param e, l;

@@ -1,6 +1,6 @@
-// InodeTable: the DRAM directory index of a mount. Built at mount from one
-// scan of the store and kept up to date by every operation; never stored
-// (docs/fuse.md, "Index").
+// InodeTable: the DRAM directory index of a mount. Filled from the store
+// (each directory at its first use, or every key at mount) and kept up to
+// date by every operation; never stored (docs/fuse.md, "The index").
 //
 // Inode numbers are assigned at mount, increasing, never reused while
 // mounted (so one generation per mount is enough: Fs's). An entry's readdir cookie is derived
@@ -46,6 +46,11 @@ struct DirEntries {
   // stay where they are while they exist).
   std::map<uint64_t, const ByName::value_type*> by_cookie;
   uint32_t subdirs = 0;
+  // False until the entries were read from the store (Fs::load_dir): a
+  // directory found while its parent was loaded is empty here until then.
+  // Directories made by mkdir, and those of an index built whole at mount,
+  // are loaded from the start.
+  bool loaded = true;
 };
 
 // The content of a file while it is open, shared by all its descriptors:

@@ -67,7 +67,8 @@ std::optional<std::string> decode_name(std::string_view name) {
 }
 
 std::optional<std::vector<std::string>> key_to_names(std::string_view key) {
-  if (!key.empty() && key[0] == '\0') return std::nullopt;
+  // A first component "" would be the root's "%%", the empty key itself.
+  if (!key.empty() && (key[0] == '\0' || key[0] == '/')) return std::nullopt;
   std::vector<std::string> names;
   size_t start = 0;
   for (;;) {

@@ -49,7 +49,8 @@ std::string encode_name(std::string_view component);
 std::optional<std::string> decode_name(std::string_view name);
 
 // The file names of `key`'s components, or nullopt when the key is
-// reserved (leading NUL) or a name would exceed kNameMax.
+// reserved (leading NUL), starts with '/' (its first name would be the
+// root's "%%", which is refused) or a name would exceed kNameMax.
 std::optional<std::vector<std::string>> key_to_names(std::string_view key);
 
 // The key of the entry `component` in the directory with key `dir` ("" for

@@ -39,7 +39,8 @@ TEST(KeyNamesTest, EscapesRoundTrip) {
 TEST(KeyNamesTest, KeysSplitIntoNames) {
   EXPECT_EQ(key_to_names("a/b/c"), (std::vector<std::string>{"a", "b", "c"}));
   EXPECT_EQ(key_to_names("a//b/"), (std::vector<std::string>{"a", "%%", "b", "%%"}));
-  EXPECT_EQ(key_to_names("/../x"), (std::vector<std::string>{"%%", "%%..", "x"}));
+  EXPECT_EQ(key_to_names("../x"), (std::vector<std::string>{"%%..", "x"}));
+  EXPECT_FALSE(key_to_names("/x"));  // the root's "%%" is the empty key: refused
   EXPECT_EQ(key_to_names("%/%x"), (std::vector<std::string>{"%", "%x"}));
   EXPECT_FALSE(key_to_names(std::string("\0m/x", 4)));  // reserved
   EXPECT_FALSE(key_to_names(std::string(256, 'n')));    // name too long

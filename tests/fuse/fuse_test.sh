@@ -67,6 +67,55 @@ errs "store is not a store" "open" "$PM" mount "$dir/plain" "$M"
 for k in both both/x both/y/z; do "$PM" kv put "$S" "$k" "v-$k" >/dev/null; done
 for i in $(seq 40); do printf 'p%s\tfile\np%s/c\tchild\n' "$i" "$i"; done >"$dir/pairs.tsv"
 "$PM" kv load "$S" "$dir/pairs.tsv" >/dev/null
+# ---------------------------------------------------------------- directories loaded at first use
+# A mount reads each directory when it is first used (docs/fuse.md, "The
+# index"); --index-at-mount reads every key at mount. Both must show the
+# same tree, whatever the keys: nested and implied directories, a file
+# hidden by a directory of its path, escaped, unnamable and reserved-looking
+# keys, markers, records and attributes written through a mount, and
+# directories moved or refused before they were ever listed.
+main_store=$S
+S=$dir/tree.kv
+{
+  for i in $(seq -w 300); do printf 't/many/f%s\t%s\n' "$i" "$i"; done
+  for i in $(seq -w 60); do printf 't/s/%s/f\tsub%s\nt/s/%s/deep/g\tg\n' "$i" "$i" "$i"; done
+  printf 't/a/b/c/f1\tone\nt/a/b/f2\ttwo\nt/a/x\tx\nt/d\thidden\nt/d/e\te\n'
+  printf 't/odd//name\tesc\nt/%%%%x\tpct\nt/dots/../y\tdd\n/lead\tnone\nt/-\tdash\nt/0\tzero\n'
+  printf 't/%s\tlong\nt/%s/in\tlong dir\n' "$(printf 'n%.0s' $(seq 300))" "$(printf 'm%.0s' $(seq 300))"
+  printf 'u/v\tw\nt.x\tnext to t\nt0\tafter t/\n'
+} >"$dir/tree.tsv"
+"$PM" kv load "$S" "$dir/tree.tsv" >/dev/null
+mount_fs
+mkdir "$M/t/empty" "$M/t/a/b/made"
+chmod 700 "$M/t/a"
+echo new >"$M/t/s/07/written"
+chmod 600 "$M/t/s/07/written"
+ln -s ../x "$M/t/a/b/sym"
+python3 -c 'import os,sys; os.setxattr(sys.argv[1], "user.k", b"1"); os.setxattr(sys.argv[2], "user.d", b"2")' \
+  "$M/t/a/x" "$M/t/s/08"
+umount_fs
+listing() { (cd "$M" && find . -printf '%p %y %s %m %n %l\n' | LC_ALL=C sort); }
+mount_fs
+lazy=$(listing)
+umount_fs
+mount_fs --index-at-mount
+eager=$(listing)
+umount_fs
+eq "a tree loaded at first use is the tree read at mount" "$lazy" "$eager"
+eq "the tree has what was put" "$(echo "$lazy" | wc -l)" 569
+mount_fs
+# Changes to directories never listed before: each is loaded first.
+mv "$M/t/s" "$M/t/s2" || FAIL "rename of a directory never listed"
+errs "rmdir of a directory never listed" "not empty" rmdir "$M/t/a"
+errs "mkdir over a directory never listed" "exists" mkdir "$M/t/d"
+eq "a file moved with its never-listed directory" "$(cat "$M/t/s2/07/written")" new
+umount_fs
+eq "keys moved with their directory" "$("$PM" kv get "$S" t/s2/60/deep/g)$("$PM" kv get "$S" t/s/01/f 2>&1 | grep -ci 'not found')" g1
+mount_fs --index-at-mount
+eq "an eager mount after the moves" "$(cat "$M/t/s2/08/f")" sub08
+umount_fs
+S=$main_store
+
 mount_fs --max-file-size 256KiB
 mkdir "$dir/mnt2"
 errs "store mounted already" "Busy" "$PM" mount "$S" "$dir/mnt2" --wait 0.2

@@ -52,6 +52,11 @@ struct MountOptions {
   // How long to wait for a store another process holds (a daemon still
   // exiting after fusermount3 -u returned, a pm command), in seconds.
   double wait_seconds = 5;
+  // Index every key at mount (one scan of the whole store) instead of
+  // each directory at its first use. A store without an ordered index, or
+  // one holding hard links or chunked files (whose sweeps need every key),
+  // is indexed at mount whatever this says (docs/fuse.md, "The index").
+  bool index_at_mount = false;
   // Worker threads of the session loop (at most).
   unsigned max_threads = 8;
   // DRAM the store may keep of what it has committed (kv::StoreOptions::
@@ -66,7 +71,7 @@ struct MountOptions {
   std::function<void()> on_ready;
 };
 
-// Opens the store, builds the directory index (one full scan), mounts and
+// Opens the store, prepares the directory index, mounts and
 // serves requests until the file system is unmounted (`fusermount3 -u`,
 // `umount`) or the process gets SIGINT, SIGTERM or SIGHUP; then unmounts
 // and closes the store. OK after a clean unmount.

@@ -1,0 +1,246 @@
+// Fs::load_dir: a directory's entries read from the store at its first use
+// (docs/fuse.md, "The index"), so that a mount costs the same for ten keys
+// and for ten million.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fuse/errno_map.h"
+#include "fuse/file_content.h"
+#include "fuse/fs.h"
+#include "fuse/fs_internal.h"
+
+namespace pmfs {
+
+namespace {
+
+// Keys a scan reads at first after a seek: a directory with many
+// subdirectories seeks often, and each scan reads its values too.
+constexpr uint64_t kFirstBatch = 16;
+constexpr uint64_t kMaxBatch = 4096;
+
+// Walks the keys under `prefix` (one directory's keys under one reserved
+// prefix, or its data keys): entry(component, value) for each key prefix +
+// component, component without '/'; below(component, key) for the first
+// key of a deeper one, and when it returns true, the rest of that
+// component's keys are skipped with one seek. So a directory's walk costs
+// its entries plus a seek per subdirectory, not its whole subtree.
+// `begin` is where the walk starts (>= prefix).
+pm::Status walk_entries(kv::Store* store, std::string_view prefix, std::string_view begin,
+                        const std::function<void(std::string_view, std::string_view)>& entry,
+                        const std::function<bool(std::string_view, std::string_view)>& below) {
+  const std::string end = kv::Store::prefix_end(prefix);
+  std::string from(begin), last, skip_to;
+  for (uint64_t batch = kFirstBatch;;) {
+    uint64_t seen = 0;
+    bool skipped = false;
+    PM_TRY(store->scan(from, end, batch, [&](std::string_view k, std::string_view v) {
+      seen++;
+      const std::string_view rest = k.substr(prefix.size());
+      const size_t slash = rest.find('/');
+      if (slash == std::string_view::npos) {
+        entry(rest, v);
+      } else if (below(rest.substr(0, slash), k)) {
+        // '0' follows '/': the first key past every "prefix component/...".
+        (skip_to.assign(k.substr(0, prefix.size() + slash))) += '0';
+        skipped = true;
+        return false;
+      }
+      last.assign(k);
+      return true;
+    }));
+    if (skipped) {
+      from.swap(skip_to);
+      batch = kFirstBatch;
+    } else if (seen < batch) {
+      return pm::Status();
+    } else {
+      (from = last) += '\0';  // the next key after it
+      batch = std::min(batch * 2, kMaxBatch);
+    }
+  }
+}
+
+}  // namespace
+
+// A name whose record has the link flag, found while loading a directory
+// of a store that had no inode keys at mount: the inode is gone (`pm kv
+// del`), and the name shows its raw value, as an index built at mount shows
+// it. Its id must not be handed out (the next mount would take the name for
+// a link of that new file): ids go above it, or, when this mount may have
+// handed it out already, the name loses its flag and is a plain file.
+void Fs::note_dangling_link(const std::string& key, uint64_t id, const Meta& m) {
+  if (id >= next_inode_id_) {
+    next_inode_id_ = id + 1;
+    return;
+  }
+  Batch b(store_.get());
+  b.put(meta_key(key), encode_meta(m));
+  pm::Status s = b.commit();
+  fuse_log(s.ok() ? FUSE_LOG_INFO : FUSE_LOG_ERR,
+           "pmfs: %s: names inode %llu, which is gone: %s\n", key.c_str(),
+           static_cast<unsigned long long>(id),
+           s.ok() ? "now a plain file with that content" : s.to_string().c_str());
+}
+
+// The chunks of a manifest found while loading a directory of a store that
+// had no chunk keys at mount, so it names none that exist but those this
+// mount has put since (a damaged manifest): ids go above those it names,
+// unless it names one this mount may have handed out, when it is shown as
+// its raw value, as a damaged manifest is (file_content.h).
+bool Fs::claim_chunk_ids(const std::string& key, const Manifest& m) {
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (uint64_t id : m.ids) {
+    if (id != 0) lo = std::min(lo, id), hi = std::max(hi, id);  // 0: a hole
+  }
+  if (hi == 0) return true;
+  uint64_t next = next_chunk_id_.load();
+  do {
+    if (lo < next) {
+      fuse_log(FUSE_LOG_ERR, "pmfs: %s: damaged chunk manifest (names chunk %llu): shown as content\n",
+               key.c_str(), static_cast<unsigned long long>(lo));
+      return false;
+    }
+  } while (!next_chunk_id_.compare_exchange_weak(next, hi + 1));
+  return true;
+}
+
+int Fs::ready(Node* n, bool exclusive) {
+  if (n == nullptr || !n->is_dir() || n->dir->loaded) return 0;
+  if (!exclusive) return kNeedsLoad;
+  pm::Status s = load_dir(n);
+  if (!s.ok()) fuse_log(FUSE_LOG_ERR, "pmfs: %s\n", s.to_string().c_str());
+  return to_errno(s);
+}
+
+int Fs::ready_tree(Node* d) {
+  std::vector<Node*> pending{d};
+  while (!pending.empty()) {
+    Node* n = pending.back();
+    pending.pop_back();
+    if (int err = ready(n, true)) return err;
+    for (const auto& [name, ci] : n->dir->by_name) {
+      Node* c = table_.get(ci.second);
+      if (c->is_dir()) pending.push_back(c);
+    }
+  }
+  return 0;
+}
+
+pm::Status Fs::load_dir(Node* d) {
+  // Everything is read before the index changes, so that a failed read
+  // leaves the directory as it was (not loaded: the next use tries again).
+  const auto start = std::chrono::steady_clock::now();
+  const bool root = d->ino == kRootIno;
+  const std::string base = root ? std::string() : d->key + '/';
+  // The root's component "" would be the key "" (refused, key_names.h).
+  auto nameable = [&](std::string_view c) {
+    return !(root && c.empty()) && encode_name(c).size() <= kNameMax;
+  };
+  std::map<std::string, std::optional<Meta>, std::less<>> dirs;  // -> its marker's record
+  std::map<std::string, Meta, std::less<>> records;
+  std::set<std::string, std::less<>> xattrs;
+  auto skip = [](std::string_view, std::string_view) { return true; };
+  auto prefixed = [&](std::string_view p) { return std::string(p) + base; };
+
+  std::string prefix = prefixed(kDirPrefix);
+  PM_TRY(walk_entries(
+      store_.get(), prefix, prefix,
+      [&](std::string_view c, std::string_view v) {
+        if (!nameable(c)) return;
+        Meta m = decode_meta(v).value_or(default_dir_);
+        m.mode = S_IFDIR | (m.mode & 07777);
+        dirs[std::string(c)] = m;
+      },
+      [&](std::string_view c, std::string_view k) {  // a marker further down implies c
+        if (!nameable(c)) return true;
+        if (!key_to_names(k.substr(kDirPrefix.size()))) return false;
+        dirs.try_emplace(std::string(c));
+        return true;
+      }));
+  prefix = prefixed(kMetaPrefix);
+  PM_TRY(walk_entries(
+      store_.get(), prefix, prefix,
+      [&](std::string_view c, std::string_view v) {
+        records.emplace(c, decode_meta(v).value_or(default_file_));
+      },
+      skip));
+  prefix = prefixed(kXattrPrefix);
+  PM_TRY(walk_entries(
+      store_.get(), prefix, prefix, [&](std::string_view c, std::string_view) { xattrs.emplace(c); },
+      skip));
+
+  struct File {
+    std::string component;
+    uint64_t size;
+    std::optional<Manifest> manifest;
+    std::optional<uint64_t> dangling_link;  // the id a name with the link flag holds
+  };
+  std::vector<File> files;
+  // The root's data keys are those not reserved (no leading NUL).
+  PM_TRY(walk_entries(
+      store_.get(), base, root ? std::string_view("\x01", 1) : std::string_view(base),
+      [&](std::string_view c, std::string_view v) {
+        File f{std::string(c), v.size(), std::nullopt, std::nullopt};
+        auto r = records.find(c);
+        if (r != records.end() && r->second.chunked) f.manifest = decode_manifest(v);
+        if (r != records.end() && r->second.link) f.dangling_link = key_id("", v);
+        files.push_back(std::move(f));
+      },
+      [&](std::string_view c, std::string_view k) {  // a nameable key further down proves c
+        if (!nameable(c)) return true;
+        if (!key_to_names(k.substr(0, k.rfind('/')))) return false;
+        dirs.try_emplace(std::string(c));
+        return true;
+      }));
+
+  d->dir->by_name.reserve(dirs.size() + files.size());
+  table_.reserve(table_.nodes() + dirs.size() + files.size());
+  for (auto& [c, marker] : dirs) {
+    Node* n = table_.add(d, encode_name(c), child_key(d->key, c), /*dir=*/true,
+                         marker.value_or(default_dir_));
+    n->has_record = marker.has_value();
+    n->has_xattrs = xattrs.contains(c);
+    n->dir->loaded = false;
+  }
+  uint64_t hidden = 0;
+  for (File& f : files) {
+    if (!nameable(f.component)) continue;
+    std::string key = child_key(d->key, f.component);
+    auto r = records.find(f.component);
+    Meta m = r != records.end() ? r->second : default_file_;
+    m.link = false;
+    if (!valid_file_type(m.mode)) m.mode = S_IFREG | (m.mode & 07777);
+    if (f.dangling_link) note_dangling_link(key, *f.dangling_link, m);
+    if (m.chunked) m.chunked = f.manifest && claim_chunk_ids(key, *f.manifest);
+    Node* n = table_.add(d, encode_name(f.component), std::move(key), /*dir=*/false, m);
+    if (n == nullptr) {  // a directory of the same path
+      hidden++;
+      continue;
+    }
+    n->has_record = r != records.end();
+    n->has_xattrs = xattrs.contains(f.component);
+    n->size = n->committed_size = m.chunked ? f.manifest->size : f.size;
+  }
+  d->dir->loaded = true;
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+  if (hidden != 0 || ms >= 100) {  // what a user waiting for a listing may ask about
+    fuse_log(FUSE_LOG_INFO,
+             "pmfs: %s: indexed %zu entries in %lld ms (%llu files hidden by directories of "
+             "the same path)\n",
+             root ? "/" : d->key.c_str(), d->dir->by_name.size(), static_cast<long long>(ms),
+             static_cast<unsigned long long>(hidden));
+  }
+  return pm::Status();
+}
+
+}  // namespace pmfs
