@@ -208,7 +208,10 @@ void FileContent::forget_id(uint64_t id) {
 }
 
 int FileContent::put_chunk(uint64_t i, const std::string& data) {
-  uint64_t id = next_id_->fetch_add(1);
+  if (ids_source_->ready) {
+    if (int err = to_errno(ids_source_->ready())) return err;
+  }
+  uint64_t id = ids_source_->next.fetch_add(1);
   if (g_fuse_planted_bugs.chunk_written_in_place && ids_[i] != 0) id = ids_[i];
   if (pm::Status s = store_->put(chunk_key(id), data); !s.ok()) return to_errno(s);
   if (id == ids_[i]) return 0;  // (the planted bug only)

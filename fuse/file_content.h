@@ -25,6 +25,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -63,11 +64,19 @@ struct Layout {
   uint64_t max_file = 0;     // EFBIG past it
 };
 
+// Chunk ids, handed out to every file of a mount: above every chunk id the
+// store holds or a manifest names, once `ready` (if set) has succeeded. A
+// mount that reads directories at first use learns that bound only then
+// (Fs::learn_ids); `ready` is cheap after its first success.
+struct ChunkIds {
+  std::atomic<uint64_t> next{1};
+  std::function<pm::Status()> ready;
+};
+
 class FileContent {
  public:
-  // `next_id` hands out chunk ids, shared by every file of the mount.
-  FileContent(kv::Store* store, const Layout* layout, std::atomic<uint64_t>* next_id)
-      : store_(store), layout_(layout), next_id_(next_id) {}
+  FileContent(kv::Store* store, const Layout* layout, ChunkIds* ids)
+      : store_(store), layout_(layout), ids_source_(ids) {}
 
   // Takes the file's committed form: `value` is its data key's value (a
   // manifest when `chunked`; `key` names it in messages). Chunk data is read
@@ -111,7 +120,7 @@ class FileContent {
 
   kv::Store* store_;
   const Layout* layout_;
-  std::atomic<uint64_t>* next_id_;
+  ChunkIds* ids_source_;
 
   bool loaded_ = false, modified_ = false;
   uint64_t size_ = 0;

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
 #include <memory>
 
 #include "fuse/key_names.h"
@@ -62,8 +61,8 @@ TEST(FileContentTest, ATruncateThatCannotReadItsLastChunkChangesNothing) {
   auto store = kv::Store::open(dir.file("s.kv"), pm::test::small_store_options());
   ASSERT_TRUE(store.ok()) << store.status().to_string();
   const Layout layout{4096, 4096, 1 << 20};
-  std::atomic<uint64_t> next_id{1};
-  FileContent f(store->get(), &layout, &next_id);
+  ChunkIds ids;
+  FileContent f(store->get(), &layout, &ids);
   f.load("", false, "f");
   std::string data(3 * 4096, '\0');
   for (size_t i = 0; i < data.size(); i++) data[i] = static_cast<char>('a' + i % 26);
@@ -95,8 +94,8 @@ TEST(FileContentTest, ZeroedRangesReadAsZerosAndWholeChunksBecomeHoles) {
   auto store = kv::Store::open(dir.file("s.kv"), pm::test::small_store_options());
   ASSERT_TRUE(store.ok()) << store.status().to_string();
   const Layout layout{4096, 4096, 1 << 20};
-  std::atomic<uint64_t> next_id{1};
-  FileContent f(store->get(), &layout, &next_id);
+  ChunkIds ids;
+  FileContent f(store->get(), &layout, &ids);
   f.load("", false, "f");
   std::string data(4 * 4096 + 10, '\0');
   for (size_t i = 0; i < data.size(); i++) data[i] = static_cast<char>('a' + i % 26);

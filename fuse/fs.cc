@@ -51,6 +51,7 @@ Fs::Fs(std::unique_ptr<kv::Store> store, const MountOptions& o)
       default_dir_(default_meta(S_IFDIR | 0755)),
       generation_(static_cast<uint32_t>(now_ns() / 1000)),
       table_(default_dir_) {
+  chunk_ids_.ready = [this] { return learn_ids(); };
   const kv::StoreStats st = store_->stats();
   layout_.inline_max = st.max_value_bytes;
   layout_.chunk_bytes = std::min<uint32_t>(st.max_value_bytes, kChunkBytes);

@@ -147,8 +147,10 @@ class Fs {
   // ordered pass per reserved prefix that skips each subdirectory's keys
   // (fs_load.cc). REQUIRES: mu_ exclusive; d not loaded.
   pm::Status load_dir(Node* d);
-  void note_dangling_link(const std::string& key, uint64_t id, const Meta& m);
-  bool claim_chunk_ids(const std::string& key, const Manifest& m);
+  // Makes new inode and chunk ids go above every id a name with the link
+  // flag or a manifest holds, in directories read or not (one scan of the
+  // records, the first time; nothing in an index read at mount).
+  pm::Status learn_ids();
   // Whether directories can be loaded at their first use (build_index).
   pm::Result<bool> can_load_lazily();
   pm::Status index_root();
@@ -167,7 +169,7 @@ class Fs {
                           const std::unordered_set<uint64_t>& named);
   int load(FileData* d, const Node& n);
   std::shared_ptr<FileData> new_file_data() {
-    return std::make_shared<FileData>(store_.get(), &layout_, &next_chunk_id_);
+    return std::make_shared<FileData>(store_.get(), &layout_, &chunk_ids_);
   }
   // Puts d's content at n's key with metadata m (and what b holds already)
   // in one transaction. On failure d is dropped: it reads the store again.
@@ -235,8 +237,14 @@ class Fs {
   const uint32_t generation_;
   Layout layout_;                            // set once, in the constructor
   bool commits_durable_ = false;             // kv::Durability::kSync in force
-  std::atomic<uint64_t> next_chunk_id_{1};   // above every chunk id in the store
+  ChunkIds chunk_ids_;                       // above every chunk id in the store
   uint64_t next_inode_id_ = 1;               // above every inode id; GUARDED_BY(mu_)
+  // A mount that reads directories at first use learns the ids names and
+  // manifests hold when it first hands one out (learn_ids). Lock order:
+  // ids_mu_ last.
+  std::atomic<bool> ids_known_{true};
+  std::mutex ids_mu_;
+  std::atomic<uint64_t> inode_floor_{1};     // set by learn_ids
   std::mutex garbage_mu_;
   std::vector<uint64_t> garbage_;            // GUARDED_BY(garbage_mu_)
 

@@ -46,6 +46,7 @@ pm::Status Fs::index_root() {
   pm::Status s = store_->get(kDirPrefix, &value);
   if (s.ok()) {
     root->meta = decode_meta(value).value_or(default_dir_);
+    root->meta.mode = S_IFDIR | (root->meta.mode & 07777);
     root->has_record = true;
   } else if (!s.is_not_found()) {
     return s.with_context("read the root's record");
@@ -54,6 +55,7 @@ pm::Status Fs::index_root() {
   if (!s.ok() && !s.is_not_found()) return s.with_context("read the root's attributes");
   root->has_xattrs = s.ok();
   root->dir->loaded = false;
+  ids_known_ = false;
   fuse_log(FUSE_LOG_INFO, "pmfs: each directory is indexed at its first use\n");
   return pm::Status();
 }
@@ -102,6 +104,7 @@ pm::Status Fs::index_all() {
       continue;
     }
     d->meta = m;
+    d->meta.mode = S_IFDIR | (m.mode & 07777);  // a damaged marker: still a directory
     d->has_record = true;
   }
   // The directory of each data key, nullptr when the key has no file name.
@@ -284,7 +287,7 @@ pm::Status Fs::sweep_chunks(const std::vector<uint64_t>& chunks,
     PM_TRY(store_->remove(chunk_key(id)).with_context("remove an unused chunk"));
     removed++;
   }
-  next_chunk_id_ = max_id + 1;
+  chunk_ids_.next = max_id + 1;
   if (removed != 0) {
     fuse_log(FUSE_LOG_INFO, "pmfs: removed %llu chunks no file names (left by a crash)\n",
              static_cast<unsigned long long>(removed));

@@ -70,46 +70,45 @@ pm::Status walk_entries(kv::Store* store, std::string_view prefix, std::string_v
 
 }  // namespace
 
-// A name whose record has the link flag, found while loading a directory
-// of a store that had no inode keys at mount: the inode is gone (`pm kv
-// del`), and the name shows its raw value, as an index built at mount shows
-// it. Its id must not be handed out (the next mount would take the name for
-// a link of that new file): ids go above it, or, when this mount may have
-// handed it out already, the name loses its flag and is a plain file.
-void Fs::note_dangling_link(const std::string& key, uint64_t id, const Meta& m) {
-  if (id >= next_inode_id_) {
-    next_inode_id_ = id + 1;
-    return;
-  }
-  Batch b(store_.get());
-  b.put(meta_key(key), encode_meta(m));
-  pm::Status s = b.commit();
-  fuse_log(s.ok() ? FUSE_LOG_INFO : FUSE_LOG_ERR,
-           "pmfs: %s: names inode %llu, which is gone: %s\n", key.c_str(),
-           static_cast<unsigned long long>(id),
-           s.ok() ? "now a plain file with that content" : s.to_string().c_str());
-}
-
-// The chunks of a manifest found while loading a directory of a store that
-// had no chunk keys at mount, so it names none that exist but those this
-// mount has put since (a damaged manifest): ids go above those it names,
-// unless it names one this mount may have handed out, when it is shown as
-// its raw value, as a damaged manifest is (file_content.h).
-bool Fs::claim_chunk_ids(const std::string& key, const Manifest& m) {
-  uint64_t lo = UINT64_MAX, hi = 0;
-  for (uint64_t id : m.ids) {
-    if (id != 0) lo = std::min(lo, id), hi = std::max(hi, id);  // 0: a hole
-  }
-  if (hi == 0) return true;
-  uint64_t next = next_chunk_id_.load();
-  do {
-    if (lo < next) {
-      fuse_log(FUSE_LOG_ERR, "pmfs: %s: damaged chunk manifest (names chunk %llu): shown as content\n",
-               key.c_str(), static_cast<unsigned long long>(lo));
-      return false;
+// One scan of the records: the ids that names with the link flag and
+// manifests hold, wherever they are (a directory not read yet, a key
+// without a file name). At mount, a store indexed this way held no inode
+// or chunk keys, so such ids are a damaged store's (a name whose inode `pm
+// kv del` removed, a manifest whose chunks are gone); handing one out again
+// would make the next mount, which reads every key, take that name for a
+// name of the new file, or that manifest for the owner of the new chunk.
+pm::Status Fs::learn_ids() {
+  if (ids_known_.load(std::memory_order_acquire)) return pm::Status();
+  std::lock_guard g(ids_mu_);
+  if (ids_known_.load()) return pm::Status();
+  std::vector<std::string> flagged;  // data keys whose record has a flag
+  PM_TRY(store_->scan(kMetaPrefix, [&](std::string_view k, std::string_view v) {
+    std::optional<Meta> m = decode_meta(v);
+    if (m && (m->link || m->chunked)) flagged.emplace_back(k.substr(kMetaPrefix.size()));
+    return true;
+  }));
+  uint64_t inode = 0, chunk = 0;
+  std::string value;
+  for (const std::string& key : flagged) {
+    pm::Status s = store_->get(key, &value);
+    if (s.is_not_found()) continue;
+    PM_TRY(s.with_context(fmt::format("learn the ids in use: read {}", key)));
+    if (std::optional<uint64_t> id = key_id("", value)) inode = std::max(inode, *id);
+    if (std::optional<Manifest> m = decode_manifest(value)) {
+      for (uint64_t id : m->ids) chunk = std::max(chunk, id);
     }
-  } while (!next_chunk_id_.compare_exchange_weak(next, hi + 1));
-  return true;
+  }
+  inode_floor_ = inode + 1;
+  for (uint64_t next = chunk_ids_.next.load(); next <= chunk;) {
+    if (chunk_ids_.next.compare_exchange_weak(next, chunk + 1)) break;
+  }
+  ids_known_.store(true, std::memory_order_release);
+  if (!flagged.empty()) {
+    fuse_log(FUSE_LOG_INFO, "pmfs: new ids go above inode %llu and chunk %llu (%zu records read)\n",
+             static_cast<unsigned long long>(inode), static_cast<unsigned long long>(chunk),
+             flagged.size());
+  }
+  return pm::Status();
 }
 
 int Fs::ready(Node* n, bool exclusive) {
@@ -180,18 +179,16 @@ pm::Status Fs::load_dir(Node* d) {
   struct File {
     std::string component;
     uint64_t size;
-    std::optional<Manifest> manifest;
-    std::optional<uint64_t> dangling_link;  // the id a name with the link flag holds
+    std::optional<Manifest> manifest;  // of a chunked file, when it decodes
   };
   std::vector<File> files;
   // The root's data keys are those not reserved (no leading NUL).
   PM_TRY(walk_entries(
       store_.get(), base, root ? std::string_view("\x01", 1) : std::string_view(base),
       [&](std::string_view c, std::string_view v) {
-        File f{std::string(c), v.size(), std::nullopt, std::nullopt};
+        File f{std::string(c), v.size(), std::nullopt};
         auto r = records.find(c);
         if (r != records.end() && r->second.chunked) f.manifest = decode_manifest(v);
-        if (r != records.end() && r->second.link) f.dangling_link = key_id("", v);
         files.push_back(std::move(f));
       },
       [&](std::string_view c, std::string_view k) {  // a nameable key further down proves c
@@ -216,10 +213,16 @@ pm::Status Fs::load_dir(Node* d) {
     std::string key = child_key(d->key, f.component);
     auto r = records.find(f.component);
     Meta m = r != records.end() ? r->second : default_file_;
+    // With no inode key in the store, a name with the link flag holds a
+    // gone inode's id: it shows that value, as an index read at mount
+    // shows it. A manifest that does not decode shows as its raw value.
     m.link = false;
     if (!valid_file_type(m.mode)) m.mode = S_IFREG | (m.mode & 07777);
-    if (f.dangling_link) note_dangling_link(key, *f.dangling_link, m);
-    if (m.chunked) m.chunked = f.manifest && claim_chunk_ids(key, *f.manifest);
+    if (m.chunked && !f.manifest) {
+      fuse_log(FUSE_LOG_ERR, "pmfs: %s: damaged chunk manifest (%llu bytes): shown as content\n",
+               key.c_str(), static_cast<unsigned long long>(f.size));
+      m.chunked = false;
+    }
     Node* n = table_.add(d, encode_name(f.component), std::move(key), /*dir=*/false, m);
     if (n == nullptr) {  // a directory of the same path
       hidden++;

@@ -166,6 +166,10 @@ int Fs::do_link(Ino ino, Ino newparent, const char* newname, fuse_entry_param* e
   // A file's first link moves its content, record and attributes to an
   // inode key, and its name becomes a link like the new one: all in the
   // transaction that adds the name.
+  if (!n->linked) {
+    if (int err = to_errno(learn_ids())) return err;
+    next_inode_id_ = std::max(next_inode_id_, inode_floor_.load());
+  }
   const uint64_t id = n->linked ? *key_id(kInodePrefix, n->key) : next_inode_id_;
   const std::string ikey = inode_key(id);
   if (!n->linked && g_fuse_planted_bugs.link_name_first) {
@@ -268,12 +272,8 @@ int Fs::do_rename(Ino parent, const char* name, Ino newparent, const char* newna
   auto component = decode_name(newname);
   if (!component || (component->empty() && np->key.empty())) return EINVAL;
   Node* dst = table_.child(*np, newname);
-  if (dst == src) return 0;
+  if (dst == src) return 0;  // the same name, or two names of one file: POSIX says do nothing
   if (int err = ready(dst, true)) return err;  // empty?
-  // Every key below a directory moves with it, from the index's entries.
-  if (src->is_dir()) {
-    if (int err = ready_tree(src)) return err;
-  }  // the same name, or two names of one file: POSIX says do nothing
   if (dst != nullptr) {
     if (flags & RENAME_NOREPLACE) return EEXIST;
     if (src->is_dir() && !dst->is_dir()) return ENOTDIR;
@@ -286,6 +286,10 @@ int Fs::do_rename(Ino parent, const char* name, Ino newparent, const char* newna
   }
   const std::string new_key = child_key(np->key, *component);
   if (new_key.size() + kMetaPrefix.size() > o_.max_key_bytes) return ENAMETOOLONG;
+  // Every key below a directory moves with it, found from the index.
+  if (src->is_dir()) {
+    if (int err = ready_tree(src)) return err;
+  }
   const int64_t now = now_ns();
   Meta sm = src->meta;
   sm.ctime_ns = now;

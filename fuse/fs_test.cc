@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "fuse/file_content.h"
 #include "fuse/key_names.h"
 #include "kv/store.h"
 #include "testutil/store_options.h"
@@ -171,11 +172,13 @@ TEST_F(FsTest, DirectoriesAreReadAtTheirFirstUse) {
   EXPECT_GT(fs_->indexed_inodes(), 2000u);
 }
 
-// A name left holding a gone inode's id (`pm kv del` of the inode key) in a
-// directory not yet read: a link made first may take that id, and the name
-// must not become a name of the new file (at the next mount, which reads
-// every key). It loses its link flag and stays what it shows: its raw value.
-TEST_F(FsTest, ANameOfAGoneInodeNeverJoinsANewLink) {
+// A damaged store read one directory at a time: a name still holding a
+// gone inode's id (`pm kv del` of the inode key) and a manifest naming a
+// chunk that is gone, in a directory never read. The ids the mount hands out
+// must not be theirs: the next mount reads every key, and would take the
+// name for a name of the new file, or the manifest for an owner of the new
+// chunk (whose removal would then discard it).
+TEST_F(FsTest, IdsADamagedStoreHoldsAreNotHandedOutAgain) {
   fs_ = mount();
   fuse_entry_param e, d, l;
   ASSERT_EQ(fs_->do_make(kRootIno, "sub", S_IFDIR | 0755, 0, "", kRoot, &d), 0);
@@ -185,25 +188,42 @@ TEST_F(FsTest, ANameOfAGoneInodeNeverJoinsANewLink) {
   ASSERT_TRUE(store_->get("sub/a", &held).ok());
   ASSERT_TRUE(store_->remove("sub/b").ok());
   ASSERT_TRUE(store_->remove(inode_key(*key_id("", held))).ok());
+  Meta chunked;
+  chunked.mode = S_IFREG | 0644;
+  chunked.chunked = true;
+  ASSERT_TRUE(store_->put("sub/big", encode_manifest(Manifest{4096, 8192, {1, 2}})).ok());
+  ASSERT_TRUE(store_->put(std::string(kMetaPrefix) + "sub/big", encode_meta(chunked)).ok());
 
-  fs_ = mount();  // no inode key left: directories are read at first use
+  fs_ = mount();  // no inode or chunk key: directories are read at first use
   ASSERT_EQ(fs_->indexed_inodes(), 1u);
   ASSERT_EQ(fs_->do_make(kRootIno, "f", S_IFREG | 0644, 0, "new", kRoot, &e), 0);
   ASSERT_EQ(fs_->do_link(e.ino, kRootIno, "g", &l), 0);
-  std::string taken;
-  ASSERT_TRUE(store_->get("g", &taken).ok());
-  ASSERT_EQ(taken, held);  // the id the name holds: handed out again
-  struct stat st {};
-  const Ino a = lookup(lookup(kRootIno, "sub"), "a", &st);
-  EXPECT_EQ(st.st_nlink, 1u);
-  EXPECT_EQ(read(a), held);
+  std::string v;
+  ASSERT_TRUE(store_->get("g", &v).ok());
+  EXPECT_NE(v, held);
+  ASSERT_EQ(fs_->do_make(kRootIno, "c", S_IFREG | 0644, 0, "", kRoot, &e), 0);
+  Handle* h = nullptr;
+  bool changed = false;
+  ASSERT_EQ(fs_->do_open(e.ino, O_WRONLY, kRoot, &h, &changed), 0);
+  const std::string content(10000, 'c');
+  ASSERT_EQ(fs_->do_write(h, content.data(), content.size(), 0, kRoot, &changed), 0);
+  ASSERT_EQ(fs_->do_flush(h), 0);
+  fs_->do_release(h);
+  ASSERT_TRUE(store_->get("c", &v).ok());
+  std::optional<Manifest> m = decode_manifest(v);
+  ASSERT_TRUE(m.has_value());
+  for (uint64_t id : m->ids) EXPECT_GT(id, 2u);
+  EXPECT_EQ(fs_->indexed_inodes(), 4u);  // still the root and its entries: sub never read
 
-  fs_ = mount();  // an inode key: every key is read at mount
-  const Ino a2 = lookup(lookup(kRootIno, "sub"), "a", &st);
+  fs_ = mount();  // inode and chunk keys: every key is read at mount
+  struct stat st {};
+  const Ino sub = lookup(kRootIno, "sub");
+  EXPECT_EQ(read(lookup(sub, "a", &st)), held);
   EXPECT_EQ(st.st_nlink, 1u);
-  EXPECT_EQ(read(a2), held);
   lookup(kRootIno, "f", &st);
   EXPECT_EQ(st.st_nlink, 2u);
+  ASSERT_EQ(fs_->do_remove(sub, "big", false), 0);
+  EXPECT_EQ(read(lookup(kRootIno, "c")), content);
 }
 
 TEST_F(FsTest, LinksStopAtTheLimit) {

@@ -59,8 +59,8 @@ struct DirEntries {
 // put back at a flush (close, fsync) through any of them; dropped when the
 // last descriptor is released.
 struct FileData {
-  FileData(kv::Store* store, const Layout* layout, std::atomic<uint64_t>* next_chunk_id)
-      : content(store, layout, next_chunk_id) {}
+  FileData(kv::Store* store, const Layout* layout, ChunkIds* chunk_ids)
+      : content(store, layout, chunk_ids) {}
   std::mutex mu;  // lock order: FileData::mu, then the table's owner's lock
   FileContent content;
 };
