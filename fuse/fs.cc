@@ -75,9 +75,12 @@ Fs::~Fs() {
     open.assign(handles_.begin(), handles_.end());
   }
   for (Handle* h : open) do_release(h);
-  if (pm::Status s = sync_and_collect(); !s.ok()) {
-    fuse_log(FUSE_LOG_WARNING, "pmfs: %s (the next mount removes the unused chunks)\n",
-             s.to_string().c_str());
+  pm::Status s = sync_and_collect();
+  // Ended cleanly: no chunk is left that no manifest names.
+  if (s.ok() && session_marked_) s = store_->remove(kSessionKey);
+  if (!s.ok()) {
+    fuse_log(FUSE_LOG_WARNING, "pmfs: %s (the next mount reads every key and removes the "
+             "unused chunks)\n", s.to_string().c_str());
   }
 }
 

@@ -245,6 +245,7 @@ class Fs {
   std::atomic<bool> ids_known_{true};
   std::mutex ids_mu_;
   std::atomic<uint64_t> inode_floor_{1};     // set by learn_ids
+  bool session_marked_ = false;              // kSessionKey put (and synced) at mount
   std::mutex garbage_mu_;
   std::vector<uint64_t> garbage_;            // GUARDED_BY(garbage_mu_)
 

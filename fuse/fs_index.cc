@@ -21,23 +21,35 @@ pm::Status Fs::build_index() {
   std::unique_lock lock(mu_);
   pm::Result<bool> lazy = o_.index_at_mount ? pm::Result<bool>(false) : can_load_lazily();
   if (!lazy.ok()) return lazy.status();
-  return *lazy ? index_root() : index_all();
+  PM_TRY(*lazy ? index_root() : index_all());
+  // Durable before any chunk is put: if this mount does not end cleanly,
+  // the next one reads every key and sweeps the chunks it left unnamed.
+  pm::Status s = store_->put(kSessionKey, "");
+  if (s.ok()) s = store_->sync();
+  session_marked_ = s.ok();
+  if (!s.ok()) {  // a full store must still mount, to be emptied
+    fuse_log(FUSE_LOG_WARNING, "pmfs: %s: a crash of this mount may leave unused chunks that "
+             "only `pm mount --index-at-mount` removes\n",
+             s.with_context("mark the store mounted").to_string().c_str());
+  }
+  return pm::Status();
 }
 
 // Directories load at their first use when the store's ordered index makes
 // a directory's entries a few seeks away, and nothing needs every key at
-// mount: the sweeps of inode keys no name holds and of chunks no manifest
-// names (both left behind by `pm kv del` or a crash), and the next ids,
-// which must be above every id a name or manifest holds.
+// mount: a file's link count (the names of a hard-linked file are all over
+// the tree), and the sweep of chunks no manifest names, which a mount that
+// did not end cleanly leaves (a crash between putting chunks and committing
+// their manifest). The next ids are learned when first needed (learn_ids).
 pm::Result<bool> Fs::can_load_lazily() {
   if (!store_->stats().ordered) return false;
-  for (std::string_view prefix : {kInodePrefix, kChunkPrefix}) {
-    bool any = false;
-    PM_TRY(store_->scan(prefix, kv::Store::prefix_end(prefix), 1,
-                        [&](std::string_view, std::string_view) { return !(any = true); }));
-    if (any) return false;
-  }
-  return true;
+  bool any = false;
+  PM_TRY(store_->scan(kInodePrefix, kv::Store::prefix_end(kInodePrefix), 1,
+                      [&](std::string_view, std::string_view) { return !(any = true); }));
+  if (any) return false;
+  pm::Result<bool> unclean = store_->contains(kSessionKey);
+  if (!unclean.ok()) return unclean.status();
+  return !*unclean;
 }
 
 pm::Status Fs::index_root() {

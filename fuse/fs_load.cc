@@ -70,13 +70,14 @@ pm::Status walk_entries(kv::Store* store, std::string_view prefix, std::string_v
 
 }  // namespace
 
-// One scan of the records: the ids that names with the link flag and
-// manifests hold, wherever they are (a directory not read yet, a key
-// without a file name). At mount, a store indexed this way held no inode
-// or chunk keys, so such ids are a damaged store's (a name whose inode `pm
-// kv del` removed, a manifest whose chunks are gone); handing one out again
-// would make the next mount, which reads every key, take that name for a
-// name of the new file, or that manifest for the owner of the new chunk.
+// One scan of the records and of the chunk keys: the ids that chunks,
+// manifests and names with the link flag hold, wherever they are (a
+// directory not read yet, a key without a file name). A store indexed
+// this way held no inode key at mount, so a name's id is a damaged store's
+// (a name whose inode `pm kv del` removed), and so is a manifest's that no
+// chunk has; handing one out again would make the next mount, which reads
+// every key, take that name for a name of the new file, or that manifest
+// for an owner of the new chunk.
 pm::Status Fs::learn_ids() {
   if (ids_known_.load(std::memory_order_acquire)) return pm::Status();
   std::lock_guard g(ids_mu_);
@@ -88,6 +89,10 @@ pm::Status Fs::learn_ids() {
     return true;
   }));
   uint64_t inode = 0, chunk = 0;
+  PM_TRY(store_->scan(kChunkPrefix, [&](std::string_view k, std::string_view) {
+    if (std::optional<uint64_t> id = chunk_id(k)) chunk = std::max(chunk, *id);
+    return true;
+  }));
   std::string value;
   for (const std::string& key : flagged) {
     pm::Status s = store_->get(key, &value);

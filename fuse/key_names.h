@@ -21,6 +21,9 @@
 //                 links; its record and attributes are at "\0m\0i" + id and
 //                 "\0x\0i" + id, and each of its names is a data key holding
 //                 the id, with a record whose link flag is set
+//   "\0c" + id    (8 bytes, big-endian) a chunk of a large file (file_content.h)
+//   "\0s"         present while a mount runs: at the next mount it says the
+//                 last one did not end cleanly (its leftovers are swept)
 // A data key and its record change in one transaction.
 #ifndef PMFS_KEY_NAMES_H_
 #define PMFS_KEY_NAMES_H_
@@ -40,6 +43,7 @@ inline constexpr std::string_view kMetaPrefix{"\0m", 2};
 inline constexpr std::string_view kDirPrefix{"\0d", 2};
 inline constexpr std::string_view kXattrPrefix{"\0x", 2};
 inline constexpr std::string_view kInodePrefix{"\0i", 2};
+inline constexpr std::string_view kSessionKey{"\0s", 2};
 inline constexpr size_t kNameMax = 255;
 
 // The file name of key component `component` (see the file comment).

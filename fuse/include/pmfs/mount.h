@@ -53,9 +53,10 @@ struct MountOptions {
   // exiting after fusermount3 -u returned, a pm command), in seconds.
   double wait_seconds = 5;
   // Index every key at mount (one scan of the whole store) instead of
-  // each directory at its first use. A store without an ordered index, or
-  // one holding hard links or chunked files (whose sweeps need every key),
-  // is indexed at mount whatever this says (docs/fuse.md, "The index").
+  // each directory at its first use. A store without an ordered index, one
+  // holding hard links (a file's link count needs every name), and one whose
+  // last mount did not end cleanly (its unused chunks are swept) are
+  // indexed at mount whatever this says (docs/fuse.md, "The index").
   bool index_at_mount = false;
   // Worker threads of the session loop (at most).
   unsigned max_threads = 8;
