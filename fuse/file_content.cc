@@ -204,7 +204,8 @@ void FileContent::forget_id(uint64_t id) {
   if (id == 0 || staged_.erase(id) == 0) return;
   if (cached_id_ == id) cached_id_ = 0;
   // Named by no manifest: if the remove fails, the next mount's sweep does it.
-  (void)store_->remove(chunk_key(id));
+  pm::Status s = store_->remove(chunk_key(id));
+  if (!s.ok() && !s.is_not_found()) ids_source_->leftovers = true;
 }
 
 int FileContent::put_chunk(uint64_t i, const std::string& data) {

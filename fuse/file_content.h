@@ -71,6 +71,9 @@ struct Layout {
 struct ChunkIds {
   std::atomic<uint64_t> next{1};
   std::function<pm::Status()> ready;
+  // A chunk no manifest names could not be removed: the mount must not
+  // say it ended cleanly (kCleanKey), so that the next one sweeps it.
+  std::atomic<bool> leftovers{false};
 };
 
 class FileContent {

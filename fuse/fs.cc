@@ -51,7 +51,10 @@ Fs::Fs(std::unique_ptr<kv::Store> store, const MountOptions& o)
       default_dir_(default_meta(S_IFDIR | 0755)),
       generation_(static_cast<uint32_t>(now_ns() / 1000)),
       table_(default_dir_) {
-  chunk_ids_.ready = [this] { return learn_ids(); };
+  chunk_ids_.ready = [this] {
+    PM_TRY(start_session());
+    return learn_ids();
+  };
   const kv::StoreStats st = store_->stats();
   layout_.inline_max = st.max_value_bytes;
   layout_.chunk_bytes = std::min<uint32_t>(st.max_value_bytes, kChunkBytes);
@@ -76,8 +79,11 @@ Fs::~Fs() {
   }
   for (Handle* h : open) do_release(h);
   pm::Status s = sync_and_collect();
-  // Ended cleanly: no chunk is left that no manifest names.
-  if (s.ok() && session_marked_) s = store_->remove(kSessionKey);
+  if (!indexed_) return;  // a failed index read at mount: its sweep may not have run
+  // Ended cleanly: no chunk is left that no manifest names, durably.
+  if (s.ok() && chunk_ids_.leftovers) s = pm::Status::io_error("a chunk could not be removed");
+  if (s.ok()) s = store_->sync();
+  if (s.ok()) s = store_->put(kCleanKey, "");
   if (!s.ok()) {
     fuse_log(FUSE_LOG_WARNING, "pmfs: %s (the next mount reads every key and removes the "
              "unused chunks)\n", s.to_string().c_str());
@@ -246,7 +252,8 @@ void Fs::discard_chunks(std::vector<uint64_t> ids) {
 void Fs::remove_chunks(const std::vector<uint64_t>& ids) {
   for (uint64_t id : ids) {
     if (id == 0) continue;
-    if (pm::Status s = store_->remove(chunk_key(id)); !s.ok()) {  // the next mount's sweep does it
+    if (pm::Status s = store_->remove(chunk_key(id)); !s.ok() && !s.is_not_found()) {
+      chunk_ids_.leftovers = true;  // the next mount's sweep removes it
       fuse_log(FUSE_LOG_WARNING, "pmfs: remove chunk %llu: %s\n",
                static_cast<unsigned long long>(id), s.to_string().c_str());
     }

@@ -60,7 +60,8 @@ struct Caller {
 class Fs {
  public:
   Fs(std::unique_ptr<kv::Store> store, const MountOptions& o);
-  // Removes the chunks still waiting for a durable commit (after a sync).
+  // Removes the chunks still waiting for a durable commit (after a sync);
+  // then, if none is left, says the mount ended cleanly (kCleanKey).
   ~Fs();
   Fs(const Fs&) = delete;
   Fs& operator=(const Fs&) = delete;
@@ -68,7 +69,9 @@ class Fs {
   // Prepares the index: the root alone, whose entries, like every
   // directory's, are read at its first use (load_dir); or every key, from
   // one scan of the store (index_all), when MountOptions::index_at_mount
-  // asks for it or the store needs it. Logs a summary.
+  // asks for it or the store needs it (docs/fuse.md, "The index, one
+  // directory at a time"). Then removes kCleanKey (start_session). Logs a
+  // summary.
   pm::Status build_index();
 
   int do_lookup(Ino parent, const char* name, fuse_entry_param* e);
@@ -151,6 +154,8 @@ class Fs {
   // flag or a manifest holds, in directories read or not (one scan of the
   // records, the first time; nothing in an index read at mount).
   pm::Status learn_ids();
+  // Removes kCleanKey durably (once): before this mount puts a chunk.
+  pm::Status start_session();
   // Whether directories can be loaded at their first use (build_index).
   pm::Result<bool> can_load_lazily();
   pm::Status index_root();
@@ -245,7 +250,8 @@ class Fs {
   std::atomic<bool> ids_known_{true};
   std::mutex ids_mu_;
   std::atomic<uint64_t> inode_floor_{1};     // set by learn_ids
-  bool session_marked_ = false;              // kSessionKey put (and synced) at mount
+  bool indexed_ = false;                     // build_index succeeded
+  std::atomic<bool> session_started_{false}; // kCleanKey removed durably: chunks may be put
   std::mutex garbage_mu_;
   std::vector<uint64_t> garbage_;            // GUARDED_BY(garbage_mu_)
 

@@ -22,16 +22,27 @@ pm::Status Fs::build_index() {
   pm::Result<bool> lazy = o_.index_at_mount ? pm::Result<bool>(false) : can_load_lazily();
   if (!lazy.ok()) return lazy.status();
   PM_TRY(*lazy ? index_root() : index_all());
-  // Durable before any chunk is put: if this mount does not end cleanly,
-  // the next one reads every key and sweeps the chunks it left unnamed.
-  pm::Status s = store_->put(kSessionKey, "");
-  if (s.ok()) s = store_->sync();
-  session_marked_ = s.ok();
-  if (!s.ok()) {  // a full store must still mount, to be emptied
-    fuse_log(FUSE_LOG_WARNING, "pmfs: %s: a crash of this mount may leave unused chunks that "
-             "only `pm mount --index-at-mount` removes\n",
-             s.with_context("mark the store mounted").to_string().c_str());
+  indexed_ = true;
+  // A store too full to log the removal still mounts, to be emptied: its
+  // first chunk tries again (ChunkIds::ready), and fails until it can.
+  if (pm::Status s = start_session(); !s.ok()) {
+    fuse_log(FUSE_LOG_WARNING, "pmfs: %s (writes of large files fail until it can)\n",
+             s.to_string().c_str());
   }
+  return pm::Status();
+}
+
+// If this mount does not end cleanly, the chunks it put and no manifest
+// names must be swept by the next one, which therefore must not find the
+// key: its removal is durable before the first chunk is put.
+pm::Status Fs::start_session() {
+  if (session_started_.load(std::memory_order_acquire)) return pm::Status();
+  std::lock_guard g(ids_mu_);
+  if (session_started_.load()) return pm::Status();
+  pm::Status s = store_->remove(kCleanKey);
+  if (s.ok()) s = store_->sync();
+  if (!s.ok() && !s.is_not_found()) return s.with_context("mark the store in use");
+  session_started_.store(true, std::memory_order_release);
   return pm::Status();
 }
 
@@ -39,17 +50,24 @@ pm::Status Fs::build_index() {
 // a directory's entries a few seeks away, and nothing needs every key at
 // mount: a file's link count (the names of a hard-linked file are all over
 // the tree), and the sweep of chunks no manifest names, which a mount that
-// did not end cleanly leaves (a crash between putting chunks and committing
-// their manifest). The next ids are learned when first needed (learn_ids).
+// did not end cleanly may leave (a crash between putting chunks and
+// committing their manifest), as may one of a binary before kCleanKey.
+// The next ids are learned when first needed (learn_ids).
 pm::Result<bool> Fs::can_load_lazily() {
   if (!store_->stats().ordered) return false;
-  bool any = false;
-  PM_TRY(store_->scan(kInodePrefix, kv::Store::prefix_end(kInodePrefix), 1,
-                      [&](std::string_view, std::string_view) { return !(any = true); }));
-  if (any) return false;
-  pm::Result<bool> unclean = store_->contains(kSessionKey);
-  if (!unclean.ok()) return unclean.status();
-  return !*unclean;
+  auto any = [&](std::string_view prefix) -> pm::Result<bool> {
+    bool found = false;
+    PM_TRY(store_->scan(prefix, kv::Store::prefix_end(prefix), 1,
+                        [&](std::string_view, std::string_view) { return !(found = true); }));
+    return found;
+  };
+  pm::Result<bool> inodes = any(kInodePrefix);
+  if (!inodes.ok() || *inodes) return inodes.ok() ? pm::Result<bool>(false) : inodes;
+  pm::Result<bool> clean = store_->contains(kCleanKey);
+  if (!clean.ok() || *clean) return clean;
+  pm::Result<bool> chunks = any(kChunkPrefix);
+  if (!chunks.ok()) return chunks;
+  return !*chunks;
 }
 
 pm::Status Fs::index_root() {
@@ -162,7 +180,7 @@ pm::Status Fs::index_all() {
   for (size_t i = 0; i < data.size(); i++) {
     const std::optional<uint64_t> id = link_of(data[i]);
     if (!id) continue;
-    next_inode_id_ = std::max(next_inode_id_, *id + 1);
+    if (*id < kMaxId) next_inode_id_ = std::max(next_inode_id_, *id + 1);
     if (inodes.contains(*id)) linked.insert(*id);  // shown or not, as chunks are
   }
   PM_TRY(sweep_inodes(inodes, linked, &records));
@@ -266,7 +284,7 @@ pm::Status Fs::sweep_inodes(const std::unordered_map<uint64_t, uint64_t>& inodes
                             std::unordered_map<std::string, Meta>* records) {
   uint64_t removed = 0;
   for (const auto& [id, size] : inodes) {
-    next_inode_id_ = std::max(next_inode_id_, id + 1);
+    if (id < kMaxId) next_inode_id_ = std::max(next_inode_id_, id + 1);
     if (linked.contains(id)) continue;
     const std::string key = inode_key(id);
     records->erase(key);
@@ -292,9 +310,11 @@ pm::Status Fs::sweep_chunks(const std::vector<uint64_t>& chunks,
   // Above the ids manifests name too: one whose chunk is missing (a damaged
   // store) must not be handed out again.
   uint64_t max_id = 0, removed = 0;
-  for (uint64_t id : named) max_id = std::max(max_id, id);
+  for (uint64_t id : named) {
+    if (id < kMaxId) max_id = std::max(max_id, id);
+  }
   for (uint64_t id : chunks) {
-    max_id = std::max(max_id, id);
+    if (id < kMaxId) max_id = std::max(max_id, id);
     if (named.contains(id)) continue;
     PM_TRY(store_->remove(chunk_key(id)).with_context("remove an unused chunk"));
     removed++;

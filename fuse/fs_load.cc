@@ -82,25 +82,30 @@ pm::Status Fs::learn_ids() {
   if (ids_known_.load(std::memory_order_acquire)) return pm::Status();
   std::lock_guard g(ids_mu_);
   if (ids_known_.load()) return pm::Status();
-  std::vector<std::string> flagged;  // data keys whose record has a flag
+  std::vector<std::pair<std::string, Meta>> flagged;  // data keys whose record has a flag
   PM_TRY(store_->scan(kMetaPrefix, [&](std::string_view k, std::string_view v) {
     std::optional<Meta> m = decode_meta(v);
-    if (m && (m->link || m->chunked)) flagged.emplace_back(k.substr(kMetaPrefix.size()));
+    if (m && (m->link || m->chunked)) flagged.emplace_back(k.substr(kMetaPrefix.size()), *m);
     return true;
   }));
   uint64_t inode = 0, chunk = 0;
+  auto raise = [](uint64_t* to, uint64_t id) {
+    if (id < kMaxId) *to = std::max(*to, id);
+  };
   PM_TRY(store_->scan(kChunkPrefix, [&](std::string_view k, std::string_view) {
-    if (std::optional<uint64_t> id = chunk_id(k)) chunk = std::max(chunk, *id);
+    if (std::optional<uint64_t> id = chunk_id(k)) raise(&chunk, *id);
     return true;
   }));
   std::string value;
-  for (const std::string& key : flagged) {
+  for (const auto& [key, m] : flagged) {
     pm::Status s = store_->get(key, &value);
     if (s.is_not_found()) continue;
     PM_TRY(s.with_context(fmt::format("learn the ids in use: read {}", key)));
-    if (std::optional<uint64_t> id = key_id("", value)) inode = std::max(inode, *id);
-    if (std::optional<Manifest> m = decode_manifest(value)) {
-      for (uint64_t id : m->ids) chunk = std::max(chunk, id);
+    std::optional<uint64_t> id = key_id("", value);
+    if (m.link && id) raise(&inode, *id);
+    std::optional<Manifest> manifest = m.chunked ? decode_manifest(value) : std::nullopt;
+    if (manifest) {
+      for (uint64_t c : manifest->ids) raise(&chunk, c);
     }
   }
   inode_floor_ = inode + 1;

@@ -22,8 +22,10 @@
 //                 "\0x\0i" + id, and each of its names is a data key holding
 //                 the id, with a record whose link flag is set
 //   "\0c" + id    (8 bytes, big-endian) a chunk of a large file (file_content.h)
-//   "\0s"         present while a mount runs: at the next mount it says the
-//                 last one did not end cleanly (its leftovers are swept)
+//   "\0u"         put by a mount that ended cleanly (every chunk it discarded
+//                 removed, durably), removed durably before the next mount
+//                 puts a chunk: without it, a store with chunks is read
+//                 whole at mount and the chunks no manifest names are swept
 // A data key and its record change in one transaction.
 #ifndef PMFS_KEY_NAMES_H_
 #define PMFS_KEY_NAMES_H_
@@ -43,7 +45,11 @@ inline constexpr std::string_view kMetaPrefix{"\0m", 2};
 inline constexpr std::string_view kDirPrefix{"\0d", 2};
 inline constexpr std::string_view kXattrPrefix{"\0x", 2};
 inline constexpr std::string_view kInodePrefix{"\0i", 2};
-inline constexpr std::string_view kSessionKey{"\0s", 2};
+inline constexpr std::string_view kCleanKey{"\0u", 2};
+// Inode and chunk ids count up from 1; one at or above this is a damaged
+// value's, and new ids are not moved above it (the next id would wrap to
+// 0, a chunk id's hole).
+inline constexpr uint64_t kMaxId = uint64_t{1} << 62;
 inline constexpr size_t kNameMax = 255;
 
 // The file name of key component `component` (see the file comment).
