@@ -79,9 +79,14 @@ Fs::~Fs() {
   }
   for (Handle* h : open) do_release(h);
   pm::Status s = sync_and_collect();
-  if (!indexed_) return;  // a failed index read at mount: its sweep may not have run
-  // Ended cleanly: no chunk is left that no manifest names, durably.
   if (s.ok() && chunk_ids_.leftovers) s = pm::Status::io_error("a chunk could not be removed");
+  if (!s.ok() || !indexed_) {
+    // Leftovers, or a sweep at mount cut short: if this mount could not
+    // take the key away at its start (a full store), now.
+    if (!session_started_) (void)start_session();
+    if (s.ok()) return;
+  }
+  // Ended cleanly: no chunk is left that no manifest names, durably.
   if (s.ok()) s = store_->sync();
   if (s.ok()) s = store_->put(kCleanKey, "");
   if (!s.ok()) {

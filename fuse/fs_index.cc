@@ -21,14 +21,15 @@ pm::Status Fs::build_index() {
   std::unique_lock lock(mu_);
   pm::Result<bool> lazy = o_.index_at_mount ? pm::Result<bool>(false) : can_load_lazily();
   if (!lazy.ok()) return lazy.status();
-  PM_TRY(*lazy ? index_root() : index_all());
-  indexed_ = true;
+  // Before the sweeps too: one cut short must not leave the key behind.
   // A store too full to log the removal still mounts, to be emptied: its
   // first chunk tries again (ChunkIds::ready), and fails until it can.
   if (pm::Status s = start_session(); !s.ok()) {
     fuse_log(FUSE_LOG_WARNING, "pmfs: %s (writes of large files fail until it can)\n",
              s.to_string().c_str());
   }
+  PM_TRY(*lazy ? index_root() : index_all());
+  indexed_ = true;
   return pm::Status();
 }
 
@@ -40,8 +41,9 @@ pm::Status Fs::start_session() {
   std::lock_guard g(ids_mu_);
   if (session_started_.load()) return pm::Status();
   pm::Status s = store_->remove(kCleanKey);
-  if (s.ok()) s = store_->sync();
-  if (!s.ok() && !s.is_not_found()) return s.with_context("mark the store in use");
+  // Also when absent: an earlier try may have logged the removal, not synced it.
+  if (s.ok() || s.is_not_found()) s = store_->sync();
+  if (!s.ok()) return s.with_context("mark the store in use");
   session_started_.store(true, std::memory_order_release);
   return pm::Status();
 }
@@ -316,7 +318,12 @@ pm::Status Fs::sweep_chunks(const std::vector<uint64_t>& chunks,
   for (uint64_t id : chunks) {
     if (id < kMaxId) max_id = std::max(max_id, id);
     if (named.contains(id)) continue;
-    PM_TRY(store_->remove(chunk_key(id)).with_context("remove an unused chunk"));
+    // A full store must still mount: the next mount tries again.
+    if (pm::Status s = store_->remove(chunk_key(id)); !s.ok() && !s.is_not_found()) {
+      chunk_ids_.leftovers = true;
+      fuse_log(FUSE_LOG_WARNING, "pmfs: remove an unused chunk: %s\n", s.to_string().c_str());
+      continue;
+    }
     removed++;
   }
   chunk_ids_.next = max_id + 1;
