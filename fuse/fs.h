@@ -150,9 +150,10 @@ class Fs {
   // ordered pass per reserved prefix that skips each subdirectory's keys
   // (fs_load.cc). REQUIRES: mu_ exclusive; d not loaded.
   pm::Status load_dir(Node* d);
-  // Makes new inode and chunk ids go above every id a name with the link
-  // flag or a manifest holds, in directories read or not (one scan of the
-  // records, the first time; nothing in an index read at mount).
+  // Makes new inode and chunk ids go above every id a chunk, a manifest or
+  // a name with the link flag holds, in directories read or not (one scan
+  // of the records and chunk keys, the first time; nothing after an index
+  // read at mount).
   pm::Status learn_ids();
   // Removes kCleanKey durably (once): before this mount puts a chunk.
   pm::Status start_session();
@@ -252,6 +253,7 @@ class Fs {
   std::atomic<uint64_t> inode_floor_{1};     // set by learn_ids
   bool indexed_ = false;                     // build_index succeeded
   std::atomic<bool> session_started_{false}; // kCleanKey removed durably: chunks may be put
+  bool clean_key_removed_ = false;           // logged (maybe not yet durable); GUARDED_BY(ids_mu_)
   std::mutex garbage_mu_;
   std::vector<uint64_t> garbage_;            // GUARDED_BY(garbage_mu_)
 

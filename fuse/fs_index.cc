@@ -41,8 +41,10 @@ pm::Status Fs::start_session() {
   std::lock_guard g(ids_mu_);
   if (session_started_.load()) return pm::Status();
   pm::Status s = store_->remove(kCleanKey);
-  // Also when absent: an earlier try may have logged the removal, not synced it.
-  if (s.ok() || s.is_not_found()) s = store_->sync();
+  if (s.ok()) clean_key_removed_ = true;
+  if (s.is_not_found()) s = pm::Status();
+  // Also after an earlier try that logged the removal and failed to sync it.
+  if (s.ok() && clean_key_removed_) s = store_->sync();
   if (!s.ok()) return s.with_context("mark the store in use");
   session_started_.store(true, std::memory_order_release);
   return pm::Status();
