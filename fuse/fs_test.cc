@@ -49,6 +49,20 @@ class FsTest : public ::testing::Test {
     return e.ino;
   }
 
+  // A new file `name` in parent holding content, written through a handle
+  // (a large one goes to chunks). 0 or the first errno.
+  int write_new(Ino parent, const char* name, const std::string& content) {
+    fuse_entry_param e;
+    if (int err = fs_->do_make(parent, name, S_IFREG | 0644, 0, "", kRoot, &e)) return err;
+    Handle* h = nullptr;
+    bool changed = false;
+    if (int err = fs_->do_open(e.ino, O_WRONLY, kRoot, &h, &changed)) return err;
+    int err = fs_->do_write(h, content.data(), content.size(), 0, kRoot, &changed);
+    if (err == 0) err = fs_->do_flush(h);
+    fs_->do_release(h);
+    return err;
+  }
+
   std::string read(Ino ino) {
     Handle* h = nullptr;
     bool changed = false;
@@ -201,14 +215,8 @@ TEST_F(FsTest, IdsADamagedStoreHoldsAreNotHandedOutAgain) {
   std::string v;
   ASSERT_TRUE(store_->get("g", &v).ok());
   EXPECT_NE(v, held);
-  ASSERT_EQ(fs_->do_make(kRootIno, "c", S_IFREG | 0644, 0, "", kRoot, &e), 0);
-  Handle* h = nullptr;
-  bool changed = false;
-  ASSERT_EQ(fs_->do_open(e.ino, O_WRONLY, kRoot, &h, &changed), 0);
   const std::string content(10000, 'c');
-  ASSERT_EQ(fs_->do_write(h, content.data(), content.size(), 0, kRoot, &changed), 0);
-  ASSERT_EQ(fs_->do_flush(h), 0);
-  fs_->do_release(h);
+  ASSERT_EQ(write_new(kRootIno, "c", content), 0);
   ASSERT_TRUE(store_->get("c", &v).ok());
   std::optional<Manifest> m = decode_manifest(v);
   ASSERT_TRUE(m.has_value());
@@ -234,15 +242,8 @@ TEST_F(FsTest, OnlyAStoreWithChunksAndNoCleanEndIsReadWhole) {
   fs_ = mount();
   std::string v;
   EXPECT_TRUE(store_->get(kCleanKey, &v).is_not_found());
-  fuse_entry_param e;
-  ASSERT_EQ(fs_->do_make(kRootIno, "big", S_IFREG | 0644, 0, "", kRoot, &e), 0);
-  Handle* h = nullptr;
-  bool changed = false;
-  ASSERT_EQ(fs_->do_open(e.ino, O_WRONLY, kRoot, &h, &changed), 0);
   const std::string content(20000, 'b');
-  ASSERT_EQ(fs_->do_write(h, content.data(), content.size(), 0, kRoot, &changed), 0);
-  ASSERT_EQ(fs_->do_flush(h), 0);
-  fs_->do_release(h);
+  ASSERT_EQ(write_new(kRootIno, "big", content), 0);
 
   fs_ = mount();
   EXPECT_EQ(fs_->indexed_inodes(), 1u);
