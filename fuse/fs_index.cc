@@ -12,6 +12,7 @@
 #include "fuse/file_content.h"
 #include "fuse/fs.h"
 #include "fuse/fs_internal.h"
+#include "fuse/planted_bugs.h"
 
 namespace pmfs {
 
@@ -40,7 +41,8 @@ pm::Status Fs::start_session() {
   if (session_started_.load(std::memory_order_acquire)) return pm::Status();
   std::lock_guard g(ids_mu_);
   if (session_started_.load()) return pm::Status();
-  pm::Status s = store_->remove(kCleanKey);
+  pm::Status s = g_fuse_planted_bugs.clean_key_kept ? pm::Status::not_found("planted")
+                                                    : store_->remove(kCleanKey);
   if (s.ok()) clean_key_removed_ = true;
   if (s.is_not_found()) s = pm::Status();
   // Also after an earlier try that logged the removal and failed to sync it.

@@ -7,12 +7,15 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "crash/fuse_walk.h"
 #include "crash/kv_workloads.h"
+#include "fuse/file_content.h"
 #include "fuse/fs.h"
+#include "fuse/key_names.h"
 #include "kv/store.h"
 #include "kvstore/store_impl.h"
 
@@ -79,6 +82,33 @@ bool is_below(const std::string& path, const std::string& dir) {
 bool has_children(const Tree& t, const std::string& dir) {
   auto it = t.upper_bound(dir + "/");
   return t.contains(dir + "/") || (it != t.end() && is_below(it->first, dir));
+}
+
+// What a mount trusts when the store holds kCleanKey (fuse/fs_index.cc): no
+// chunk is left that no manifest names, so the sweep over every key is
+// skipped and any such chunk would stay for good. Named here: every id of
+// any value that reads as a manifest (a superset, which could only hide an
+// unnamed chunk, never invent one).
+Status check_clean_end(kv::Store& store) {
+  Result<bool> clean = store.contains(pmfs::kCleanKey);
+  if (!clean.ok() || !*clean) return clean.status();
+  std::vector<uint64_t> chunks;
+  std::set<uint64_t> named;
+  PM_TRY(store.scan("", "", 0, [&](std::string_view key, std::string_view value) {
+    if (std::optional<uint64_t> id = pmfs::chunk_id(key)) {
+      chunks.push_back(*id);
+    } else if (std::optional<pmfs::Manifest> m = pmfs::decode_manifest(value)) {
+      named.insert(m->ids.begin(), m->ids.end());
+    }
+    return true;
+  }));
+  for (uint64_t id : chunks) {
+    if (!named.contains(id)) {
+      return Status::corruption(fmt::format(
+          "the store says its last mount ended cleanly, yet chunk {} is named by no manifest", id));
+    }
+  }
+  return Status();
 }
 
 // ------------------------------------------------------------------ the workload
@@ -156,6 +186,7 @@ class FuseWorkload final : public Workload {
     if (&c == live_ && c.generation() == live_generation_) return digest_of(model_);
     Result<std::unique_ptr<kv::Store>> s = kv::open_store_on(&c, options_);
     if (!s.ok()) return 0xbad0;
+    if (!check_clean_end(**s).ok()) return 0xbad3;
     pmfs::Fs fs(std::move(*s), mount_options());
     if (!fs.build_index().ok()) return 0xbad1;
     Tree t;
@@ -171,6 +202,7 @@ class FuseWorkload final : public Workload {
     return log.durable(durable_, [&]() -> Status {
       Result<std::unique_ptr<kv::Store>> s = kv::open_store_on(&c, options_);
       if (!s.ok()) return s.status();
+      PM_TRY(check_clean_end(**s));
       store_ = s->get();
       fs_ = std::make_unique<pmfs::Fs>(std::move(*s), mount_options());
       return fs_->build_index();
