@@ -51,10 +51,7 @@ Fs::Fs(std::unique_ptr<kv::Store> store, const MountOptions& o)
       default_dir_(default_meta(S_IFDIR | 0755)),
       generation_(static_cast<uint32_t>(now_ns() / 1000)),
       table_(default_dir_) {
-  chunk_ids_.ready = [this] {
-    PM_TRY(start_session());
-    return learn_ids();
-  };
+  chunk_ids_.ready = [this] { return learn_ids(); };
   const kv::StoreStats st = store_->stats();
   layout_.inline_max = st.max_value_bytes;
   layout_.chunk_bytes = std::min<uint32_t>(st.max_value_bytes, kChunkBytes);
@@ -80,15 +77,19 @@ Fs::~Fs() {
   for (Handle* h : open) do_release(h);
   pm::Status s = sync_and_collect();
   if (s.ok() && chunk_ids_.leftovers) s = pm::Status::io_error("a chunk could not be removed");
-  if (!s.ok() || !indexed_) {
-    // Leftovers, or a sweep at mount cut short: if this mount could not
-    // take the key away at its start (a full store), now.
-    if (!session_started_) (void)start_session();
-    if (s.ok()) return;
-  }
-  // Ended cleanly: no chunk is left that no manifest names, durably.
+  if (s.ok() && !indexed_) return;  // the index was never read: nothing to say
+  // Ended cleanly: no chunk is left that no manifest names, durably. The
+  // mark is the number its own put takes (ended_cleanly); one that still
+  // holds (a mount that changed nothing) is left as it is.
+  pm::Result<bool> holds = s.ok() ? ended_cleanly() : pm::Result<bool>(s);
+  if (holds.ok() && *holds) return;
+  s = holds.status();
   if (s.ok()) s = store_->sync();
-  if (s.ok()) s = store_->put(kCleanKey, "");
+  if (s.ok()) {
+    std::string mark(8, '\0');
+    put_le(&mark, 0, store_->stats().next_seq);
+    s = store_->put(kCleanKey, mark);
+  }
   if (!s.ok()) {
     fuse_log(FUSE_LOG_WARNING, "pmfs: %s (the next mount reads every key and removes the "
              "unused chunks)\n", s.to_string().c_str());

@@ -70,8 +70,7 @@ class Fs {
   // directory's, are read at its first use (load_dir); or every key, from
   // one scan of the store (index_all), when MountOptions::index_at_mount
   // asks for it or the store needs it (docs/fuse.md, "The index, one
-  // directory at a time"). Then removes kCleanKey (start_session). Logs a
-  // summary.
+  // directory at a time"). Logs a summary.
   pm::Status build_index();
 
   int do_lookup(Ino parent, const char* name, fuse_entry_param* e);
@@ -155,8 +154,9 @@ class Fs {
   // of the records and chunk keys, the first time; nothing after an index
   // read at mount).
   pm::Status learn_ids();
-  // Removes kCleanKey durably (once): before this mount puts a chunk.
-  pm::Status start_session();
+  // Whether the store holds the clean-end mark (kCleanKey) and no update
+  // followed it: no chunk is then left that no manifest names.
+  pm::Result<bool> ended_cleanly();
   // Whether directories can be loaded at their first use (build_index).
   pm::Result<bool> can_load_lazily();
   pm::Status index_root();
@@ -252,8 +252,6 @@ class Fs {
   std::mutex ids_mu_;
   std::atomic<uint64_t> inode_floor_{1};     // set by learn_ids
   bool indexed_ = false;                     // build_index succeeded
-  std::atomic<bool> session_started_{false}; // kCleanKey removed durably: chunks may be put
-  bool clean_key_removed_ = false;           // logged (maybe not yet durable); GUARDED_BY(ids_mu_)
   std::mutex garbage_mu_;
   std::vector<uint64_t> garbage_;            // GUARDED_BY(garbage_mu_)
 

@@ -22,43 +22,33 @@ pm::Status Fs::build_index() {
   std::unique_lock lock(mu_);
   pm::Result<bool> lazy = o_.index_at_mount ? pm::Result<bool>(false) : can_load_lazily();
   if (!lazy.ok()) return lazy.status();
-  // Before the sweeps too: one cut short must not leave the key behind.
-  // A store too full to log the removal still mounts, to be emptied: its
-  // first chunk tries again (ChunkIds::ready), and fails until it can.
-  if (pm::Status s = start_session(); !s.ok()) {
-    fuse_log(FUSE_LOG_WARNING, "pmfs: %s (writes of large files fail until it can)\n",
-             s.to_string().c_str());
-  }
   PM_TRY(*lazy ? index_root() : index_all());
   indexed_ = true;
   return pm::Status();
 }
 
-// If this mount does not end cleanly, the chunks it put and no manifest
-// names must be swept by the next one, which therefore must not find the
-// key: its removal is durable before the first chunk is put.
-pm::Status Fs::start_session() {
-  if (session_started_.load(std::memory_order_acquire)) return pm::Status();
-  std::lock_guard g(ids_mu_);
-  if (session_started_.load()) return pm::Status();
-  pm::Status s = g_fuse_planted_bugs.clean_key_kept ? pm::Status::not_found("planted")
-                                                    : store_->remove(kCleanKey);
-  if (s.ok()) clean_key_removed_ = true;
-  if (s.is_not_found()) s = pm::Status();
-  // Also after an earlier try that logged the removal and failed to sync it.
-  if (s.ok() && clean_key_removed_) s = store_->sync();
-  if (!s.ok()) return s.with_context("mark the store in use");
-  session_started_.store(true, std::memory_order_release);
-  return pm::Status();
+// The mark holds the sequence number its own put took (~Fs), and holds
+// while no update followed it: the store's next number is one past it.
+// Any update after it (a chunk a crash then left unnamed, a change made
+// outside any mount, such as `pm kv del` of a large file's key) moves the
+// store's number on, and the next mount sweeps.
+pm::Result<bool> Fs::ended_cleanly() {
+  std::string v;
+  pm::Status s = store_->get(kCleanKey, &v);
+  if (s.is_not_found()) return false;
+  if (!s.ok()) return s.with_context("read the clean-end mark");
+  if (v.size() != 8) return false;  // (an earlier binary's mark, with no number)
+  return g_fuse_planted_bugs.clean_mark_trusted ||
+         store_->stats().next_seq == get_le<uint64_t>(v, 0) + 1;
 }
 
 // Directories load at their first use when the store's ordered index makes
 // a directory's entries a few seeks away, and nothing needs every key at
 // mount: a file's link count (the names of a hard-linked file are all over
-// the tree), and the sweep of chunks no manifest names, which a mount that
-// did not end cleanly may leave (a crash between putting chunks and
-// committing their manifest), as may one of a binary before kCleanKey.
-// The next ids are learned when first needed (learn_ids).
+// the tree), and the sweep of chunks no manifest names, which any update
+// since the last clean end may have left (a crash between putting chunks
+// and committing their manifest, a large file's key removed outside a
+// mount). The next ids are learned when first needed (learn_ids).
 pm::Result<bool> Fs::can_load_lazily() {
   if (!store_->stats().ordered) return false;
   auto any = [&](std::string_view prefix) -> pm::Result<bool> {
@@ -69,7 +59,7 @@ pm::Result<bool> Fs::can_load_lazily() {
   };
   pm::Result<bool> inodes = any(kInodePrefix);
   if (!inodes.ok() || *inodes) return inodes.ok() ? pm::Result<bool>(false) : inodes;
-  pm::Result<bool> clean = store_->contains(kCleanKey);
+  pm::Result<bool> clean = ended_cleanly();
   if (!clean.ok() || *clean) return clean;
   pm::Result<bool> chunks = any(kChunkPrefix);
   if (!chunks.ok()) return chunks;

@@ -234,31 +234,54 @@ TEST_F(FsTest, IdsADamagedStoreHoldsAreNotHandedOutAgain) {
   EXPECT_EQ(read(lookup(kRootIno, "c")), content);
 }
 
-// Chunks do not stop a mount from reading directories at first use, once a
-// mount of the store ended cleanly (the key \0u, removed while one runs);
-// without it, a mount reads every key and sweeps the chunks no manifest
-// names (what a crash leaves).
-TEST_F(FsTest, OnlyAStoreWithChunksAndNoCleanEndIsReadWhole) {
+// Chunks do not stop a mount from reading directories at first use while
+// the clean-end mark (\0u, the sequence number its put took) holds: no
+// update since the last mount ended cleanly. After any update, a mount
+// reads every key and sweeps the chunks no manifest names: what a crash
+// leaves, and what a large file's key removed outside a mount leaves.
+TEST_F(FsTest, OnlyAStoreWithChunksChangedSinceACleanEndIsReadWhole) {
   fs_ = mount();
   std::string v;
   EXPECT_TRUE(store_->get(kCleanKey, &v).is_not_found());
   const std::string content(20000, 'b');
   ASSERT_EQ(write_new(kRootIno, "big", content), 0);
+  ASSERT_EQ(write_new(kRootIno, "gone", content), 0);
 
   fs_ = mount();
   EXPECT_EQ(fs_->indexed_inodes(), 1u);
   EXPECT_EQ(read(lookup(kRootIno, "big")), content);
+  const uint64_t seq = store_->stats().next_seq;
+  fs_ = mount();  // one that changed nothing leaves the mark alone
+  EXPECT_EQ(fs_->indexed_inodes(), 1u);
+  EXPECT_EQ(store_->stats().next_seq, seq);
   fs_.reset();
-  {  // what a crash leaves: no \0u, and a chunk no manifest names
+  {  // what a crash leaves: a chunk no manifest names, put after the mark
     auto s = kv::Store::open(path_, options_);
     ASSERT_TRUE(s.ok()) << s.status().to_string();
-    ASSERT_TRUE((*s)->remove(kCleanKey).ok());
     ASSERT_TRUE((*s)->put(chunk_key(1000), "orphan").ok());
   }
   fs_ = mount();
   EXPECT_GT(fs_->indexed_inodes(), 1u);
   EXPECT_TRUE(store_->get(chunk_key(1000), &v).is_not_found());
   EXPECT_EQ(read(lookup(kRootIno, "big")), content);
+
+  fs_.reset();
+  std::string manifest;
+  {  // `pm kv del gone`: its chunks stay behind
+    auto s = kv::Store::open(path_, options_);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    ASSERT_TRUE((*s)->get("gone", &manifest).ok());
+    ASSERT_TRUE((*s)->remove("gone").ok());
+  }
+  const std::optional<Manifest> m = decode_manifest(manifest);
+  ASSERT_TRUE(m.has_value());
+  ASSERT_FALSE(m->ids.empty());
+  fs_ = mount();
+  EXPECT_GT(fs_->indexed_inodes(), 1u);
+  for (uint64_t id : m->ids) EXPECT_TRUE(store_->get(chunk_key(id), &v).is_not_found()) << id;
+  EXPECT_EQ(lookup(kRootIno, "gone"), 0u);
+  fs_ = mount();
+  EXPECT_EQ(fs_->indexed_inodes(), 1u);
 }
 
 TEST_F(FsTest, LinksStopAtTheLimit) {

@@ -18,10 +18,10 @@ struct FusePlantedBugs {
   // before the one that moves the file to its inode key: a crash between
   // shows the new name as a file holding the 8-byte id.
   bool link_name_first = false;
-  // A mount leaves the clean-end key (kCleanKey) in place at its start:
-  // chunks it puts and a crash orphans are then never swept, since the
-  // next mount trusts the key and reads directories lazily.
-  bool clean_key_kept = false;
+  // A mount trusts the clean-end mark (kCleanKey) whatever updates
+  // followed it: the chunks a crash orphaned after a clean end are never
+  // swept, since the next mount reads directories lazily.
+  bool clean_mark_trusted = false;
 };
 
 // Read by pm_fuse, written only by tests.

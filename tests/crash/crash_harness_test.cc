@@ -348,7 +348,7 @@ const Planted kPlanted[] = {
      power(make_fuse_workload, UnitMode::kPmemLines, 100)},
     // Found only across sessions: a clean close, then a crash amid a large
     // write in the next session, whose orphaned chunks no mount then sweeps.
-    {"fuse_clean_key_kept", &pmfs::g_fuse_planted_bugs.clean_key_kept,
+    {"fuse_clean_mark_trusted", &pmfs::g_fuse_planted_bugs.clean_mark_trusted,
      chains(make_fuse_workload, UnitMode::kMsyncPages, 20)},
     // Issue 11, defect 1: found only with an update in flight during an epoch.
     {"kv_epoch_skips_log_sync", &kv::g_kv_planted_bugs.epoch_skips_log_sync,

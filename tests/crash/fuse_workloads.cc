@@ -84,14 +84,10 @@ bool has_children(const Tree& t, const std::string& dir) {
   return t.contains(dir + "/") || (it != t.end() && is_below(it->first, dir));
 }
 
-// What a mount trusts when the store holds kCleanKey (fuse/fs_index.cc): no
-// chunk is left that no manifest names, so the sweep over every key is
-// skipped and any such chunk would stay for good. Named here: every id of
-// any value that reads as a manifest (a superset, which could only hide an
-// unnamed chunk, never invent one).
-Status check_clean_end(kv::Store& store) {
-  Result<bool> clean = store.contains(pmfs::kCleanKey);
-  if (!clean.ok() || !*clean) return clean.status();
+// Chunk keys no manifest names. Named: every id of any value that reads
+// as a manifest (a superset, which could only hide an unnamed chunk, never
+// invent one).
+Result<std::vector<uint64_t>> unnamed_chunks(kv::Store& store) {
   std::vector<uint64_t> chunks;
   std::set<uint64_t> named;
   PM_TRY(store.scan("", "", 0, [&](std::string_view key, std::string_view value) {
@@ -102,13 +98,28 @@ Status check_clean_end(kv::Store& store) {
     }
     return true;
   }));
-  for (uint64_t id : chunks) {
-    if (!named.contains(id)) {
-      return Status::corruption(fmt::format(
-          "the store says its last mount ended cleanly, yet chunk {} is named by no manifest", id));
-    }
-  }
-  return Status();
+  std::erase_if(chunks, [&](uint64_t id) { return named.contains(id); });
+  return chunks;
+}
+
+// What a mount trusts when the store holds the clean-end mark kCleanKey
+// (fuse/fs_index.cc) and no update followed it (the mark is the sequence
+// number its put took): no chunk is left that no manifest names, so the
+// mount skips the sweep over every key, and any such chunk would stay.
+Status check_clean_end(kv::Store& store) {
+  std::string mark;
+  Status s = store.get(pmfs::kCleanKey, &mark);
+  if (s.is_not_found()) return Status();
+  PM_TRY(s);
+  uint64_t seq = 0;
+  if (mark.size() != sizeof seq) return Status();
+  std::memcpy(&seq, mark.data(), sizeof seq);
+  if (store.stats().next_seq != seq + 1) return Status();  // updates since: not trusted
+  Result<std::vector<uint64_t>> left = unnamed_chunks(store);
+  if (!left.ok() || left->empty()) return left.status();
+  return Status::corruption(fmt::format(
+      "the store says its last mount ended cleanly, yet chunk {} is named by no manifest",
+      left->front()));
 }
 
 // ------------------------------------------------------------------ the workload
@@ -187,8 +198,13 @@ class FuseWorkload final : public Workload {
     Result<std::unique_ptr<kv::Store>> s = kv::open_store_on(&c, options_);
     if (!s.ok()) return 0xbad0;
     if (!check_clean_end(**s).ok()) return 0xbad3;
+    kv::Store* store = s->get();
     pmfs::Fs fs(std::move(*s), mount_options());
     if (!fs.build_index().ok()) return 0xbad1;
+    // A mount leaves no chunk that no manifest names: it sweeps them, or
+    // trusted a mark that says there are none.
+    Result<std::vector<uint64_t>> left = unnamed_chunks(*store);
+    if (!left.ok() || !left->empty()) return 0xbad4;
     Tree t;
     if (!walk(fs, pmfs::kRootIno, "", &t).ok()) return 0xbad2;
     return digest_of(t);

@@ -147,6 +147,11 @@ struct StoreStats {
   int gleaners_active = 0;
   uint64_t recovered_records = 0;
   uint64_t recovery_us = 0;
+  // The sequence number the next update takes. Every update (put, remove,
+  // transaction) takes one, also across reopens, so two reads that agree
+  // saw no update between them; one read just after an update returns its
+  // number plus one.
+  uint64_t next_seq = 0;
   bool is_pmem = false;
   Durability durability = Durability::kSync;  // in force (kSyncOnPmem resolved at open)
 };
