@@ -63,6 +63,7 @@ Fs::Fs(std::unique_ptr<kv::Store> store, const MountOptions& o)
   layout_.max_file = std::max<uint64_t>(layout_.inline_max, chunks * layout_.chunk_bytes);
   if (o.max_file_bytes != 0) layout_.max_file = std::min(layout_.max_file, o.max_file_bytes);
   commits_durable_ = st.durability == kv::Durability::kSync;
+  ordered_ = st.ordered;
 }
 
 Fs::~Fs() {
@@ -87,7 +88,7 @@ Fs::~Fs() {
   if (s.ok()) s = store_->sync();
   if (s.ok()) {
     std::string mark(8, '\0');
-    put_le(&mark, 0, store_->stats().next_seq);
+    put_le(&mark, 0, store_->next_seq());
     s = store_->put(kCleanKey, mark);
   }
   if (!s.ok()) {

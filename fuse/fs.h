@@ -61,7 +61,8 @@ class Fs {
  public:
   Fs(std::unique_ptr<kv::Store> store, const MountOptions& o);
   // Removes the chunks still waiting for a durable commit (after a sync);
-  // then, if none is left, says the mount ended cleanly (kCleanKey).
+  // then, if none is left, says the mount ended cleanly: puts kCleanKey,
+  // unless the mark there still holds (this mount changed nothing).
   ~Fs();
   Fs(const Fs&) = delete;
   Fs& operator=(const Fs&) = delete;
@@ -243,6 +244,7 @@ class Fs {
   const uint32_t generation_;
   Layout layout_;                            // set once, in the constructor
   bool commits_durable_ = false;             // kv::Durability::kSync in force
+  bool ordered_ = false;                     // the store keeps an ordered index
   ChunkIds chunk_ids_;                       // above every chunk id in the store
   uint64_t next_inode_id_ = 1;               // above every inode id; GUARDED_BY(mu_)
   // A mount that reads directories at first use learns the ids names and

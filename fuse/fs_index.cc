@@ -39,7 +39,7 @@ pm::Result<bool> Fs::ended_cleanly() {
   if (!s.ok()) return s.with_context("read the clean-end mark");
   if (v.size() != 8) return false;  // (an earlier binary's mark, with no number)
   return g_fuse_planted_bugs.clean_mark_trusted ||
-         store_->stats().next_seq == get_le<uint64_t>(v, 0) + 1;
+         store_->next_seq() == get_le<uint64_t>(v, 0) + 1;
 }
 
 // Directories load at their first use when the store's ordered index makes
@@ -50,7 +50,7 @@ pm::Result<bool> Fs::ended_cleanly() {
 // and committing their manifest, a large file's key removed outside a
 // mount). The next ids are learned when first needed (learn_ids).
 pm::Result<bool> Fs::can_load_lazily() {
-  if (!store_->stats().ordered) return false;
+  if (!ordered_) return false;
   auto any = [&](std::string_view prefix) -> pm::Result<bool> {
     bool found = false;
     PM_TRY(store_->scan(prefix, kv::Store::prefix_end(prefix), 1,

@@ -250,10 +250,10 @@ TEST_F(FsTest, OnlyAStoreWithChunksChangedSinceACleanEndIsReadWhole) {
   fs_ = mount();
   EXPECT_EQ(fs_->indexed_inodes(), 1u);
   EXPECT_EQ(read(lookup(kRootIno, "big")), content);
-  const uint64_t seq = store_->stats().next_seq;
+  const uint64_t seq = store_->next_seq();
   fs_ = mount();  // one that changed nothing leaves the mark alone
   EXPECT_EQ(fs_->indexed_inodes(), 1u);
-  EXPECT_EQ(store_->stats().next_seq, seq);
+  EXPECT_EQ(store_->next_seq(), seq);
   fs_.reset();
   {  // what a crash leaves: a chunk no manifest names, put after the mark
     auto s = kv::Store::open(path_, options_);

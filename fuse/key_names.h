@@ -23,9 +23,10 @@
 //                 the id, with a record whose link flag is set
 //   "\0c" + id    (8 bytes, big-endian) a chunk of a large file (file_content.h)
 //   "\0u"         put by a mount that ended cleanly (every chunk it discarded
-//                 removed, durably), removed durably before the next mount
-//                 puts a chunk: without it, a store with chunks is read
-//                 whole at mount and the chunks no manifest names are swept
+//                 removed, durably): the store's sequence number its put
+//                 took (8 bytes, little-endian). Unless no update followed
+//                 it, a store with chunks is read whole at mount and the
+//                 chunks no manifest names are swept (Fs::ended_cleanly)
 // A data key and its record change in one transaction.
 #ifndef PMFS_KEY_NAMES_H_
 #define PMFS_KEY_NAMES_H_

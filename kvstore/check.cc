@@ -263,6 +263,12 @@ Result<SalvageReport> salvage(const std::string& from, const std::string& to) {
   SalvageReport rep;
   Result<std::unique_ptr<Store>> out = Store::open(to, options_like(r));
   if (!out.ok()) return out.status().with_context("salvage into " + to);
+  const std::vector<std::pair<std::string, Found>> ops = log_ops(c->get(), **be);
+  // Numbers go on past the source's (a damaged one's are capped: the
+  // counter must not wrap).
+  uint64_t high = r.seq_high;
+  for (const auto& [key, f] : ops) high = std::max(high, f.seq);
+  static_cast<StoreImpl*>(out->get())->continue_numbering(std::min(high, uint64_t{1} << 62) + 1);
   // The backend first (each key once, as its entry says), then the log
   // records newer than what the backend holds for their key.
   std::unordered_map<std::string, uint64_t> backend_seq;
@@ -282,7 +288,7 @@ Result<SalvageReport> salvage(const std::string& from, const std::string& to) {
         rep.keys++;
       },
       &rep.problems);
-  for (auto& [key, f] : log_ops(c->get(), **be)) {
+  for (const auto& [key, f] : ops) {
     auto it = backend_seq.find(key);
     if ((it != backend_seq.end() && it->second >= f.seq) || !failed.ok()) continue;
     Result<bool> had = (*out)->contains(key);

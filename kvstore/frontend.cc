@@ -8,20 +8,22 @@
 #include <new>
 #include <thread>
 
+#include "kvstore/item_arena.h"
+
 namespace kv {
 
 uint64_t hash_key(std::string_view key) { return XXH3_64bits(key.data(), key.size()); }
 
 Item* Item::make(uint64_t hash, uint64_t seq, LogRef lentry, std::string_view key,
                  std::string_view value, bool tombstone) {
-  // Rounded up to what malloc hands out anyway (16-byte steps): the slack
-  // lets a slightly longer value overwrite the item in place later.
+  // In 16-byte steps: the slack lets a slightly longer value overwrite the
+  // item in place later.
   const size_t size = (sizeof(Item) + key.size() + value.size() + 15) & ~size_t{15};
-  void* mem = std::malloc(size);
+  void* mem = item_arena::allocate(size);
   if (mem == nullptr) throw std::bad_alloc();  // DRAM exhausted: as for any container
   // Slots keep a tag in a pointer's top 16 bits.
   if (reinterpret_cast<uintptr_t>(mem) >> 48 != 0) {
-    std::free(mem);
+    item_arena::release(mem, size);
     throw std::bad_alloc();
   }
   Item* it = new (mem) Item;
@@ -40,8 +42,10 @@ Item* Item::make(uint64_t hash, uint64_t seq, LogRef lentry, std::string_view ke
 }
 
 void Item::destroy(void* p) {
-  static_cast<Item*>(p)->~Item();
-  std::free(p);
+  auto* it = static_cast<Item*>(p);
+  const size_t size = it->bytes();  // what make() allocated
+  it->~Item();
+  item_arena::release(p, size);
 }
 
 namespace {

@@ -502,7 +502,6 @@ StoreStats StoreImpl::stats() {
   st.epochs = n_.value(Counter::kEpochs);
   st.writer_waits = n_.value(Counter::kWriterWaits);
   st.background_wakes = wakes_.load(std::memory_order_relaxed);
-  st.next_seq = next_seq_.load();
   st.gleaners_active = active_gleaners_.load();
   st.recovered_records = n_.recovered_records;
   st.recovery_us = n_.recovery_us;

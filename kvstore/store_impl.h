@@ -10,6 +10,7 @@
 #ifndef KVSTORE_STORE_IMPL_H_
 #define KVSTORE_STORE_IMPL_H_
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -59,6 +60,12 @@ class StoreImpl final : public Store {
   Status checkpoint() override;
   std::unique_ptr<Transaction> begin() override { return std::make_unique<Transaction>(this); }
   StoreStats stats() override;
+  uint64_t next_seq() override { return next_seq_.load(); }
+  // Makes the next update take at least `seq` (salvage: a copy goes on
+  // from its source's numbers, so that no mark of a number the source
+  // handed out, such as the mount's clean-end mark, can hold in the copy).
+  // REQUIRES: no update runs.
+  void continue_numbering(uint64_t seq) { next_seq_ = std::max(next_seq_.load(), seq); }
   Result<uint64_t> glean(uint64_t max_records) override;
   Status advance_epoch() override;
 

@@ -111,10 +111,9 @@ Status check_clean_end(kv::Store& store) {
   Status s = store.get(pmfs::kCleanKey, &mark);
   if (s.is_not_found()) return Status();
   PM_TRY(s);
-  uint64_t seq = 0;
-  if (mark.size() != sizeof seq) return Status();
-  std::memcpy(&seq, mark.data(), sizeof seq);
-  if (store.stats().next_seq != seq + 1) return Status();  // updates since: not trusted
+  if (mark.size() != 8) return Status();
+  const auto seq = pmfs::get_le<uint64_t>(mark, 0);
+  if (store.next_seq() != seq + 1) return Status();  // updates since: not trusted
   Result<std::vector<uint64_t>> left = unnamed_chunks(store);
   if (!left.ok() || left->empty()) return left.status();
   return Status::corruption(fmt::format(

@@ -147,11 +147,6 @@ struct StoreStats {
   int gleaners_active = 0;
   uint64_t recovered_records = 0;
   uint64_t recovery_us = 0;
-  // The sequence number the next update takes. Every update (put, remove,
-  // transaction) takes one, also across reopens, so two reads that agree
-  // saw no update between them; one read just after an update returns its
-  // number plus one.
-  uint64_t next_seq = 0;
   bool is_pmem = false;
   Durability durability = Durability::kSync;  // in force (kSyncOnPmem resolved at open)
 };
@@ -235,6 +230,12 @@ class Store {
   virtual std::unique_ptr<Transaction> begin() = 0;
 
   virtual StoreStats stats() = 0;
+  // The sequence number the next update takes (cheap). Every update (put,
+  // remove, transaction) takes the next one, also across reopens: read just
+  // after an update, it is that update's number plus one, and after a
+  // reopen it is one past the newest update that survived (updates a crash
+  // lost take their numbers again).
+  virtual uint64_t next_seq() = 0;
 
   // Maintenance steps, run by the background threads; public for
   // background = false. glean() applies up to max_records records from the
