@@ -3,50 +3,92 @@
 #include <pthread.h>
 #include <sys/mman.h>
 
+#include <cassert>
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
-#include <vector>
+#include <new>
 
 namespace kv::item_arena {
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
+// Under the sanitizers every item goes to malloc: ASan then still catches
+// overflows, and TSan still sees a free as a write to the whole item
+// (which is how it catches an item read after reclamation freed it).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr bool kUseRegions = false;
 #else
 constexpr bool kUseRegions = true;
 #endif
 
-constexpr size_t kRegion = size_t{2} << 20;
+constexpr size_t kRegion = kRegionBytes;
 constexpr size_t kClasses = kMaxSmall / 16 + 1;
+constexpr size_t kHeader = 64;  // the Region, then items (16-byte aligned)
+constexpr size_t kPage = 4096;
+// A class's first regions stay on small pages, so that a small store
+// holds what it uses, not 2 MiB per size class; the rest (a class of more
+// than 4 MiB of items) is asked for huge pages.
+constexpr uint32_t kSmallPageRegions = 2;
 
 struct FreeItem {
   FreeItem* next;
 };
 
+// The head of each region: one size class per region, so that a region
+// whose items are all freed (values that moved to another size class,
+// items evicted) goes back to the system.
+struct Region {
+  Region* prev;  // in its class's list of regions with room
+  Region* next;
+  FreeItem* free;
+  char* bump;  // the next never-used byte
+  uint32_t live;
+  uint32_t cls;
+  bool listed;
+
+  char* begin() { return reinterpret_cast<char*>(this) + kHeader; }
+  char* end() { return reinterpret_cast<char*>(this) + kRegion; }
+  bool has_room() { return free != nullptr || bump + cls * 16 <= end(); }
+};
+static_assert(sizeof(Region) <= kHeader);
+
 struct Arena {
   std::mutex mu;
-  FreeItem* free[kClasses] = {};
-  char* bump = nullptr;
-  char* end = nullptr;
-  std::vector<void*> regions;
-  size_t live = 0;  // bytes handed out and not released
+  Region* room[kClasses] = {};      // regions with room, per class
+  uint32_t regions[kClasses] = {};  // regions mapped, per class
+  size_t live = 0;                  // bytes allocated from regions, not released
 };
 
-Arena& arena() {
-  static Arena* a = [] {
-    auto* made = new Arena;  // never destroyed: threads may outlive statics
-    pthread_atfork([] { arena().mu.lock(); }, [] { arena().mu.unlock(); },
-                   [] { arena().mu.unlock(); });
-    return made;
-  }();
-  return *a;
+constinit Arena g_arena;
+
+// Held across fork(), so that the child finds it free and consistent.
+const int g_fork_handlers = pthread_atfork([] { g_arena.mu.lock(); },
+                                           [] { g_arena.mu.unlock(); },
+                                           [] { g_arena.mu.unlock(); });
+
+void link(Region* r) {
+  Region*& head = g_arena.room[r->cls];
+  r->prev = nullptr;
+  r->next = head;
+  if (head != nullptr) head->prev = r;
+  head = r;
+  r->listed = true;
 }
 
-// One region, 2 MiB-aligned so that the kernel can back it with one huge
-// page. nullptr when out of memory.
-void* map_region() {
+void unlink(Region* r) {
+  if (r->prev != nullptr) {
+    r->prev->next = r->next;
+  } else {
+    g_arena.room[r->cls] = r->next;
+  }
+  if (r->next != nullptr) r->next->prev = r->prev;
+  r->listed = false;
+}
+
+// A region for class cls, 2 MiB-aligned (one huge page); nullptr when out
+// of memory.
+Region* map_region(uint32_t cls) {
   void* m = mmap(nullptr, 2 * kRegion, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return nullptr;
   const auto at = reinterpret_cast<uintptr_t>(m);
@@ -55,67 +97,81 @@ void* map_region() {
   if (aligned + kRegion < at + 2 * kRegion) {
     munmap(reinterpret_cast<void*>(aligned + kRegion), at + 2 * kRegion - aligned - kRegion);
   }
-  void* r = reinterpret_cast<void*>(aligned);
-  (void)madvise(r, kRegion, MADV_HUGEPAGE);
+  if (g_arena.regions[cls] >= kSmallPageRegions) {
+    (void)madvise(reinterpret_cast<void*>(aligned), kRegion, MADV_HUGEPAGE);
+  }
+  auto* r = new (reinterpret_cast<void*>(aligned)) Region{};
+  r->cls = cls;
+  r->bump = r->begin();
+  g_arena.regions[cls]++;
   return r;
 }
 
-// Every item is freed: the regions go back to the system.
-// REQUIRES: a.mu held.
-void unmap_all(Arena& a) {
-  for (void* r : a.regions) munmap(r, kRegion);
-  a.regions.clear();
-  for (FreeItem*& f : a.free) f = nullptr;
-  a.bump = a.end = nullptr;
+// Its items are all free: the last region of a class is kept (its pages
+// given back), the others unmapped.
+void empty(Region* r) {
+  if (g_arena.regions[r->cls] > 1) {
+    if (r->listed) unlink(r);
+    g_arena.regions[r->cls]--;
+    munmap(r, kRegion);
+    return;
+  }
+  char* from = reinterpret_cast<char*>(r) + kPage;  // the header's page stays
+  if (r->bump > from) (void)madvise(from, static_cast<size_t>(r->bump - from), MADV_DONTNEED);
+  r->free = nullptr;
+  r->bump = r->begin();
+  if (!r->listed) link(r);
 }
 
 }  // namespace
 
 void* allocate(size_t bytes) {
+  assert(bytes > 0 && bytes % 16 == 0);
   if (!kUseRegions || bytes > kMaxSmall) return std::malloc(bytes);
-  Arena& a = arena();
-  std::lock_guard l(a.mu);
-  FreeItem*& head = a.free[bytes / 16];
-  void* p = head;
-  if (p != nullptr) {
-    head = head->next;
-  } else {
-    if (static_cast<size_t>(a.end - a.bump) < bytes) {
-      // The rest of the region (under kMaxSmall bytes) is left unused.
-      void* r = map_region();
-      if (r == nullptr) return nullptr;
-      try {
-        a.regions.push_back(r);
-      } catch (const std::bad_alloc&) {
-        munmap(r, kRegion);
-        return nullptr;
-      }
-      a.bump = static_cast<char*>(r);
-      a.end = a.bump + kRegion;
-    }
-    p = a.bump;
-    a.bump += bytes;
+  const auto cls = static_cast<uint32_t>(bytes / 16);
+  std::lock_guard l(g_arena.mu);
+  Region* r = g_arena.room[cls];
+  if (r == nullptr) {
+    r = map_region(cls);
+    if (r == nullptr) return nullptr;
+    link(r);
   }
-  a.live += bytes;
+  void* p;
+  if (r->free != nullptr) {
+    p = r->free;
+    r->free = r->free->next;
+  } else {
+    p = r->bump;
+    r->bump += bytes;
+  }
+  r->live++;
+  g_arena.live += bytes;
+  if (!r->has_room()) unlink(r);
   return p;
 }
 
 void release(void* p, size_t bytes) {
   if (p == nullptr) return;
   if (!kUseRegions || bytes > kMaxSmall) return std::free(p);
-  Arena& a = arena();
-  std::lock_guard l(a.mu);
-  auto* f = static_cast<FreeItem*>(p);
-  f->next = a.free[bytes / 16];
-  a.free[bytes / 16] = f;
-  a.live -= bytes;
-  if (a.live == 0) unmap_all(a);
+  auto* r = reinterpret_cast<Region*>(reinterpret_cast<uintptr_t>(p) & ~(kRegion - 1));
+  std::lock_guard l(g_arena.mu);
+  assert(r->cls == bytes / 16 && r->live > 0);
+  r->free = new (p) FreeItem{r->free};
+  g_arena.live -= bytes;
+  if (--r->live == 0) return empty(r);
+  if (!r->listed) link(r);
 }
 
 size_t mapped_bytes() {
-  Arena& a = arena();
-  std::lock_guard l(a.mu);
-  return a.regions.size() * kRegion;
+  std::lock_guard l(g_arena.mu);
+  size_t n = 0;
+  for (uint32_t c : g_arena.regions) n += c;
+  return n * kRegion;
+}
+
+size_t live_bytes() {
+  std::lock_guard l(g_arena.mu);
+  return g_arena.live;
 }
 
 }  // namespace kv::item_arena
