@@ -5,10 +5,12 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <map>
 #include <thread>
 
@@ -288,6 +290,55 @@ TEST(RobustnessTest, AStoppedStoreReportsIoErrors) {
   StopLatch full(nullptr);
   full.stop(Status::no_space("disk full"));
   EXPECT_EQ(full.status().code(), pm::Code::kNoSpace);
+}
+
+// Out of DRAM for a new item: the update fails with kNoSpace having
+// changed nothing (it is not logged: after a reopen the old value stands),
+// and the store goes on once memory is back. In a child, whose address
+// space is capped just above what it maps.
+TEST(RobustnessTest, AnUpdateWithNoMemoryForItsItemFailsAndChangesNothing) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizers reserve address space of their own";
+#endif
+  pm::test::TempDir dir;
+  const std::string path = dir.file("s.pm");
+  StoreOptions o = small();
+  o.max_value_bytes = 256 << 10;
+  o.log_bytes = 4 << 20;
+  const std::string big(200 << 10, 'b');
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    auto s = Store::open(path, o);
+    if (!s.ok() || !(*s)->put("k", "small").ok()) ::_exit(2);
+    rlimit was{};
+    ::getrlimit(RLIMIT_AS, &was);
+    long pages = 0;
+    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+      if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
+      std::fclose(f);
+    }
+    if (pages == 0) ::_exit(3);
+    rlimit cap = was;
+    cap.rlim_cur = static_cast<rlim_t>(pages) * 4096 + (64 << 10);
+    if (::setrlimit(RLIMIT_AS, &cap) != 0) ::_exit(4);
+    Status st = (*s)->put("k", big);  // its item: a mapping the cap refuses
+    if (st.code() != pm::Code::kNoSpace) ::_exit(5);
+    std::string v;
+    if (!(*s)->get("k", &v).ok() || v != "small") ::_exit(6);
+    if (::setrlimit(RLIMIT_AS, &was) != 0) ::_exit(7);
+    if (!(*s)->put("other", big).ok()) ::_exit(8);
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  auto s = must(Store::open(path, o));
+  std::string v;
+  ASSERT_TRUE(s->get("k", &v).ok());
+  EXPECT_EQ(v, "small");
+  ASSERT_TRUE(s->get("other", &v).ok());
+  EXPECT_EQ(v, big);
 }
 
 // Issue 17, defect 5: a create killed half way poisoned the path.

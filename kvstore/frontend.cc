@@ -174,13 +174,28 @@ Item* Frontend::find(Bucket* b, std::string_view key, uint64_t h) {
   return it;
 }
 
+bool Frontend::fits(const Item* old, std::string_view value) {
+  // ThreadSanitizer would report the seqlock's by-design racing copies as
+  // races, so under it every put makes a new item.
+#if defined(__SANITIZE_THREAD__)
+  (void)old, (void)value;
+  return false;
+#else
+  return old != nullptr && value.size() <= old->cap;
+#endif
+}
+
 Item* Frontend::install(Bucket* b, Item* old, uint64_t h, uint64_t seq, LogRef lentry,
                         std::string_view key, std::string_view value, bool tombstone) {
-#if !defined(__SANITIZE_THREAD__)
-  // In place: readers of this bucket see the version odd, or moved on, and
-  // retry. (ThreadSanitizer would report the seqlock's by-design racing
-  // copies as races, so under it every put makes a new item.)
-  if (old != nullptr && value.size() <= old->cap) {
+  Item* made = fits(old, value) ? nullptr : Item::make(h, seq, lentry, key, value, tombstone);
+  return install_made(b, old, made, seq, lentry, value, tombstone);
+}
+
+Item* Frontend::install_made(Bucket* b, Item* old, Item* made, uint64_t seq, LogRef lentry,
+                             std::string_view value, bool tombstone) {
+  if (made == nullptr) {
+    // In place: readers of this bucket see the version odd, or moved on,
+    // and retry.
     old->vlen = static_cast<uint32_t>(value.size());
     old->tombstone = tombstone;
     old->seq = seq;
@@ -190,10 +205,8 @@ Item* Frontend::install(Bucket* b, Item* old, uint64_t h, uint64_t seq, LogRef l
     old->applied_epoch.store(0, std::memory_order_release);
     return old;
   }
-#endif
-  Item* it = Item::make(h, seq, lentry, key, value, tombstone);
-  replace(b, old, it);
-  return it;
+  replace(b, old, made);
+  return made;
 }
 
 namespace {

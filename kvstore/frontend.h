@@ -118,6 +118,13 @@ class Frontend {
   // insert) and retires `old`. Returns the item that holds the version.
   Item* install(Bucket* b, Item* old, uint64_t h, uint64_t seq, LogRef lentry,
                 std::string_view key, std::string_view value, bool tombstone);
+  // Whether install() would overwrite `old` in place, making no item.
+  static bool fits(const Item* old, std::string_view value);
+  // install() with the item already made (Item::make) when !fits(old,
+  // value), nullptr when it fits: a writer makes it before it logs the
+  // update, so that running out of DRAM fails the update, not the install.
+  Item* install_made(Bucket* b, Item* old, Item* made, uint64_t seq, LogRef lentry,
+                     std::string_view value, bool tombstone);
   // Links `item` in place of `old` (nullptr: insert) and retires `old`.
   void replace(Bucket* b, Item* old, Item* item);
   // Unlinks and retires.

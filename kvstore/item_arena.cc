@@ -49,7 +49,7 @@ struct Region {
 
   char* begin() { return reinterpret_cast<char*>(this) + kHeader; }
   char* end() { return reinterpret_cast<char*>(this) + kRegion; }
-  bool has_room() { return free != nullptr || bump + cls * 16 <= end(); }
+  bool has_room() { return free != nullptr || static_cast<size_t>(end() - bump) >= cls * 16; }
 };
 static_assert(sizeof(Region) <= kHeader);
 
@@ -97,9 +97,9 @@ Region* map_region(uint32_t cls) {
   if (aligned + kRegion < at + 2 * kRegion) {
     munmap(reinterpret_cast<void*>(aligned + kRegion), at + 2 * kRegion - aligned - kRegion);
   }
-  if (g_arena.regions[cls] >= kSmallPageRegions) {
-    (void)madvise(reinterpret_cast<void*>(aligned), kRegion, MADV_HUGEPAGE);
-  }
+  // (Also where transparent huge pages are always on.)
+  (void)madvise(reinterpret_cast<void*>(aligned), kRegion,
+                g_arena.regions[cls] >= kSmallPageRegions ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
   auto* r = new (reinterpret_cast<void*>(aligned)) Region{};
   r->cls = cls;
   r->bump = r->begin();

@@ -12,9 +12,10 @@
 // transparent huge pages are enabled for madvise).
 //
 // A region whose items are all freed goes back to the system (the last
-// one of its class only gives its pages back), so memory follows what is
-// live per class: values that move to another size class, or items evicted
-// under a DRAM budget, do not pin the regions they left. Under ASan and
+// one of its class only gives its pages back): values that move to another
+// size class, or items evicted under a DRAM budget, do not pin the regions
+// they emptied (one item left pins its region, as with any allocator of
+// pages). Under ASan and
 // TSan everything goes to malloc, so that overflows and uses after
 // reclamation are still caught.
 //

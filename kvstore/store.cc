@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <new>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -411,16 +412,41 @@ Status StoreImpl::update(std::vector<Update>& ups, bool single) {
 
   const uint64_t seq = next_seq_.fetch_add(1);
   const uint64_t pos = L->tail.load(std::memory_order_relaxed);
-  encode_record(L->log->index(), pos, seq, session_, logged, &buf);
+  const LogRef ref = make_ref(L->log->index(), pos);
+  // The new items, and the record, before anything is logged: out of DRAM,
+  // the update fails having changed nothing (a record logged with no item
+  // installed would be taken for collapsed and skipped by the gleaners).
+  thread_local std::vector<Item*> made;
+  made.assign(which.size(), nullptr);
+  struct Unmade {  // items made and never installed
+    std::vector<Item*>& made;
+    ~Unmade() {
+      for (Item*& it : made) {
+        if (it != nullptr) Item::destroy(it);
+        it = nullptr;
+      }
+    }
+  } unmade{made};
+  try {
+    for (size_t k = 0; k < which.size(); k++) {
+      const Update& u = ups[which[k]];
+      if (Frontend::fits(old[which[k]], u.value)) continue;
+      made[k] = Item::make(u.hash, seq, ref, u.key, u.value, u.remove);
+    }
+    encode_record(L->log->index(), pos, seq, session_, logged, &buf);
+  } catch (const std::bad_alloc&) {
+    return Status::no_space("store: out of memory (DRAM) for an update of " +
+                            std::to_string(n) + " bytes; nothing was written");
+  }
   pm::sync_point::mark("kv.update.logging");
   Result<uint64_t> end = logs_->append(L, buf);
   if (!end.ok()) return end.status();
   wake_background_if(L->log->index(), *end);
 
-  const LogRef ref = make_ref(L->log->index(), pos);
-  for (size_t i : which) {
-    const Update& u = ups[i];
-    fe_.install(bucket[i], old[i], u.hash, seq, ref, u.key, u.value, u.remove);
+  for (size_t k = 0; k < which.size(); k++) {
+    const Update& u = ups[which[k]];
+    fe_.install_made(bucket[which[k]], old[which[k]], made[k], seq, ref, u.value, u.remove);
+    made[k] = nullptr;
     n_.add(u.remove ? Counter::kRemoves : Counter::kPuts);
   }
   for (Frontend::Bucket* b : held) Frontend::unlock(b);
