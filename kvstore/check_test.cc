@@ -4,6 +4,7 @@
 #include "kv/check.h"
 
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -11,7 +12,9 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "kvstore/backend.h"
@@ -294,45 +297,52 @@ TEST(RobustnessTest, AStoppedStoreReportsIoErrors) {
 
 // Out of DRAM for a new item: the update fails with kNoSpace having
 // changed nothing (it is not logged: after a reopen the old value stands),
-// and the store goes on once memory is back. In a child, whose address
-// space is capped just above what it maps.
+// and the store goes on once memory is back. In a child started afresh
+// (a death test of the threadsafe style execs the binary again, so that no
+// earlier test's freed memory can serve the item), whose address space is
+// capped just above what it maps.
+void put_without_memory(const std::string& path, const StoreOptions& o, const std::string& big) {
+  ::mallopt(M_MMAP_THRESHOLD, 64 << 10);  // the item: a mapping of its own
+  auto s = Store::open(path, o);
+  if (!s.ok() || !(*s)->put("k", "small").ok()) ::_exit(2);
+  rlimit was{};
+  ::getrlimit(RLIMIT_AS, &was);
+  long pages = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
+    std::fclose(f);
+  }
+  if (pages == 0) ::_exit(3);
+  rlimit cap = was;
+  cap.rlim_cur = static_cast<rlim_t>(pages) * 4096 + (64 << 10);
+  if (::setrlimit(RLIMIT_AS, &cap) != 0) ::_exit(4);
+  Status st = (*s)->put("k", big);  // its item: a mapping the cap refuses
+  if (st.code() != pm::Code::kNoSpace) ::_exit(5);
+  std::string v;
+  if (!(*s)->get("k", &v).ok() || v != "small") ::_exit(6);
+  if (::setrlimit(RLIMIT_AS, &was) != 0) ::_exit(7);
+  if (!(*s)->put("other", big).ok()) ::_exit(8);
+  ::_exit(0);
+}
+
 TEST(RobustnessTest, AnUpdateWithNoMemoryForItsItemFailsAndChangesNothing) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "the sanitizers reserve address space of their own";
 #endif
-  pm::test::TempDir dir;
-  const std::string path = dir.file("s.pm");
+  // The child runs this test again up to EXPECT_EXIT: it takes the
+  // parent's path from the environment, and makes no directory of its own.
+  const char* inherited = std::getenv("PM_TEST_NO_MEMORY_PATH");
+  std::optional<pm::test::TempDir> dir;
+  if (inherited == nullptr) dir.emplace();
+  const std::string path = inherited != nullptr ? inherited : dir->file("s.pm");
+  ::setenv("PM_TEST_NO_MEMORY_PATH", path.c_str(), 1);
   StoreOptions o = small();
   o.max_value_bytes = 256 << 10;
   o.log_bytes = 4 << 20;
   const std::string big(200 << 10, 'b');
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    auto s = Store::open(path, o);
-    if (!s.ok() || !(*s)->put("k", "small").ok()) ::_exit(2);
-    rlimit was{};
-    ::getrlimit(RLIMIT_AS, &was);
-    long pages = 0;
-    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
-      if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
-      std::fclose(f);
-    }
-    if (pages == 0) ::_exit(3);
-    rlimit cap = was;
-    cap.rlim_cur = static_cast<rlim_t>(pages) * 4096 + (64 << 10);
-    if (::setrlimit(RLIMIT_AS, &cap) != 0) ::_exit(4);
-    Status st = (*s)->put("k", big);  // its item: a mapping the cap refuses
-    if (st.code() != pm::Code::kNoSpace) ::_exit(5);
-    std::string v;
-    if (!(*s)->get("k", &v).ok() || v != "small") ::_exit(6);
-    if (::setrlimit(RLIMIT_AS, &was) != 0) ::_exit(7);
-    if (!(*s)->put("other", big).ok()) ::_exit(8);
-    ::_exit(0);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  ASSERT_EQ(WEXITSTATUS(status), 0);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(put_without_memory(path, o, big), ::testing::ExitedWithCode(0), "");
+  ::unsetenv("PM_TEST_NO_MEMORY_PATH");
   auto s = must(Store::open(path, o));
   std::string v;
   ASSERT_TRUE(s->get("k", &v).ok());
