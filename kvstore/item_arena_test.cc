@@ -15,11 +15,6 @@
 namespace kv {
 namespace {
 
-// Every item retired by earlier tests of this process, freed.
-void collect_all() {
-  for (int i = 0; i < 1000 && Reclaimer::collect() != 0; i++) std::this_thread::yield();
-}
-
 // Fills an item with a pattern of its own; checks it whole.
 void fill(void* p, size_t n, uint64_t id) {
   for (size_t i = 0; i < n; i++) static_cast<unsigned char*>(p)[i] = static_cast<unsigned char>(id * 31 + i);
@@ -32,6 +27,11 @@ bool intact(const void* p, size_t n, uint64_t id) {
 }
 
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+// Every item retired by earlier tests of this process, freed.
+void collect_all() {
+  for (int i = 0; i < 1000 && Reclaimer::collect() != 0; i++) std::this_thread::yield();
+}
+
 // Freed items are reused by size; a region whose items are all freed goes
 // back (the last one of its class keeps only its mapping), so items that
 // move from one size class to the next do not pin the regions they left.
