@@ -298,12 +298,11 @@ std::string fill_the_disk_then_free_it(const std::string& dir, StoreOptions o,
     // Small records: the logs keep room for them. Alone, the removes must
     // free room for the acknowledged puts still waiting in the logs (up to
     // two logs of 1 MiB: 32 values), which are applied first, and then for
-    // the 10 puts below: 50 removes, whatever the backlog when the disk
-    // filled (40 failed now and then once gleaners woke less often).
-    const int removes = freeing == Freeing::kOtherFile ? 10 : 50;
-    if (acked.size() < static_cast<size_t>(removes) + 10) {
-      return std::to_string(acked.size()) + " puts before the disk was full";
-    }
+    // the 10 puts below: every key but 10, whatever the backlog when the
+    // disk filled (40 removes failed now and then once gleaners woke less
+    // often, and 50 once in 60 runs beside a busy core).
+    const int removes =
+        freeing == Freeing::kOtherFile ? 10 : static_cast<int>(acked.size()) - 10;
     for (int i = 0; i < removes; i++) {
       if (Status r = s->remove(acked.begin()->first); !r.ok()) return "remove: " + r.to_string();
       acked.erase(acked.begin());
