@@ -1,4 +1,5 @@
 /* Compiled as C: the header must stay valid C. */
+#include <stdio.h>
 #include <string.h>
 
 #include "kv/kv.h"
@@ -118,6 +119,33 @@ int kv_c_api_txn_cursor_stats(const char* path) {
   while (kv_iter_next(it, &k, &kl, &val, &vl) == 1) all++;
   kv_iter_close(it);
   if (all != 3) return 26;
+
+  /* An iterator reads at the snapshot of its seek: a remove and a put made
+   * after it, past its first batch (128 keys), do not show; the next seek
+   * sees them. */
+  char zk[8];
+  for (int i = 0; i < 200; i++) {
+    snprintf(zk, sizeof zk, "z%03d", i);
+    if (kv_put(s, zk, 4, "v", 1) != PM_OK) return 40;
+  }
+  it = kv_iter_open(s, NULL, 0);
+  if (kv_remove(s, "z150", 4) != PM_OK || kv_put(s, "z150x", 5, "v", 1) != PM_OK) return 41;
+  int z150 = 0, z150x = 0;
+  all = 0;
+  while (kv_iter_next(it, &k, &kl, &val, &vl) == 1) {
+    all++;
+    z150 += kl == 4 && memcmp(k, "z150", 4) == 0;
+    z150x += kl == 5 && memcmp(k, "z150x", 5) == 0;
+  }
+  if (all != 203 || z150 != 1 || z150x != 0) return 42;
+  if (kv_iter_seek(it, "z150", 4) != PM_OK) return 43;
+  if (kv_iter_next(it, &k, &kl, &val, &vl) != 1 || kl != 5 || memcmp(k, "z150x", 5) != 0) return 44;
+  kv_iter_close(it);
+  for (int i = 0; i < 200; i++) {
+    snprintf(zk, sizeof zk, "z%03d", i);
+    if (i != 150 && kv_remove(s, zk, 4) != PM_OK) return 45;
+  }
+  if (kv_remove(s, "z150x", 5) != PM_OK) return 46;
 
   kv_stats st;
   if (kv_get_stats(s, &st) != PM_OK) return 18;

@@ -39,6 +39,12 @@ struct KvPlantedBugs {
   // vanish from scans): caught only by a workload with enough keys to
   // split (kvstore_wide).
   bool index_split_drops_separator = false;
+  // an update made while a scan's snapshot is open keeps nothing of what
+  // it replaces (the scan reads the newer version: store.cc, update).
+  bool snapshot_keeps_nothing = false;
+  // a scan opens its snapshot without waiting for the updates numbered in
+  // it that have not logged their record yet (store_scan.cc).
+  bool snapshot_skips_in_flight = false;
   // The version tree (version_tree.cc):
   bool tree_split_in_place = false;         // a split rewrites the full node in place
   bool tree_commit_before_persist = false;  // the version store precedes the node writes' drain

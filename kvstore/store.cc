@@ -232,12 +232,13 @@ Result<bool> StoreImpl::contains(std::string_view key) {
 }
 
 Status StoreImpl::miss(std::string_view key, uint64_t h, std::string* value, bool* found,
-                       bool install) {
+                       bool install, uint64_t* seq) {
   n_.add(Counter::kMisses);
   Frontend::Locked lk(&fe_, h);
   if (const Item* it = lk.find(key, h)) {  // installed meanwhile
     *found = !it->tombstone;
     if (*found && value != nullptr) value->assign(it->value());
+    if (seq != nullptr) *seq = it->seq;
     return Status();
   }
   std::string v;
@@ -245,6 +246,7 @@ Status StoreImpl::miss(std::string_view key, uint64_t h, std::string* value, boo
   if (!f.ok()) return f.status();
   emulate_delay(o_.emulate_read_ns);
   *found = f->present;
+  if (seq != nullptr) *seq = f->seq;
   if (!f->present) return Status();
   if (install && (o_.dram_budget_bytes == 0 || fe_.bytes() < o_.dram_budget_bytes)) {
     Item* it = Item::make(h, f->seq, 0, key, v, false);
@@ -342,6 +344,27 @@ Result<LogState*> StoreImpl::log_for(uint64_t n, uint64_t put_bytes) {
   }
 }
 
+Status StoreImpl::keep_replaced(const std::vector<Update>& ups, const std::vector<size_t>& which,
+                                const std::vector<Item*>& old, uint64_t seq) {
+  std::string v;
+  try {
+    for (size_t i : which) {
+      const Update& u = ups[i];
+      if (const Item* it = old[i]) {
+        versions_.keep(u.key, it->seq, !it->tombstone, it->value(), seq);
+        continue;
+      }
+      Result<Backend::Found> f = be_->get(u.key, u.hash, &v);
+      if (!f.ok()) return f.status();
+      versions_.keep(u.key, f->seq, f->present, v, seq);
+    }
+  } catch (const std::bad_alloc&) {
+    return Status::no_space("store: out of memory (DRAM) for the versions an open scan reads; "
+                            "nothing was written");
+  }
+  return Status();
+}
+
 Status StoreImpl::update(std::vector<Update>& ups, bool single) {
   pm::sync_point::point("kv.update.begin");
   PM_TRY(writable());
@@ -410,7 +433,10 @@ Status StoreImpl::update(std::vector<Update>& ups, bool single) {
   }
   if (logged.empty()) return Status();
 
-  const uint64_t seq = next_seq_.fetch_add(1);
+  const uint64_t seq = next_seq_.fetch_add(1);  // seq_cst: see snapshot_versions.h
+  if (versions_.wanted() && !g_kv_planted_bugs.snapshot_keeps_nothing) {
+    PM_TRY(keep_replaced(ups, which, old, seq));
+  }
   const uint64_t pos = L->tail.load(std::memory_order_relaxed);
   const LogRef ref = make_ref(L->log->index(), pos);
   // The new items, and the record, before anything is logged: out of DRAM,
@@ -528,6 +554,8 @@ StoreStats StoreImpl::stats() {
   st.epochs = n_.value(Counter::kEpochs);
   st.writer_waits = n_.value(Counter::kWriterWaits);
   st.background_wakes = wakes_.load(std::memory_order_relaxed);
+  st.snapshots_open = versions_.open_snapshots();
+  st.snapshot_versions = versions_.kept_versions();
   st.gleaners_active = active_gleaners_.load();
   st.recovered_records = n_.recovered_records;
   st.recovery_us = n_.recovery_us;

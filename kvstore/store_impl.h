@@ -25,6 +25,7 @@
 #include "kvstore/frontend.h"
 #include "kvstore/gleaner.h"
 #include "kvstore/log_writer.h"
+#include "kvstore/snapshot_versions.h"
 #include "kvstore/store_state.h"
 #include "pm/container.h"
 
@@ -94,14 +95,27 @@ class StoreImpl final : public Store {
   Result<LogState*> log_for(uint64_t n, uint64_t put_bytes);
   // Reads a key missing from the frontend from the backend and, when
   // `install` (and within the DRAM budget), installs it.
+  // *seq (when asked): the number of the version read (0: never written).
   Status miss(std::string_view key, uint64_t h, std::string* value, bool* found,
-              bool install = true);
-  // A key's value for an ordered read (store_scan.cc): the frontend, else
-  // the backend, installing nothing (a scan must not fill DRAM).
+              bool install = true, uint64_t* seq = nullptr);
+  // Opens a snapshot (store_scan.cc, snapshot_versions.h) and returns its
+  // number: every update numbered at or below it is installed, and
+  // read_for_scan() at it sees no later one. close_snapshot() ends it.
+  uint64_t open_snapshot();
+  void close_snapshot(uint64_t snap) { versions_.release(snap); }
+  // While a snapshot is open: keeps what the updates ups[which[...]],
+  // numbered seq, replace (old: their current items, or nullptr when the
+  // backend holds the current version). REQUIRES: their buckets locked.
+  Status keep_replaced(const std::vector<Update>& ups, const std::vector<size_t>& which,
+                       const std::vector<Item*>& old, uint64_t seq);
+  // A key's value at snapshot `snap` for an ordered read (store_scan.cc):
+  // the frontend, else the backend, installing nothing (a scan must not
+  // fill DRAM); a version newer than snap is replaced by the one kept.
   // *missed: the frontend did not hold the key (the backend was read).
-  Status read_for_scan(std::string_view key, uint64_t h, std::string* value, bool* found,
-                       bool* missed);
+  Status read_for_scan(std::string_view key, uint64_t h, uint64_t snap, std::string* value,
+                       bool* found, bool* missed);
   friend class OrderedReader;
+  friend class ScanSnapshot;
   // Over the DRAM budget: evicts items whose version is committed.
   void evict_over_budget();
   bool persist_each() const { return durability_ == Durability::kSync && pmem_; }
@@ -126,6 +140,7 @@ class StoreImpl final : public Store {
   Durability durability_ = Durability::kSync;  // in force (kSyncOnPmem resolved)
   uint32_t session_ = 0;
   std::atomic<uint64_t> next_seq_{1};
+  SnapshotVersions versions_;  // what updates replace while a scan is open
   std::mutex txn_mu_;  // transactions hold several buckets: one at a time
 
   std::atomic<bool> stopping_{false};

@@ -18,7 +18,9 @@
 #include <utility>
 #include <vector>
 
+#include "kvstore/planted_bugs.h"
 #include "kvstore/store_impl.h"
+#include "libpm/sync_point.h"
 
 namespace kv {
 
@@ -29,23 +31,41 @@ std::string Store::prefix_end(std::string_view prefix) {
   return end;
 }
 
-Status StoreImpl::read_for_scan(std::string_view key, uint64_t h, std::string* value,
-                                bool* found, bool* missed) {
+uint64_t StoreImpl::open_snapshot() {
+  const uint64_t snap = versions_.open(next_seq_);
+  // An update holds its log's writer lock from before it takes its number
+  // until its items are installed: once each lock has been free, every
+  // update numbered <= snap is visible (and its record in a log, where the
+  // pending keys find it).
+  if (g_kv_planted_bugs.snapshot_skips_in_flight) return snap;
+  for (uint32_t i = 0; logs_ != nullptr && i < logs_->size(); i++) {
+    std::unique_lock<std::mutex> l(logs_->at(i)->writer_mu, std::defer_lock);
+    pm::sync_point::acquire(l, "kv.snapshot.wait_writer");
+  }
+  return snap;
+}
+
+Status StoreImpl::read_for_scan(std::string_view key, uint64_t h, uint64_t snap,
+                                std::string* value, bool* found, bool* missed) {
   bool tomb = false;
+  uint64_t seq = 0;
   {
     Reclaimer::Guard g;
     const bool hit = fe_.read(key, h, [&](const Item& it) {
       tomb = it.tombstone;
+      seq = it.seq;
       if (!tomb) value->assign(it.value());
     });
-    if (hit) {
-      *found = !tomb;
-      *missed = false;
-      return Status();
-    }
+    *found = hit && !tomb;
+    *missed = !hit;
   }
-  *missed = true;
-  return miss(key, h, value, found, /*install=*/false);
+  if (*missed) PM_TRY(miss(key, h, value, found, /*install=*/false, &seq));
+  // Newer than the snapshot: the update that replaced the version the
+  // snapshot sees kept it before it became visible (snapshot_versions.h);
+  // none kept means the key did not exist at snap. An absent key's number
+  // may be lost (an epoch purges the ghost of a remove): one kept wins.
+  if ((seq > snap || !*found) && !versions_.find(key, snap, value, found)) *found = false;
+  return Status();
 }
 
 // Produces the keys of [from, end) in order, with their values, a batch at
@@ -53,14 +73,15 @@ Status StoreImpl::read_for_scan(std::string_view key, uint64_t h, std::string* v
 class OrderedReader {
  public:
   OrderedReader() = default;
-  OrderedReader(StoreImpl* s, std::string_view end) { reset(s, end); }
 
-  // Reads s, up to end, from the next seek on. The strings of the last
-  // scan are kept for reuse: a 16-byte key does not fit in a short string,
-  // and allocating every key and value again cost a fifth of a scan.
-  void reset(StoreImpl* s, std::string_view end) {
+  // Reads s at snapshot snap, up to end, from the next seek on. The
+  // strings of the last scan are kept for reuse: a 16-byte key does not fit
+  // in a short string, and allocating every key and value again cost a
+  // fifth of a scan.
+  void reset(StoreImpl* s, std::string_view end, uint64_t snap) {
     if (s_ != s) cold_ = false;
     s_ = s;
+    snap_ = snap;
     end_.assign(end);
     if (pending_.capacity() > 4096) std::vector<std::string>().swap(pending_);
   }
@@ -89,17 +110,22 @@ class OrderedReader {
       for (; c < max - *n; c++) {
         if (next_pending_ == pending_.size() && pending_more_) PM_TRY(fetch_pending());
         if (next_index_ == index_len_ && !index_done_) PM_TRY(refill(std::max<size_t>(max, 64)));
+        if (next_kept_ == kept_.size() && kept_more_) fetch_kept();
         while (next_pending_ < pending_.size() && !after(pending_[next_pending_])) next_pending_++;
         const std::string* k = nullptr;
         if (next_index_ < index_len_) k = &index_[next_index_];
         if (next_pending_ < pending_.size() && (k == nullptr || pending_[next_pending_] < *k)) {
           k = &pending_[next_pending_];
         }
+        if (next_kept_ < kept_.size() && (k == nullptr || kept_[next_kept_] < *k)) {
+          k = &kept_[next_kept_];
+        }
         if (k == nullptr) break;
         if (keys_.size() <= c) keys_.resize(c + 1);
         keys_[c].assign(*k);
         if (next_index_ < index_len_ && index_[next_index_] == keys_[c]) next_index_++;
         if (next_pending_ < pending_.size() && pending_[next_pending_] == keys_[c]) next_pending_++;
+        if (next_kept_ < kept_.size() && kept_[next_kept_] == keys_[c]) next_kept_++;
         after_ = keys_[c];
         inclusive_ = false;
       }
@@ -131,7 +157,7 @@ class OrderedReader {
         const size_t k = i - 2 * kAhead;
         auto& [key, value] = (*out)[*n];
         bool found = false, missed = false;
-        PM_TRY(s_->read_for_scan(keys_[k], hashes_[k], &value, &found, &missed));
+        PM_TRY(s_->read_for_scan(keys_[k], hashes_[k], snap_, &value, &found, &missed));
         misses += missed;
         if (!found) continue;
         key.assign(keys_[k]);
@@ -162,6 +188,9 @@ class OrderedReader {
     index_len_ = 0;
     next_index_ = 0;
     index_done_ = false;
+    kept_.clear();
+    next_kept_ = 0;
+    kept_more_ = false;
     return Status();
   }
 
@@ -175,7 +204,22 @@ class OrderedReader {
     index_len_ = got;
     next_index_ = 0;
     index_done_ = got < n;
+    fetch_kept();
     return Status();
+  }
+
+  // The keys with versions kept for snapshots, over the index keys just
+  // read: a key that left the index after the snapshot was kept before its
+  // remove was logged, so before it left the index, so before the index was
+  // read (see the top of this file).
+  // They come kPendingBatch at a time: fetched again from the position
+  // when those run out (the index window, and so `last`, unchanged).
+  void fetch_kept() {
+    kept_.clear();
+    next_kept_ = 0;
+    const std::string_view last = index_done_ || index_len_ == 0 ? std::string_view()
+                                                                  : index_[index_len_ - 1];
+    kept_more_ = s_->versions_.keys(after_, inclusive_, last, end_, kPendingBatch, &kept_);
   }
 
   // An older store opened read-only has no index: its keys in the range,
@@ -189,10 +233,12 @@ class OrderedReader {
     }));
     std::sort(index_.begin(), index_.end());
     index_len_ = index_.size();
+    fetch_kept();
     return Status();
   }
 
   StoreImpl* s_ = nullptr;
+  uint64_t snap_ = 0;
   std::string end_;
   std::string after_;
   bool inclusive_ = true;
@@ -204,8 +250,32 @@ class OrderedReader {
   std::vector<std::string> pending_;  // a batch of the keys of records not yet applied
   size_t next_pending_ = 0;
   bool pending_more_ = false;  // past pending_, the logs hold more
+  std::vector<std::string> kept_;  // keys with kept versions, up to the index's last
+  size_t next_kept_ = 0;
+  bool kept_more_ = false;  // past kept_, more keys up to the window's last
   std::vector<std::string> keys_;  // the keys being read (strings reused)
   std::vector<uint64_t> hashes_;
+};
+
+// An open snapshot of a store, closed when it goes.
+class ScanSnapshot {
+ public:
+  ScanSnapshot() = default;
+  explicit ScanSnapshot(StoreImpl* s) : s_(s), seq_(s->open_snapshot()) {}
+  ScanSnapshot(const ScanSnapshot&) = delete;
+  ScanSnapshot& operator=(ScanSnapshot&& o) noexcept {
+    std::swap(s_, o.s_);
+    std::swap(seq_, o.seq_);
+    return *this;
+  }
+  ~ScanSnapshot() {
+    if (s_ != nullptr) s_->close_snapshot(seq_);
+  }
+  uint64_t seq() const { return seq_; }
+
+ private:
+  StoreImpl* s_ = nullptr;
+  uint64_t seq_ = 0;
 };
 
 namespace {
@@ -235,7 +305,8 @@ Status StoreImpl::scan(std::string_view begin, std::string_view end, uint64_t li
   } release{sc};
   OrderedReader& r = sc->reader;
   std::vector<std::pair<std::string, std::string>>& batch = sc->batch;
-  r.reset(this, end);
+  ScanSnapshot snap(this);
+  r.reset(this, end, snap.seq());
   PM_TRY(r.seek(begin));
   for (uint64_t seen = 0;;) {
     const uint64_t want = limit == 0 ? 256 : std::min<uint64_t>(256, limit - seen);
@@ -253,12 +324,15 @@ namespace {
 
 class StoreIterator final : public Store::Iterator {
  public:
-  StoreIterator(StoreImpl* s, std::string_view end) : r_(s, end) {}
+  StoreIterator(StoreImpl* s, std::string_view end) : s_(s), end_(end) {}
 
   void seek(std::string_view key) override {
     n_ = 0;
     pos_ = 0;
     done_ = false;
+    snap_ = ScanSnapshot();  // the last seek's, closed before the next opens
+    snap_ = ScanSnapshot(s_);
+    r_.reset(s_, end_, snap_.seq());
     status_ = r_.seek(key);
     fill();
   }
@@ -278,8 +352,14 @@ class StoreIterator final : public Store::Iterator {
     if (!status_.ok() || done_) return;
     status_ = r_.next_batch(kBatch, &batch_, &n_);
     done_ = n_ < kBatch;
+    // What is left is in batch_: the snapshot is no longer needed (an
+    // iterator kept for a later seek must not make updates keep copies).
+    if (done_ || !status_.ok()) snap_ = ScanSnapshot();
   }
 
+  StoreImpl* s_;
+  std::string end_;
+  ScanSnapshot snap_;  // what the reads since the last seek see
   OrderedReader r_;
   std::vector<std::pair<std::string, std::string>> batch_;  // [0, n_) read
   size_t n_ = 0;

@@ -105,10 +105,11 @@ int kv_cursor_next(kv_cursor* c, const char** key, size_t* klen, const char** va
 void kv_cursor_close(kv_cursor* c);
 
 /* --- iterators: keys in byte order from a seek position up to an end,
- * read in batches as they go (memory: one batch), with the consistency of
- * kv::Store::scan: every update acknowledged before the seek is seen, each
- * key at most once, keys changed meanwhile may or may not show. Not
- * thread-safe; close every iterator before kv_close. */
+ * read in batches as they go (memory: one batch), at a snapshot as
+ * kv::Store::scan reads: the store as of the seek (opening, and each
+ * kv_iter_seek), each key once, later updates not seen. While an iterator
+ * is open, updates keep a DRAM copy of what they replace: close iterators
+ * when done. Not thread-safe; close every iterator before kv_close. */
 typedef struct kv_iter kv_iter;
 /* Keys below end (NULL with elen 0: no end). NULL on failure. Positioned at
  * the first key: kv_iter_seek repositions. */

@@ -145,6 +145,8 @@ struct StoreStats {
   uint64_t writer_waits = 0;     // puts that found every log full and helped glean
   uint64_t background_wakes = 0; // puts that rang for a background thread idle with no work
   int gleaners_active = 0;
+  uint64_t snapshots_open = 0;   // scans and iterators reading at a snapshot now
+  uint64_t snapshot_versions = 0; // versions kept in DRAM for them (replaced meanwhile)
   uint64_t recovered_records = 0;
   uint64_t recovery_us = 0;
   bool is_pmem = false;
@@ -180,13 +182,15 @@ class Store {
   // extensions), from the backend's ordered index merged with the updates
   // the logs hold that it does not have yet: O(log n + k), plus a pass over
   // those not yet applied records (bounded by the logs' size).
-  // Consistency: every update acknowledged before the call (or the
-  // iterator's seek) is seen; each key at most once; a key present and
-  // unchanged for the whole call is reported with its value; keys changed
-  // meanwhile may or may not appear, with either value. Not a snapshot:
-  // an update concurrent with the scan may show while an earlier one, to a
-  // key further on, does not, and a transaction concurrent with it may show
-  // in part. No lock is held while fn runs: fn may call into the store.
+  // Consistency: a snapshot. The call (or the iterator's seek) reads the
+  // store as it was at one point in its order of updates: every update
+  // acknowledged before the call, and no update that began after it, and
+  // of the updates concurrent with it, a prefix in that order, each
+  // transaction whole. Each key once. Writers are not held up: an update
+  // made while a snapshot is open keeps a DRAM copy of what it replaces
+  // until the snapshot closes (StoreStats::snapshot_versions), so close
+  // iterators you are done with. No lock is held while fn runs: fn may
+  // call into the store (its updates are not seen by the scan).
   //
   // Calls fn for each key in [begin, end) (end empty: no end), at most
   // limit of them (0: no limit), until fn returns false.
@@ -200,9 +204,9 @@ class Store {
   // an empty prefix, or one of 0xff bytes only).
   static std::string prefix_end(std::string_view prefix);
 
-  // A cursor over [seek key, end) in key order, read in batches (the
-  // consistency of scan(), per batch: see above). Not thread-safe; must not
-  // outlive the store.
+  // A cursor over [seek key, end) in key order: each seek() opens a
+  // snapshot (see scan()), which the next seek() or the iterator's
+  // destruction closes. Not thread-safe; must not outlive the store.
   class Iterator {
    public:
     virtual ~Iterator() = default;

@@ -37,6 +37,8 @@ inline std::vector<std::pair<const char*, nlohmann::json>> kv_stat_rows(const kv
           {"writer_waits", s.writer_waits},
           {"background_wakes", s.background_wakes},
           {"gleaners_active", s.gleaners_active},
+          {"snapshots_open", s.snapshots_open},
+          {"snapshot_versions", s.snapshot_versions},
           {"recovered_records", s.recovered_records},
           {"recovery_us", s.recovery_us},
           {"is_pmem", s.is_pmem},
