@@ -31,6 +31,12 @@ namespace kv {
 struct LogState {
   std::unique_ptr<Log> log;
   std::mutex writer_mu;                // held by the update appending to it
+  // The number of the update holding writer_mu from when it takes it until
+  // its items are installed (kTakingSeq just before; 0 otherwise): a
+  // snapshot waits for the updates numbered in it (StoreImpl::open_snapshot)
+  // without taking writer_mu, which a busy writer would keep from it.
+  static constexpr uint64_t kTakingSeq = UINT64_MAX;
+  std::atomic<uint64_t> in_flight{0};
   std::atomic<uint64_t> head{0};       // committed head: space before it is free
   std::atomic<uint64_t> tail{0};       // end of the last complete record
   std::atomic<uint64_t> synced{0};     // durable up to here

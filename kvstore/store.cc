@@ -433,7 +433,18 @@ Status StoreImpl::update(std::vector<Update>& ups, bool single) {
   }
   if (logged.empty()) return Status();
 
+  // Published before the number is taken (both seq_cst), so that a
+  // snapshot that reads next_seq and then finds no update in flight here
+  // knows this update's number is past its own (open_snapshot).
+  L->in_flight.store(LogState::kTakingSeq);
+  struct Landed {  // an update that fails is no longer in flight either
+    LogState* L;
+    ~Landed() {
+      if (L != nullptr) L->in_flight.store(0, std::memory_order_release);
+    }
+  } landed{L};
   const uint64_t seq = next_seq_.fetch_add(1);  // seq_cst: see snapshot_versions.h
+  L->in_flight.store(seq, std::memory_order_relaxed);
   if (versions_.wanted() && !g_kv_planted_bugs.snapshot_keeps_nothing) {
     PM_TRY(keep_replaced(ups, which, old, seq));
   }
@@ -475,6 +486,8 @@ Status StoreImpl::update(std::vector<Update>& ups, bool single) {
     made[k] = nullptr;
     n_.add(u.remove ? Counter::kRemoves : Counter::kPuts);
   }
+  L->in_flight.store(0, std::memory_order_release);  // installed: a snapshot seeing 0 sees it
+  landed.L = nullptr;
   for (Frontend::Bucket* b : held) Frontend::unlock(b);
   held.clear();
   wl.unlock();

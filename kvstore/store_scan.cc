@@ -33,14 +33,19 @@ std::string Store::prefix_end(std::string_view prefix) {
 
 uint64_t StoreImpl::open_snapshot() {
   const uint64_t snap = versions_.open(next_seq_);
-  // An update holds its log's writer lock from before it takes its number
-  // until its items are installed: once each lock has been free, every
-  // update numbered <= snap is visible (and its record in a log, where the
-  // pending keys find it).
+  // Every update numbered <= snap took its number holding a log's writer
+  // lock, with that log's in_flight set before (LogState): wait until no
+  // log has one in flight. An update that sets in_flight after this reads
+  // it took its number after snap was read, so past snap; one that cleared
+  // it is installed, its record logged where the pending keys find it.
   if (g_kv_planted_bugs.snapshot_skips_in_flight) return snap;
   for (uint32_t i = 0; logs_ != nullptr && i < logs_->size(); i++) {
-    std::unique_lock<std::mutex> l(logs_->at(i)->writer_mu, std::defer_lock);
-    pm::sync_point::acquire(l, "kv.snapshot.wait_writer");
+    const LogState* L = logs_->at(i);
+    for (;;) {
+      const uint64_t n = L->in_flight.load();
+      if (n == 0 || (n != LogState::kTakingSeq && n > snap)) break;
+      pm::sync_point::spin("kv.snapshot.wait_writer");
+    }
   }
   return snap;
 }
