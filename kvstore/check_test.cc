@@ -295,6 +295,16 @@ TEST(RobustnessTest, AStoppedStoreReportsIoErrors) {
   EXPECT_EQ(full.status().code(), pm::Code::kNoSpace);
 }
 
+// The pages this process maps (its address space).
+long mapped_pages() {
+  long pages = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
+    std::fclose(f);
+  }
+  return pages;
+}
+
 // Out of DRAM for a new item: the update fails with kNoSpace having
 // changed nothing (it is not logged: after a reopen the old value stands),
 // and the store goes on once memory is back. In a child started afresh
@@ -307,11 +317,7 @@ void put_without_memory(const std::string& path, const StoreOptions& o, const st
   if (!s.ok() || !(*s)->put("k", "small").ok()) ::_exit(2);
   rlimit was{};
   ::getrlimit(RLIMIT_AS, &was);
-  long pages = 0;
-  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
-    if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
-    std::fclose(f);
-  }
+  const long pages = mapped_pages();
   if (pages == 0) ::_exit(3);
   rlimit cap = was;
   cap.rlim_cur = static_cast<rlim_t>(pages) * 4096 + (64 << 10);
@@ -349,6 +355,64 @@ TEST(RobustnessTest, AnUpdateWithNoMemoryForItsItemFailsAndChangesNothing) {
   EXPECT_EQ(v, "small");
   ASSERT_TRUE(s->get("other", &v).ok());
   EXPECT_EQ(v, big);
+}
+
+// Out of DRAM at open: the updates the logs hold that no epoch applied are
+// rebuilt in DRAM (an item each). In a re-executed child (as above), opens
+// under address-space caps that grow from too small to enough: each fails
+// with a status or succeeds (an exception would end the child), and some
+// fail while rebuilding; the store, opened with memory, holds every update.
+void open_without_memory(const std::string& path, const StoreOptions& o) {
+  ::mallopt(M_MMAP_THRESHOLD, 64 << 10);  // each large item: a mapping of its own
+  rlimit was{};
+  ::getrlimit(RLIMIT_AS, &was);
+  const long pages = mapped_pages();
+  if (pages == 0) ::_exit(3);
+  // The container reserves its largest size of address space at open.
+  const uint64_t base = static_cast<uint64_t>(pages) * 4096 + container_options(o).max_size;
+  bool refused_rebuilding = false;
+  for (uint64_t extra = 0;; extra += 256 << 10) {
+    if (extra > (256ull << 20)) ::_exit(4);  // never opened
+    rlimit cap = was;
+    cap.rlim_cur = static_cast<rlim_t>(base + extra);
+    if (::setrlimit(RLIMIT_AS, &cap) != 0) ::_exit(5);
+    Result<std::unique_ptr<Store>> s = Store::open(path, o);
+    if (::setrlimit(RLIMIT_AS, &was) != 0) ::_exit(6);
+    if (s.ok()) break;
+    if (s.status().code() == pm::Code::kNoSpace &&
+        s.status().message().find("rebuilding") != std::string::npos) {
+      refused_rebuilding = true;
+    }
+  }
+  ::_exit(refused_rebuilding ? 0 : 7);
+}
+
+TEST(RobustnessTest, AnOpenWithNoMemoryToRebuildItsLogsFailsAndLosesNothing) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizers reserve address space of their own";
+#endif
+  const char* inherited = std::getenv("PM_TEST_NO_MEMORY_PATH");
+  std::optional<pm::test::TempDir> dir;
+  if (inherited == nullptr) dir.emplace();
+  const std::string path = inherited != nullptr ? inherited : dir->file("s.pm");
+  ::setenv("PM_TEST_NO_MEMORY_PATH", path.c_str(), 1);
+  StoreOptions o = small();
+  o.max_value_bytes = 256 << 10;
+  o.log_bytes = 4 << 20;
+  auto value = [](int i) { return std::string(200 << 10, static_cast<char>('a' + i)); };
+  if (inherited == nullptr) {
+    auto s = must(Store::open(path, o));
+    for (int i = 0; i < 12; i++) ASSERT_TRUE(s->put("k" + std::to_string(i), value(i)).ok());
+  }  // closed with every update in the logs only
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(open_without_memory(path, o), ::testing::ExitedWithCode(0), "");
+  ::unsetenv("PM_TEST_NO_MEMORY_PATH");
+  auto s = must(Store::open(path, o));
+  for (int i = 0; i < 12; i++) {
+    std::string v;
+    ASSERT_TRUE(s->get("k" + std::to_string(i), &v).ok()) << i;
+    EXPECT_EQ(v, value(i)) << i;
+  }
 }
 
 // Issue 17, defect 5: a create killed half way poisoned the path.

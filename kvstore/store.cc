@@ -94,11 +94,27 @@ Status format_store(pm::Container* c, const StoreOptions& o) {
   return b.status();
 }
 
+namespace {
+
+// A store on container c (owned, or the caller's): recovery, then the
+// background threads. Out of memory is kNoSpace, not an exception (the
+// frontend's table and the recovered items are DRAM).
+Result<std::unique_ptr<Store>> start_store(pm::Container* c, std::unique_ptr<pm::Container> owned,
+                                           const StoreOptions& o) {
+  try {
+    auto s = std::make_unique<StoreImpl>(c, std::move(owned), o);
+    PM_TRY(s->recover());
+    PM_TRY(s->start_threads());
+    return std::unique_ptr<Store>(std::move(s));
+  } catch (const std::bad_alloc&) {
+    return Status::no_space("out of memory (DRAM) for the store's tables; nothing is lost");
+  }
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Store>> open_store_on(pm::Container* c, const StoreOptions& o) {
-  auto s = std::make_unique<StoreImpl>(c, nullptr, o);
-  PM_TRY(s->recover());
-  PM_TRY(s->start_threads());
-  return std::unique_ptr<Store>(std::move(s));
+  return start_store(c, nullptr, o);
 }
 
 Result<std::unique_ptr<Store>> Store::open(const std::string& path, const StoreOptions& o) {
@@ -132,12 +148,9 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& path, const StoreO
     c = std::move(*r);
   }
   pm::Container* raw = c.get();
-  auto s = std::make_unique<StoreImpl>(raw, std::move(c), o);
-  Status rs = s->recover();
-  if (!rs.ok()) return rs.with_context("open " + path);
-  rs = s->start_threads();
-  if (!rs.ok()) return rs.with_context("open " + path);
-  return std::unique_ptr<Store>(std::move(s));
+  Result<std::unique_ptr<Store>> s = start_store(raw, std::move(c), o);
+  if (!s.ok()) return s.status().with_context("open " + path);
+  return s;
 }
 
 // ---------------------------------------------------------------- open and close
@@ -174,8 +187,18 @@ Status StoreImpl::recover() {
   gleaner_ = std::make_unique<Gleaner>(Gleaner::Env{c_, be_.get(), &fe_, logs_.get(), &stop_, &n_,
                                                     &next_seq_, limits_, o_.emulate_read_ns,
                                                     o_.emulate_persist_ns, private_budget(o_)});
-  Result<Recovered> rec =
-      kv::recover(c_, be_.get(), &fe_, logs_.get(), gleaner_.get(), limits_, o_.read_only);
+  // The records not yet applied are rebuilt in DRAM (an item each): out of
+  // memory, the open fails and the file keeps them for the next one.
+  auto replay = [&]() -> Result<Recovered> {
+    try {
+      return kv::recover(c_, be_.get(), &fe_, logs_.get(), gleaner_.get(), limits_, o_.read_only);
+    } catch (const std::bad_alloc&) {
+      return Status::no_space(
+          "out of memory (DRAM) rebuilding the updates its logs hold that were not yet applied; "
+          "nothing is lost: open it again with more memory");
+    }
+  };
+  Result<Recovered> rec = replay();
   if (!rec.ok()) return rec.status();
   session_ = rec->session;
   next_seq_ = rec->next_seq;
