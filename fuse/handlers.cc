@@ -1,6 +1,8 @@
 #include "fuse/handlers.h"
 
 #include <cerrno>
+#include <new>
+#include <stdexcept>
 #include <string>
 
 namespace pmfs {
@@ -322,42 +324,61 @@ void sfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   fuse_reply_err(req, fs_of(req).do_removexattr(ino, name));
 }
 
+// libfuse calls the handlers from C: nothing may throw out of them. Out of
+// DRAM (a directory of millions of names, a large file's bytes) fails the
+// request with ENOMEM and the mount goes on. Each handler replies after
+// the work that allocates, so an exception leaves its request unanswered.
+template <auto F, typename Sig = decltype(F)>
+struct Guarded;
+template <auto F, typename... A>
+struct Guarded<F, void (*)(fuse_req_t, A...)> {
+  static void call(fuse_req_t req, A... a) {
+    try {
+      F(req, a...);
+    } catch (const std::bad_alloc&) {
+      fuse_reply_err(req, ENOMEM);
+    } catch (const std::length_error&) {
+      fuse_reply_err(req, ENOMEM);
+    }
+  }
+};
+
 }  // namespace
 
 fuse_lowlevel_ops make_operations() {
   fuse_lowlevel_ops ops{};
   ops.init = sfs_init;
-  ops.lookup = sfs_lookup;
+  ops.lookup = Guarded<sfs_lookup>::call;
   ops.forget = sfs_forget;
   ops.forget_multi = sfs_forget_multi;
-  ops.getattr = sfs_getattr;
-  ops.setattr = sfs_setattr;
-  ops.mknod = sfs_mknod;
-  ops.mkdir = sfs_mkdir;
-  ops.unlink = sfs_unlink;
-  ops.rmdir = sfs_rmdir;
-  ops.rename = sfs_rename;
-  ops.link = sfs_link;
-  ops.symlink = sfs_symlink;
-  ops.readlink = sfs_readlink;
-  ops.open = sfs_open;
-  ops.create = sfs_create;
-  ops.read = sfs_read;
-  ops.write = sfs_write;
-  ops.fallocate = sfs_fallocate;
-  ops.flush = sfs_flush;
-  ops.release = sfs_release;
-  ops.fsync = sfs_fsync;
-  ops.opendir = sfs_opendir;
-  ops.readdir = sfs_readdir;
-  ops.readdirplus = sfs_readdirplus;
-  ops.releasedir = sfs_releasedir;
-  ops.fsyncdir = sfs_fsyncdir;
-  ops.statfs = sfs_statfs;
-  ops.setxattr = sfs_setxattr;
-  ops.getxattr = sfs_getxattr;
-  ops.listxattr = sfs_listxattr;
-  ops.removexattr = sfs_removexattr;
+  ops.getattr = Guarded<sfs_getattr>::call;
+  ops.setattr = Guarded<sfs_setattr>::call;
+  ops.mknod = Guarded<sfs_mknod>::call;
+  ops.mkdir = Guarded<sfs_mkdir>::call;
+  ops.unlink = Guarded<sfs_unlink>::call;
+  ops.rmdir = Guarded<sfs_rmdir>::call;
+  ops.rename = Guarded<sfs_rename>::call;
+  ops.link = Guarded<sfs_link>::call;
+  ops.symlink = Guarded<sfs_symlink>::call;
+  ops.readlink = Guarded<sfs_readlink>::call;
+  ops.open = Guarded<sfs_open>::call;
+  ops.create = Guarded<sfs_create>::call;
+  ops.read = Guarded<sfs_read>::call;
+  ops.write = Guarded<sfs_write>::call;
+  ops.fallocate = Guarded<sfs_fallocate>::call;
+  ops.flush = Guarded<sfs_flush>::call;
+  ops.release = Guarded<sfs_release>::call;
+  ops.fsync = Guarded<sfs_fsync>::call;
+  ops.opendir = Guarded<sfs_opendir>::call;
+  ops.readdir = Guarded<sfs_readdir>::call;
+  ops.readdirplus = Guarded<sfs_readdirplus>::call;
+  ops.releasedir = Guarded<sfs_releasedir>::call;
+  ops.fsyncdir = Guarded<sfs_fsyncdir>::call;
+  ops.statfs = Guarded<sfs_statfs>::call;
+  ops.setxattr = Guarded<sfs_setxattr>::call;
+  ops.getxattr = Guarded<sfs_getxattr>::call;
+  ops.listxattr = Guarded<sfs_listxattr>::call;
+  ops.removexattr = Guarded<sfs_removexattr>::call;
   return ops;
 }
 

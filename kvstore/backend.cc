@@ -76,7 +76,7 @@ Result<std::unique_ptr<Backend>> Backend::attach(pm::Container* c) {
                                         : sizeof(BackendRoot);
   if (b->size < need) return Status::corruption("store root block too small for its version");
   if (r->nlogs == 0 || r->nlogs > kMaxLogs || r->log_bytes == 0 ||
-      r->log_bytes * r->nlogs > c->raw().size() || r->level > 14 ||
+      r->log_bytes > c->raw().size() / r->nlogs || r->level > 14 ||
       r->split >= (kSegBuckets << r->level) || r->max_key == 0 || r->max_key > 65535 ||
       r->max_value > r->log_bytes) {
     return Status::corruption("store root fields out of range (run 'pm check')");

@@ -3,6 +3,7 @@
 // between roles (after Bullet's dynamic roles).
 #include <algorithm>
 #include <chrono>
+#include <new>
 #include <system_error>
 
 #include "kvstore/store_impl.h"
@@ -74,7 +75,7 @@ void StoreImpl::gleaner_loop(int id) {
       continue;
     }
     bool skipped = false;
-    Result<uint64_t> n = gleaner_->glean(4096, &skipped);
+    Result<uint64_t> n = stop_.or_stop("glean", [&] { return gleaner_->glean(4096, &skipped); });
     if (!n.ok() && n.status().code() == Code::kNoSpace) {
       sleep_background(o_.epoch_ms, nullptr);  // a full backend: until an epoch frees room
       continue;
@@ -101,7 +102,12 @@ void StoreImpl::maintenance_loop() {
     // pass half full.
     if (logs_->occupancy() > 0.25) ms /= 4;
     sleep_background(std::max<uint32_t>(ms, 1), &maintenance_idle_);
-    if (fe_.wants_growth()) fe_.grow();
+    if (fe_.wants_growth()) {
+      try {
+        fe_.grow();
+      } catch (const std::bad_alloc&) {  // out of DRAM: the table serves fuller
+      }
+    }
     const uint64_t now = now_us();
     const double occ = logs_->occupancy();
     if (now - last_epoch >= o_.epoch_ms * 1000ull || occ > 0.5) {
@@ -119,7 +125,7 @@ void StoreImpl::maintenance_loop() {
     }
     if (durability_ == Durability::kAsync && now - last_sync >= o_.async_sync_ms * 1000ull) {
       last_sync = now;
-      if (!logs_->sync().ok()) return;  // the store is stopped
+      if (!sync().ok()) return;  // the store is stopped
     }
   }
 }

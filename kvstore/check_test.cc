@@ -357,6 +357,59 @@ TEST(RobustnessTest, AnUpdateWithNoMemoryForItsItemFailsAndChangesNothing) {
   EXPECT_EQ(v, big);
 }
 
+// Out of DRAM for a copy the caller asked for (a get's value, a scan's or
+// an iterator's batch, a transaction's buffered put): a status, not an
+// exception out of the API; with memory back, all of them work.
+void read_without_memory(const std::string& path, const StoreOptions& o, const std::string& big) {
+  ::mallopt(M_MMAP_THRESHOLD, 64 << 10);  // each large copy: a mapping of its own
+  auto s = Store::open(path, o);
+  if (!s.ok() || !(*s)->put("k", big).ok()) ::_exit(2);
+  Store& st = **s;
+  auto it = st.iterator();
+  rlimit was{};
+  ::getrlimit(RLIMIT_AS, &was);
+  const long pages = mapped_pages();
+  if (pages == 0) ::_exit(3);
+  rlimit cap = was;
+  cap.rlim_cur = static_cast<rlim_t>(pages) * 4096 + (64 << 10);
+  auto attempts = [&](int first_code) {
+    std::string v;
+    if (st.get("k", &v).code() != pm::Code::kNoSpace) ::_exit(first_code);
+    Status sc = st.scan("", "", 0, [](std::string_view, std::string_view) { return true; });
+    if (sc.code() != pm::Code::kNoSpace) ::_exit(first_code + 1);
+    it->seek("");
+    if (it->valid() || it->status().code() != pm::Code::kNoSpace) ::_exit(first_code + 2);
+    auto txn = st.begin();
+    if (txn->put("t", big).code() != pm::Code::kNoSpace) ::_exit(first_code + 3);
+  };
+  if (::setrlimit(RLIMIT_AS, &cap) != 0) ::_exit(4);
+  attempts(10);
+  if (::setrlimit(RLIMIT_AS, &was) != 0) ::_exit(5);
+  std::string v;
+  if (!st.get("k", &v).ok() || v != big) ::_exit(20);
+  it->seek("");
+  if (!it->valid() || it->value() != big) ::_exit(21);
+  ::_exit(0);
+}
+
+TEST(RobustnessTest, ReadsAndTransactionsWithNoMemoryForTheirCopiesReturnAStatus) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizers reserve address space of their own";
+#endif
+  const char* inherited = std::getenv("PM_TEST_NO_MEMORY_PATH");  // as above
+  std::optional<pm::test::TempDir> dir;
+  if (inherited == nullptr) dir.emplace();
+  const std::string path = inherited != nullptr ? inherited : dir->file("s.pm");
+  ::setenv("PM_TEST_NO_MEMORY_PATH", path.c_str(), 1);
+  StoreOptions o = small();
+  o.max_value_bytes = 256 << 10;
+  o.log_bytes = 4 << 20;
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(read_without_memory(path, o, std::string(200 << 10, 'b')),
+              ::testing::ExitedWithCode(0), "");
+  ::unsetenv("PM_TEST_NO_MEMORY_PATH");
+}
+
 // Out of DRAM at open: the updates the logs hold that no epoch applied are
 // rebuilt in DRAM (an item each). In a re-executed child (as above), opens
 // under address-space caps that grow from too small to enough: each fails

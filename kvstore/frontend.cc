@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <memory>
 #include <new>
 #include <thread>
 
@@ -62,10 +63,10 @@ Frontend::Bucket* new_buckets(uint64_t n) {
 }
 
 Frontend::Table* new_table(uint64_t n) {
-  auto* t = new Frontend::Table;
+  auto t = std::make_unique<Frontend::Table>();
   t->mask = n - 1;
   t->buckets = new_buckets(n);
-  return t;
+  return t.release();
 }
 
 void delete_table(void* p) {
@@ -294,9 +295,13 @@ bool Frontend::grow() {
   if (!l.owns_lock()) return false;
   Table* old = current();
   const uint64_t n = old->mask + 1;
+  // Everything that can run out of memory comes before the new table is
+  // published: a split cannot stop half way (the callers catch bad_alloc).
+  // A bucket holds a few items; only one of thousands would allocate.
+  std::vector<Item*> items;
+  items.reserve(4096);
   Table* t = new_table(n * 2);
   old->next.store(t, std::memory_order_release);
-  std::vector<Item*> items;
   for (uint64_t i = 0; i < n; i++) {
     Bucket* b = &old->buckets[i];
     lock_bucket(b);
@@ -343,6 +348,7 @@ uint64_t Frontend::evict(uint64_t want, const std::function<bool(const Item&)>& 
   const uint64_t n = t->mask + 1;
   uint64_t freed = 0;
   std::vector<Item*> items;
+  items.reserve(4096);  // as in grow(): no allocation with a bucket locked
   for (uint64_t step = 0; step < n && freed < want; step++) {
     Bucket* b = &t->buckets[clock_hand_++ & t->mask];
     lock_bucket(b);

@@ -10,6 +10,7 @@
 #include "kvstore/planted_bugs.h"
 #include "kvstore/recovery.h"
 #include "kvstore/store_impl.h"
+#include "libpm/c_guard.h"
 #include "libpm/sync_point.h"
 
 namespace kv {
@@ -45,8 +46,9 @@ Status check_store_options(const StoreOptions& o) {
   if (o.log_bytes < kMinLogBytes || o.log_bytes % 4096 != 0) {
     return Status::invalid_argument("log_bytes must be a multiple of 4 KiB, at least 64 KiB");
   }
-  if (o.log_bytes * static_cast<uint64_t>(o.logs) > (16ull << 30)) {
-    return Status::invalid_argument("logs * log_bytes must be at most 16 GiB");
+  if (o.log_bytes > (16ull << 30) / static_cast<uint64_t>(o.logs)) {  // no product: it could wrap
+    return Status::invalid_argument("logs * log_bytes (" + std::to_string(o.logs) + " * " +
+                                    std::to_string(o.log_bytes) + ") must be at most 16 GiB");
   }
   if (o.max_key_bytes < 1 || o.max_key_bytes > 65535) {
     return Status::invalid_argument("max_key_bytes must be 1..65535");
@@ -230,6 +232,10 @@ Status StoreImpl::check_sizes(std::string_view key, std::string_view value) cons
 }
 
 Status StoreImpl::get(std::string_view key, std::string* value) {
+  return pm::status_of([&] { return get_unguarded(key, value); });
+}
+
+Status StoreImpl::get_unguarded(std::string_view key, std::string* value) {
   n_.add(Counter::kGets);
   if (key.empty() || key.size() > limits_.max_key) return Status::not_found("no such key");
   const uint64_t h = hash_key(key);
@@ -284,30 +290,38 @@ Status StoreImpl::miss(std::string_view key, uint64_t h, std::string* value, boo
 
 Status StoreImpl::put(std::string_view key, std::string_view value) {
   PM_TRY(check_sizes(key, value));
-  thread_local std::vector<Update> ups(1);
-  ups.assign(1, {false, key, value, hash_key(key)});
-  return update(ups, true);
+  return pm::status_of([&] {
+    thread_local std::vector<Update> ups(1);
+    ups.assign(1, {false, key, value, hash_key(key)});
+    return update(ups, true);
+  });
 }
 
 Status StoreImpl::remove(std::string_view key) {
   if (key.empty() || key.size() > limits_.max_key) return Status::not_found("no such key");
-  thread_local std::vector<Update> ups(1);
-  ups.assign(1, {true, key, {}, hash_key(key)});
-  return update(ups, true);
+  return pm::status_of([&] {
+    thread_local std::vector<Update> ups(1);
+    ups.assign(1, {true, key, {}, hash_key(key)});
+    return update(ups, true);
+  });
 }
 
 Status Transaction::put(std::string_view key, std::string_view value) {
-  ops_.push_back({false, std::string(key), std::string(value)});
-  return Status();
+  return pm::status_of([&] {
+    ops_.push_back({false, std::string(key), std::string(value)});
+    return Status();
+  });
 }
 
 Status Transaction::remove(std::string_view key) {
-  ops_.push_back({true, std::string(key), {}});
-  return Status();
+  return pm::status_of([&] {
+    ops_.push_back({true, std::string(key), {}});
+    return Status();
+  });
 }
 
 Status Transaction::commit() {
-  Status s = ops_.empty() ? Status() : store_->apply_batch(ops_);
+  Status s = ops_.empty() ? Status() : pm::status_of([&] { return store_->apply_batch(ops_); });
   ops_.clear();
   return s;
 }
@@ -519,31 +533,42 @@ Status StoreImpl::update(std::vector<Update>& ups, bool single) {
   if (durability_ == Durability::kSync && !pmem_ && !g_kv_planted_bugs.skip_put_persist) {
     PM_TRY(logs_->wait_durable(L, *end));
   }
-  if (!o_.background && fe_.wants_growth()) fe_.grow();
+  if (!o_.background && fe_.wants_growth()) {
+    try {
+      fe_.grow();
+    } catch (const std::bad_alloc&) {  // the update is done; a fuller table serves
+    }
+  }
   return Status();
 }
 
-Status StoreImpl::sync() { return logs_->sync(); }
+Status StoreImpl::sync() {
+  return stop_.or_stop("sync", [&] { return logs_->sync(); });
+}
 
 // ---------------------------------------------------------------- epochs
 
 Result<uint64_t> StoreImpl::glean(uint64_t max_records) {
   PM_TRY(writable());
-  return gleaner_->glean(max_records);
+  return stop_.or_stop("glean", [&] { return gleaner_->glean(max_records); });
 }
 
 Status StoreImpl::advance_epoch() {
   PM_TRY(writable());
-  PM_TRY(gleaner_->advance_epoch());
-  evict_over_budget();
-  return Status();
+  return stop_.or_stop("epoch", [&] {
+    PM_TRY(gleaner_->advance_epoch());
+    evict_over_budget();
+    return Status();
+  });
 }
 
 Status StoreImpl::checkpoint() {
   PM_TRY(writable());
-  PM_TRY(gleaner_->checkpoint());
-  evict_over_budget();
-  return Status();
+  return stop_.or_stop("checkpoint", [&] {
+    PM_TRY(gleaner_->checkpoint());
+    evict_over_budget();
+    return Status();
+  });
 }
 
 void StoreImpl::evict_over_budget() {

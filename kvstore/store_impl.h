@@ -80,6 +80,10 @@ class StoreImpl final : public Store {
     uint64_t hash;
   };
   Status check_sizes(std::string_view key, std::string_view value) const;
+  // get() and scan() without the guard that makes out of DRAM a status.
+  Status get_unguarded(std::string_view key, std::string* value);
+  Status scan_unguarded(std::string_view begin, std::string_view end, uint64_t limit,
+                        const ScanFn& fn);
   // OK unless opened read-only (StoreOptions::read_only).
   Status writable() const {
     if (!o_.read_only) return Status();

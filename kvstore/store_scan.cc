@@ -20,6 +20,7 @@
 
 #include "kvstore/planted_bugs.h"
 #include "kvstore/store_impl.h"
+#include "libpm/c_guard.h"
 #include "libpm/sync_point.h"
 
 namespace kv {
@@ -296,6 +297,11 @@ struct ScanScratch {
 
 Status StoreImpl::scan(std::string_view begin, std::string_view end, uint64_t limit,
                        const ScanFn& fn) {
+  return pm::status_of([&] { return scan_unguarded(begin, end, limit, fn); });
+}
+
+Status StoreImpl::scan_unguarded(std::string_view begin, std::string_view end, uint64_t limit,
+                                 const ScanFn& fn) {
   thread_local ScanScratch mine;
   std::unique_ptr<ScanScratch> nested;
   ScanScratch* sc = &mine;
@@ -336,9 +342,11 @@ class StoreIterator final : public Store::Iterator {
     pos_ = 0;
     done_ = false;
     snap_ = ScanSnapshot();  // the last seek's, closed before the next opens
-    snap_ = ScanSnapshot(s_);
-    r_.reset(s_, end_, snap_.seq());
-    status_ = r_.seek(key);
+    status_ = pm::status_of([&] {  // out of DRAM: a status, as for scan()
+      snap_ = ScanSnapshot(s_);
+      r_.reset(s_, end_, snap_.seq());
+      return r_.seek(key);
+    });
     fill();
   }
   bool valid() const override { return status_.ok() && pos_ < n_; }
@@ -355,7 +363,7 @@ class StoreIterator final : public Store::Iterator {
     n_ = 0;
     pos_ = 0;
     if (!status_.ok() || done_) return;
-    status_ = r_.next_batch(kBatch, &batch_, &n_);
+    status_ = pm::status_of([&] { return r_.next_batch(kBatch, &batch_, &n_); });
     done_ = n_ < kBatch;
     // What is left is in batch_: the snapshot is no longer needed (an
     // iterator kept for a later seek must not make updates keep copies).

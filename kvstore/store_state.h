@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <mutex>
 
 #include "kvstore/counters.h"
@@ -45,6 +46,21 @@ class StopLatch {
     why_ = s.code() == pm::Code::kNoSpace ? Status::no_space(why) : Status::io_error(why);
     stopped_.store(true, std::memory_order_release);
     if (logger_) logger_(pm::LogLevel::kError, why_.to_string());
+  }
+
+  // Runs fn, which changes the backend or the logs' state (gleaning,
+  // epochs, syncs); an exception from it (out of DRAM) stops the store:
+  // an epoch cut short may have lost track of what it changed, and a
+  // reopen rebuilds everything from the file. Returns fn's result, or the
+  // store's error.
+  template <typename F>
+  auto or_stop(const char* what, F&& fn) -> decltype(fn()) {
+    try {
+      return fn();
+    } catch (const std::exception& e) {
+      stop(Status::no_space(std::string(what) + ": " + e.what()));
+      return status();
+    }
   }
 
  private:

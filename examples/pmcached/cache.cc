@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <new>
 #include <random>
+#include <system_error>
 
 namespace pmcached {
 
@@ -83,6 +85,11 @@ Result<std::unique_ptr<Cache>> Cache::open(const std::string& path, const CacheO
   // A record must fit a quarter of a log.
   so.log_bytes = std::max<uint64_t>(8ull << 20, (uint64_t{so.max_value_bytes} + (64 << 10)) * 4);
   so.log_bytes = (so.log_bytes + (1 << 20) - 1) / (1 << 20) * (1 << 20);
+  // Each log is preallocated in the file: with logs four items large, two
+  // of them past 64 MiB of logs in all (-I 1g: two logs of 4 GiB; eight,
+  // the store's default, would pass the store's limit of 16 GiB).
+  const uint64_t budget = std::max<uint64_t>(64ull << 20, 2 * so.log_bytes);
+  so.logs = static_cast<int>(std::clamp<uint64_t>(budget / so.log_bytes, 2, so.logs));
   so.durability = o.durability;
   so.logger = o.logger;
   Result<std::unique_ptr<kv::Store>> s = kv::Store::open(path, so);
@@ -114,8 +121,12 @@ Status Cache::init() {
     flush_time_ = ft;
   }
   if (!s.ok() && !s.is_not_found()) return s;
-  rebuild_ = std::thread([this] { rebuild_index(); });
-  background_ = std::thread([this] { background(); });
+  try {
+    rebuild_ = std::thread([this] { rebuild_index(); });
+    background_ = std::thread([this] { background(); });
+  } catch (const std::system_error& e) {  // the one started stops in ~Cache
+    return Status::from_errno("start the cache's background threads", e.code().value());
+  }
   return Status();
 }
 
@@ -473,20 +484,25 @@ Status Cache::evict_if_over() {
 void Cache::rebuild_index() {
   const auto t0 = std::chrono::steady_clock::now();
   uint64_t n = 0;
-  Status st = store_->scan("", [&](std::string_view key, std::string_view v) {
-    Header h;
-    if (key.empty() || key[0] == '\0' || !decode(v, &h)) return true;
-    Shard& s = shard_of(key);
-    std::lock_guard<std::mutex> l(s.mu);
-    std::string k(key);
-    if (s.index.count(k) != 0 || s.removed_during_rebuild.count(k) != 0) return true;
-    const uint64_t bytes = entry_bytes(key, v.size() - sizeof h);
-    s.index.emplace(std::move(k), Entry{static_cast<uint32_t>(bytes), 0, h.exptime, h.time, h.cas});
-    bytes_ += bytes;
-    items_++;
-    n++;
-    return !stopping_.load(std::memory_order_relaxed);
-  });
+  Status st;
+  try {  // a thread of its own: nothing may throw out of it
+    st = store_->scan("", [&](std::string_view key, std::string_view v) {
+      Header h;
+      if (key.empty() || key[0] == '\0' || !decode(v, &h)) return true;
+      Shard& s = shard_of(key);
+      std::lock_guard<std::mutex> l(s.mu);
+      std::string k(key);
+      if (s.index.count(k) != 0 || s.removed_during_rebuild.count(k) != 0) return true;
+      const uint64_t bytes = entry_bytes(key, v.size() - sizeof h);
+      s.index.emplace(std::move(k), Entry{static_cast<uint32_t>(bytes), 0, h.exptime, h.time, h.cas});
+      bytes_ += bytes;
+      items_++;
+      n++;
+      return !stopping_.load(std::memory_order_relaxed);
+    });
+  } catch (const std::bad_alloc&) {
+    st = Status::no_space("out of memory (DRAM) for the index of the cache's items");
+  }
   if (!st.ok() && o_.logger) o_.logger(pm::LogLevel::kError, "index rebuild: " + st.to_string());
   {
     std::lock_guard<std::mutex> l(bg_mu_);  // wait_for_index() sees it, or is woken

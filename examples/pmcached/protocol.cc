@@ -196,7 +196,12 @@ void Session::retrieval(bool cas, bool touch, std::string_view* tok, size_t n, s
     if (!valid_key(tok[i])) return reply(out, kBadFormat);
   }
   Item it;
+  const size_t start = out->size();
   for (size_t i = first; i < n; i++) {
+    if (out->size() - start > info_->max_get_reply) {
+      out->resize(start);
+      return reply(out, "SERVER_ERROR out of memory writing get response");
+    }
     Result<bool> r = cache_->get(tok[i], &it, touch ? &exptime : nullptr);
     if (!r.ok()) return server_error(out, r.status());
     if (!*r) continue;

@@ -30,6 +30,10 @@ struct ServerInfo {
   std::atomic<int> verbosity{0};
   std::string version;
   bool sync_before_reply = false;  // group commit (a store that is not on pmem)
+  // The reply to one get of many keys: past it, the reply is memcached's
+  // own "SERVER_ERROR out of memory writing get response" (a line of a
+  // megabyte can name half a million keys: their values would not fit).
+  size_t max_get_reply = size_t{256} << 20;
 };
 
 // The longest command line: past it, a connection is closed (as memcached

@@ -56,6 +56,21 @@ TEST_F(ProtocolTest, RepliesAreTheSameWhateverTheChunking) {
   }
 }
 
+// A get naming a key many times (a line of a megabyte names half a million
+// keys) stops at the reply limit with memcached's error; the connection
+// goes on.
+TEST_F(ProtocolTest, AGetWhoseReplyWouldNotFitGetsAnErrorAndTheConnectionGoesOn) {
+  info_.max_get_reply = 1 << 20;
+  std::string script = "set k 0 0 4000\r\n" + std::string(4000, 'v') + "\r\nget";
+  for (int i = 0; i < 1000; i++) script += " k";  // 4 MB of values
+  script += "\r\nget k\r\n";
+  const std::string out = run(script);
+  const std::string error = "SERVER_ERROR out of memory writing get response\r\n";
+  EXPECT_EQ(out.substr(0, 8), "STORED\r\n");
+  ASSERT_EQ(out.substr(8, error.size()), error) << out.substr(0, 200);
+  EXPECT_EQ(out.substr(8 + error.size()), "VALUE k 0 4000\r\n" + std::string(4000, 'v') + "\r\nEND\r\n");
+}
+
 TEST_F(ProtocolTest, OversizedValuesAreSwallowedAndLongLinesClose) {
   const std::string big(5000, 'x');
   EXPECT_EQ(run("set k 0 0 5000\r\n" + big + "\r\nget k\r\n", 100),

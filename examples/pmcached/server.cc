@@ -14,6 +14,9 @@
 #include <csignal>
 #include <cstring>
 #include <memory>
+#include <new>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_set>
 #include <vector>
@@ -64,29 +67,41 @@ void on_write(bufferevent* bev, void* arg) {
   if (pending <= kOutputLow) bufferevent_enable(bev, EV_READ);
 }
 
+// Replies with one error line, then closes the connection once it is sent
+// (what was queued before it is sent first).
+void fail_conn(bufferevent* bev, Conn* c, std::string_view error) {
+  c->out.clear();
+  c->out.shrink_to_fit();
+  c->in.clear();
+  c->in.shrink_to_fit();
+  c->session = Session(c->worker->cache, c->worker->info);
+  const std::string line = "SERVER_ERROR " + std::string(error) + "\r\n";
+  bufferevent_write(bev, line.data(), line.size());
+  bufferevent_disable(bev, EV_READ);
+  bufferevent_setcb(bev, nullptr, [](bufferevent*, void* a) { close_conn(static_cast<Conn*>(a)); },
+                    nullptr, c);
+}
+
 void on_read(bufferevent* bev, void* arg) {
   auto* c = static_cast<Conn*>(arg);
-  evbuffer* input = bufferevent_get_input(bev);
-  const size_t n = evbuffer_get_length(input);
-  const size_t old = c->in.size();
-  c->in.resize(old + n);
-  evbuffer_remove(input, c->in.data() + old, n);
-  c->worker->info->bytes_read += n;
-  const size_t used = c->session.feed(c->in, &c->out);
-  c->in.erase(0, used);
+  // A libevent callback: nothing may throw out of it. Out of DRAM for a
+  // request or its reply fails this connection, not the server.
+  try {
+    evbuffer* input = bufferevent_get_input(bev);
+    const size_t n = evbuffer_get_length(input);
+    const size_t old = c->in.size();
+    c->in.resize(old + n);
+    evbuffer_remove(input, c->in.data() + old, n);
+    c->worker->info->bytes_read += n;
+    const size_t used = c->session.feed(c->in, &c->out);
+    c->in.erase(0, used);
+  } catch (const std::bad_alloc&) {
+    return fail_conn(bev, c, "out of memory");
+  }
   // Group commit: the changes these replies acknowledge are durable first.
   if (c->session.take_wrote() && c->worker->info->sync_before_reply) {
     Status s = c->worker->cache->sync();
-    if (!s.ok()) {
-      c->out = "SERVER_ERROR " + s.message() + "\r\n";
-      c->session = Session(c->worker->cache, c->worker->info);
-      bufferevent_write(bev, c->out.data(), c->out.size());
-      c->out.clear();
-      bufferevent_disable(bev, EV_READ);
-      bufferevent_setcb(bev, nullptr, [](bufferevent*, void* a) { close_conn(static_cast<Conn*>(a)); },
-                        nullptr, c);
-      return;
-    }
+    if (!s.ok()) return fail_conn(bev, c, s.message());
   }
   if (!c->out.empty()) {
     c->worker->info->bytes_written += c->out.size();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <new>
 #include <string>
@@ -39,6 +40,26 @@ int fail(const Status& s, int io_code) {
   sqlite3_log(rc, "pm vfs: %s", s.message().c_str());
   return rc;
 }
+
+// SQLite calls the methods below from C: nothing may throw out of them.
+// Out of DRAM (the table of a growing database, a journal's bytes, a
+// name) is SQLite's own out-of-memory code; the operation did nothing.
+template <auto F, typename Sig = decltype(F)>
+struct NoThrow;
+template <auto F, typename... A>
+struct NoThrow<F, int (*)(A...)> {
+  static int call(A... a) {
+    try {
+      return F(a...);
+    } catch (const std::bad_alloc&) {
+      t_last_error = "out of memory";
+      return SQLITE_IOERR_NOMEM;
+    } catch (const std::exception& e) {
+      t_last_error = e.what();
+      return SQLITE_IOERR;
+    }
+  }
+};
 
 // --- the database file ---------------------------------------------------
 
@@ -176,11 +197,22 @@ int db_unfetch(sqlite3_file* f, sqlite3_int64, void* p) {
 }
 
 const sqlite3_io_methods kDbMethods = {
-    3,          db_close,         db_read,          db_write,   db_truncate,
-    db_sync,    db_file_size,     db_lock,          db_unlock,  db_check_reserved,
-    db_file_control, sector_size, device_characteristics,
-    nullptr,    nullptr,          nullptr,          nullptr,  // no shared memory: no WAL
-    db_fetch,   db_unfetch,
+    3,
+    NoThrow<db_close>::call,
+    NoThrow<db_read>::call,
+    NoThrow<db_write>::call,
+    NoThrow<db_truncate>::call,
+    NoThrow<db_sync>::call,
+    NoThrow<db_file_size>::call,
+    NoThrow<db_lock>::call,
+    NoThrow<db_unlock>::call,
+    NoThrow<db_check_reserved>::call,
+    NoThrow<db_file_control>::call,
+    sector_size,
+    device_characteristics,
+    nullptr, nullptr, nullptr, nullptr,  // no shared memory: no WAL
+    NoThrow<db_fetch>::call,
+    NoThrow<db_unfetch>::call,
 };
 
 // --- the journal, in DRAM --------------------------------------------------
@@ -206,11 +238,7 @@ int j_read(sqlite3_file* f, void* buf, int n, sqlite3_int64 off) {
 }
 
 int j_write(sqlite3_file* f, const void* buf, int n, sqlite3_int64 off) {
-  try {
-    j_of(f)->file->write(buf, static_cast<size_t>(n), static_cast<uint64_t>(off));
-  } catch (const std::bad_alloc&) {
-    return SQLITE_IOERR_NOMEM;
-  }
+  j_of(f)->file->write(buf, static_cast<size_t>(n), static_cast<uint64_t>(off));
   return SQLITE_OK;
 }
 
@@ -234,9 +262,20 @@ int j_check_reserved(sqlite3_file*, int* out) {
 int j_file_control(sqlite3_file*, int, void*) { return SQLITE_NOTFOUND; }
 
 const sqlite3_io_methods kJournalMethods = {
-    1,      j_close,      j_read,  j_write,          j_truncate,     j_sync,
-    j_file_size, j_lock,  j_lock,  j_check_reserved, j_file_control, sector_size,
-    device_characteristics, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+    1,
+    NoThrow<j_close>::call,
+    NoThrow<j_read>::call,
+    NoThrow<j_write>::call,
+    NoThrow<j_truncate>::call,
+    j_sync,
+    NoThrow<j_file_size>::call,
+    j_lock,
+    j_lock,
+    NoThrow<j_check_reserved>::call,
+    j_file_control,
+    sector_size,
+    device_characteristics,
+    nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
 };
 
 // --- the VFS -------------------------------------------------------------
@@ -361,9 +400,13 @@ int vfs_current_time_i64(sqlite3_vfs*, sqlite3_int64* t) {
 }
 
 sqlite3_vfs g_vfs = {
-    2,       0,  1024,    nullptr, PMSQLITE_VFS_NAME, nullptr,
-    vfs_open, vfs_delete, vfs_access, vfs_full_pathname, vfs_dl_open, vfs_dl_error,
-    vfs_dl_sym, vfs_dl_close, vfs_randomness, vfs_sleep, vfs_current_time, vfs_get_last_error,
+    2, 0, 1024, nullptr, PMSQLITE_VFS_NAME, nullptr,
+    NoThrow<vfs_open>::call,
+    NoThrow<vfs_delete>::call,
+    NoThrow<vfs_access>::call,
+    NoThrow<vfs_full_pathname>::call,
+    vfs_dl_open, vfs_dl_error, vfs_dl_sym, vfs_dl_close,
+    vfs_randomness, vfs_sleep, vfs_current_time, vfs_get_last_error,
     vfs_current_time_i64, nullptr, nullptr, nullptr,
 };
 

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "libpm/c_guard.h"
 #include "pm/command.h"
 
 namespace {
@@ -54,7 +55,9 @@ int main(int argc, char** argv) {
   }
   for (const auto& c : commands) {
     if (!c.app->parsed()) continue;
-    pm::Status s = c.run();
+    // Out of memory (a load of a large file, a listing of an unindexed
+    // store) is an error exit like any other, not a core dump.
+    pm::Status s = pm::status_of([&] { return c.run(); });
     if (!s.ok()) {
       std::fprintf(stderr, "pm %s: %s\n", c.app->get_name().c_str(), s.to_string().c_str());
       if (g.json && !pm::cli::g_json_report_printed) json_error(s.to_string().substr(0, s.to_string().find(':')), s.message());
