@@ -66,7 +66,14 @@ Fs::Fs(std::unique_ptr<kv::Store> store, const MountOptions& o)
   ordered_ = st.ordered;
 }
 
+void Fs::fail(const char* why) {
+  if (failed_.exchange(true, std::memory_order_acq_rel)) return;
+  fuse_log(FUSE_LOG_ERR, "pmfs: %s in a request: every request fails with EIO from now on; "
+           "unmount and mount again\n", why);
+}
+
 Fs::~Fs() {
+  if (failed()) return;  // the index may not match the store: write nothing
   // Handles whose release never came: the session ended first (the kernel
   // sends releases in the background, and an unmount need not wait for
   // them). Released here, as the kernel would have.

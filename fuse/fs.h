@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <cstdint>
@@ -119,6 +120,12 @@ class Fs {
   }
 
   bool debug() const { return o_.debug; }
+  // A request ran out of memory part way (fuse/handlers.cc): the index may
+  // no longer match the store, so every later request fails with EIO and
+  // the unmount writes nothing (no release flushes, no clean-end mark);
+  // remount to go on (the store holds every change that replied success).
+  void fail(const char* why);
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
   // The session that kernel cache invalidations go to (none before mount).
   void set_session(fuse_session* se) { se_ = se; }
 
@@ -254,6 +261,7 @@ class Fs {
   std::mutex ids_mu_;
   std::atomic<uint64_t> inode_floor_{1};     // set by learn_ids
   bool indexed_ = false;                     // build_index succeeded
+  std::atomic<bool> failed_{false};          // fail()
   std::mutex garbage_mu_;
   std::vector<uint64_t> garbage_;            // GUARDED_BY(garbage_mu_)
 

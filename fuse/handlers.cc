@@ -1,8 +1,7 @@
 #include "fuse/handlers.h"
 
 #include <cerrno>
-#include <new>
-#include <stdexcept>
+#include <exception>
 #include <string>
 
 namespace pmfs {
@@ -16,6 +15,17 @@ static_assert(sizeof(Handle*) <= sizeof(uint64_t), "a handle pointer must fit in
 Caller caller_of(fuse_req_t req) {
   const fuse_ctx* c = fuse_req_ctx(req);
   return Caller{c->uid, c->gid};
+}
+
+// Work after a reply: an exception there must not reach Guarded, which
+// would reply a second time.
+template <typename F>
+void after_reply(Fs& fs, F&& fn) {
+  try {
+    fn();
+  } catch (const std::exception&) {
+    fs.fail("out of memory");
+  }
 }
 
 void reply_entry_or_err(fuse_req_t req, int err, const fuse_entry_param& e) {
@@ -59,13 +69,16 @@ void sfs_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   reply_entry_or_err(req, fs_of(req).do_lookup(parent, name, &e), e);
 }
 
+// Forgets allocate nothing; after Fs::fail they leave the index alone.
 void sfs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
-  fs_of(req).do_forget(ino, nlookup);
+  if (!fs_of(req).failed()) fs_of(req).do_forget(ino, nlookup);
   fuse_reply_none(req);
 }
 
 void sfs_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
-  for (size_t i = 0; i < count; i++) fs_of(req).do_forget(forgets[i].ino, forgets[i].nlookup);
+  if (!fs_of(req).failed()) {
+    for (size_t i = 0; i < count; i++) fs_of(req).do_forget(forgets[i].ino, forgets[i].nlookup);
+  }
   fuse_reply_none(req);
 }
 
@@ -163,11 +176,14 @@ void sfs_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   fi->fh = reinterpret_cast<uint64_t>(h);
   set_caching(fi);
   Fs& fs = fs_of(req);
-  if (fuse_reply_open(req, fi) != 0) {
-    fs.do_release(h);  // open was interrupted
-  } else if (mode_changed) {
-    fs.invalidate_attr(ino);
-  }
+  const bool replied = fuse_reply_open(req, fi) == 0;
+  after_reply(fs, [&] {
+    if (!replied) {
+      fs.do_release(h);  // open was interrupted
+    } else if (mode_changed) {
+      fs.invalidate_attr(ino);
+    }
+  });
 }
 
 void sfs_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
@@ -188,8 +204,10 @@ void sfs_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode
   fi->fh = reinterpret_cast<uint64_t>(h);
   set_caching(fi);
   if (fuse_reply_create(req, &e, fi) != 0) {
-    fs.do_release(h);
-    fs.do_forget(e.ino, 1);
+    after_reply(fs, [&] {
+      fs.do_release(h);
+      fs.do_forget(e.ino, 1);
+    });
   }
 }
 
@@ -208,7 +226,7 @@ void sfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t le
   Fs& fs = fs_of(req);
   bool mode_changed = false;
   fuse_reply_err(req, fs.do_fallocate(handle_of(fi), mode, off, len, caller_of(req), &mode_changed));
-  if (mode_changed) fs.invalidate_attr(ino);
+  if (mode_changed) after_reply(fs, [&] { fs.invalidate_attr(ino); });
 }
 
 void sfs_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,
@@ -219,7 +237,7 @@ void sfs_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off
     fuse_reply_err(req, err);
   } else {
     fuse_reply_write(req, size);
-    if (mode_changed) fs.invalidate_attr(ino);
+    if (mode_changed) after_reply(fs, [&] { fs.invalidate_attr(ino); });
   }
 }
 
@@ -326,18 +344,24 @@ void sfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
 
 // libfuse calls the handlers from C: nothing may throw out of them. Out of
 // DRAM (a directory of millions of names, a large file's bytes) fails the
-// request with ENOMEM and the mount goes on. Each handler replies after
-// the work that allocates, so an exception leaves its request unanswered.
+// request with ENOMEM; since it may have come after the store changed and
+// before the index did, the mount then fails every request (Fs::fail).
+// Each handler replies after the work that allocates, so an exception
+// leaves its request unanswered.
 template <auto F, typename Sig = decltype(F)>
 struct Guarded;
 template <auto F, typename... A>
 struct Guarded<F, void (*)(fuse_req_t, A...)> {
   static void call(fuse_req_t req, A... a) {
+    Fs& fs = fs_of(req);
+    if (fs.failed()) {
+      fuse_reply_err(req, EIO);
+      return;
+    }
     try {
       F(req, a...);
-    } catch (const std::bad_alloc&) {
-      fuse_reply_err(req, ENOMEM);
-    } catch (const std::length_error&) {
+    } catch (const std::exception&) {  // bad_alloc, length_error
+      fs.fail("out of memory");
       fuse_reply_err(req, ENOMEM);
     }
   }

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -156,11 +157,18 @@ void Reclaimer::retire(void* p, Deleter fn) {
 #if defined(__SANITIZE_THREAD__)
   // TSan does not model fences (GCC refuses one under -Werror=tsan): a
   // seq_cst read-modify-write orders the same on x86, and TSan sees it.
-  t.limbo.push_back({p, fn, d.global.fetch_add(0, std::memory_order_seq_cst)});
+  const uint64_t epoch = d.global.fetch_add(0, std::memory_order_seq_cst);
 #else
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  t.limbo.push_back({p, fn, d.global.load()});
+  const uint64_t epoch = d.global.load();
 #endif
+  // Callers retire with bucket locks held and updates half installed:
+  // nothing may throw here. Out of DRAM for the list, p is never freed.
+  try {
+    t.limbo.push_back({p, fn, epoch});
+  } catch (const std::bad_alloc&) {
+    return;
+  }
   if (t.limbo.size() < kBatch) return;
   d.try_advance();
   Domain::free_old(&t.limbo, d.global.load());

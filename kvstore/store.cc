@@ -6,6 +6,7 @@
 #include <new>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "kvstore/planted_bugs.h"
 #include "kvstore/recovery.h"
@@ -366,7 +367,7 @@ Result<LogState*> StoreImpl::log_for(uint64_t n, uint64_t put_bytes) {
     // Every log is full: glean and end an epoch here (back-pressure).
     n_.add(Counter::kWriterWaits);
     bell_.ring();
-    Result<uint64_t> g = gleaner_->glean(UINT64_MAX);
+    Result<uint64_t> g = stop_.or_stop("glean", [&] { return gleaner_->glean(UINT64_MAX); });
     if (!g.ok() && g.status().code() == Code::kNoSpace && !full_retried) {
       // The backend is full. The epoch commits whatever the glean could
       // apply behind the records it had no room for (removes free space);
@@ -435,6 +436,7 @@ Status StoreImpl::update(std::vector<Update>& ups, bool single) {
   // never wait for each other's buckets). The bucket lock is held across the
   // append, so a key's records are in sequence order in every log.
   held.clear();
+  held.reserve(ups.size());  // lock_once records each lock: it must not throw after one
   bucket.resize(ups.size());
   struct Unlock {
     std::vector<Frontend::Bucket*>& held;
@@ -519,8 +521,8 @@ Status StoreImpl::update(std::vector<Update>& ups, bool single) {
 
   for (size_t k = 0; k < which.size(); k++) {
     const Update& u = ups[which[k]];
-    fe_.install_made(bucket[which[k]], old[which[k]], made[k], seq, ref, u.value, u.remove);
-    made[k] = nullptr;
+    Item* mine = std::exchange(made[k], nullptr);  // linked now: not Unmade's to free
+    fe_.install_made(bucket[which[k]], old[which[k]], mine, seq, ref, u.value, u.remove);
     n_.add(u.remove ? Counter::kRemoves : Counter::kPuts);
   }
   L->in_flight.store(0, std::memory_order_release);  // installed: a snapshot seeing 0 sees it

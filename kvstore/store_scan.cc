@@ -347,6 +347,7 @@ class StoreIterator final : public Store::Iterator {
       r_.reset(s_, end_, snap_.seq());
       return r_.seek(key);
     });
+    if (!status_.ok()) snap_ = ScanSnapshot();  // nothing more is read
     fill();
   }
   bool valid() const override { return status_.ok() && pos_ < n_; }

@@ -520,80 +520,99 @@ Status ContainerImpl::commit_locked() {
   runs.clear();
   PM_TRY(tracker_->take_dirty(&pages));
   if (pages.empty()) return Status();
-  const uint64_t mapped = mapped_.load();
-  const std::byte* work = reservation_.base();
-  const std::byte* home = persist_->view() + heap_off_;
-  // Compare with the file the lines the tracker knows were written (the
-  // announced ones), else whole pages.
-  std::vector<PageRun>& lines = lines_scratch_;
-  tracker_->take_dirty_lines(&lines);
-  const uint64_t unit = lines.empty() ? kPage : kLine;
-  for (const PageRun& r : lines.empty() ? pages : lines) {
-    uint64_t off = r.first * unit;
-    if (off >= mapped) break;
-    uint64_t len = std::min(r.count * unit, mapped - off);
-    diff_lines(work + off, home + off, off, len, &runs);
-  }
-  if (!runs.empty()) {
-    if (g_planted_bugs.home_before_journal) PM_TRY(apply_runs(*persist_, work, runs, heap_off_));
-    uint64_t body_at = place_body(runs);
-    Status s = grow_journal_room(body_at, runs);
-    if (s.code() == Code::kNoSpace && body_at != heap_off_ + mapped &&
-        !g_planted_bugs.no_room_fails_commit) {
-      // No room above the deferred body (a full disk): finish that commit
-      // (write-back drained, header marked applied), after which its body
-      // may be overwritten, and use the journal's room at the heap's end.
-      // Else a full disk would refuse the commits that free space.
-      s = mark_applied();
-      body_at = heap_off_ + mapped;
-      if (s.ok()) s = grow_journal_room(body_at, runs);
+  // Out of DRAM before the commit point (diffing, the journal's room): the
+  // pages go back to the tracker and nothing is applied, so the commit can
+  // be retried; a page list lost here would leave its changes out of every
+  // later commit. After it, the commit is durable in the journal.
+  bool committed = false;
+  try {
+    const uint64_t mapped = mapped_.load();
+    const std::byte* work = reservation_.base();
+    const std::byte* home = persist_->view() + heap_off_;
+    // Compare with the file the lines the tracker knows were written (the
+    // announced ones), else whole pages.
+    std::vector<PageRun>& lines = lines_scratch_;
+    tracker_->take_dirty_lines(&lines);
+    const uint64_t unit = lines.empty() ? kPage : kLine;
+    for (const PageRun& r : lines.empty() ? pages : lines) {
+      uint64_t off = r.first * unit;
+      if (off >= mapped) break;
+      uint64_t len = std::min(r.count * unit, mapped - off);
+      diff_lines(work + off, home + off, off, len, &runs);
     }
-    bool in_doubt = false, drained = false;
-    if (s.ok()) {
-      s = write_journal(*persist_, seq_.load() + 1, body_at, work, runs, &in_doubt, slots(),
-                        deferred_ ? kJournalFollowsDeferred : 0);
-      drained = true;
+    if (!runs.empty()) {
+      if (g_planted_bugs.home_before_journal) PM_TRY(apply_runs(*persist_, work, runs, heap_off_));
+      uint64_t body_at = place_body(runs);
+      Status s = grow_journal_room(body_at, runs);
+      if (s.code() == Code::kNoSpace && body_at != heap_off_ + mapped &&
+          !g_planted_bugs.no_room_fails_commit) {
+        // No room above the deferred body (a full disk): finish that commit
+        // (write-back drained, header marked applied), after which its body
+        // may be overwritten, and use the journal's room at the heap's end.
+        // Else a full disk would refuse the commits that free space.
+        s = mark_applied();
+        body_at = heap_off_ + mapped;
+        if (s.ok()) s = grow_journal_room(body_at, runs);
+      }
+      bool in_doubt = false, drained = false;
+      if (s.ok()) {
+        s = write_journal(*persist_, seq_.load() + 1, body_at, work, runs, &in_doubt, slots(),
+                          deferred_ ? kJournalFollowsDeferred : 0);
+        drained = true;
+      }
+      if (in_doubt) {
+        return break_with(s.with_context(
+            "commit failed and its journal could not be taken back: whether the file holds "
+            "this commit is known only after the container is reopened"));
+      }
+      if (!s.ok() && drained && deferred_) {
+        // The failed drain was also the deferred write-back's, and Linux
+        // forgets pages whose write-back failed: that commit is now durable
+        // only in its journal.
+        return break_with(s.with_context(
+            "commit failed (nothing applied), and writing the previous commit home may have "
+            "failed with it; that commit is durable in the journal: reopen the container to "
+            "finish it"));
+      }
+      if (!s.ok()) {
+        (void)tracker_->redirty(pages);
+        return s.with_context("commit (nothing applied; retry)");
+      }
+      seq_++;
+      committed = true;
+      journal_pending_ = true;
+      journal_state_ = JournalState::kPending;
+      // The commit point's drain made a deferred write-back durable. This one
+      // waits in turn off pmem (where a drain is a device flush) in two-slot
+      // files; on pmem a drain is a fence, and waiting would save nothing.
+      deferred_ = !is_pmem_ && slots() == 2;
+      s = apply_runs(*persist_, work, runs, heap_off_, /*drain=*/!deferred_);
+      if (!s.ok()) {
+        return break_with(s.with_context(
+            "commit is durable in the journal but writing it back failed; reopen the "
+            "container to finish it"));
+      }
+      deferred_body_off_ = body_at;
+      deferred_body_len_ = journal_body_size(runs);
     }
-    if (in_doubt) {
-      return break_with(s.with_context(
-          "commit failed and its journal could not be taken back: whether the file holds "
-          "this commit is known only after the container is reopened"));
-    }
-    if (!s.ok() && drained && deferred_) {
-      // The failed drain was also the deferred write-back's, and Linux
-      // forgets pages whose write-back failed: that commit is now durable
-      // only in its journal.
-      return break_with(s.with_context(
-          "commit failed (nothing applied), and writing the previous commit home may have "
-          "failed with it; that commit is durable in the journal: reopen the container to "
-          "finish it"));
-    }
-    if (!s.ok()) {
-      (void)tracker_->redirty(pages);
-      return s.with_context("commit (nothing applied; retry)");
-    }
-    seq_++;
-    journal_pending_ = true;
-    journal_state_ = JournalState::kPending;
-    // The commit point's drain made a deferred write-back durable. This one
-    // waits in turn off pmem (where a drain is a device flush) in two-slot
-    // files; on pmem a drain is a fence, and waiting would save nothing.
-    deferred_ = !is_pmem_ && slots() == 2;
-    s = apply_runs(*persist_, work, runs, heap_off_, /*drain=*/!deferred_);
-    if (!s.ok()) {
-      return break_with(s.with_context(
-          "commit is durable in the journal but writing it back failed; reopen the "
+  } catch (const std::bad_alloc&) {
+    if (committed) {
+      return break_with(Status::no_space(
+          "commit is durable in the journal but ran out of memory writing it back; reopen the "
           "container to finish it"));
     }
-    deferred_body_off_ = body_at;
-    deferred_body_len_ = journal_body_size(runs);
+    (void)tracker_->redirty(pages);
+    return Status::no_space("commit: out of memory (nothing applied; retry)");
   }
   if (options_.release_after_commit) {
     for (const PageRun& r : pages) {
       ::madvise(reservation_.base() + r.first * kPage, r.count * kPage, MADV_DONTNEED);
     }
   } else {
-    remember_committed(pages);
+    try {  // what the DRAM budget may release later: only an optimisation
+      remember_committed(pages);
+    } catch (const std::bad_alloc&) {
+    }
   }
   return Status();
 }

@@ -540,9 +540,12 @@ void Cache::background() {
     const bool flushed = flush_cas_.load() != seen_flush;
     seen_flush = flush_cas_.load();
     const size_t count = flushed ? kShards : kShards / 10;
-    sweep(next, count);
-    next = (next + count) % kShards;
-    (void)evict_if_over();
+    try {  // a thread of its own: out of DRAM, this round is skipped
+      sweep(next, count);
+      next = (next + count) % kShards;
+      (void)evict_if_over();
+    } catch (const std::bad_alloc&) {
+    }
     l.lock();
   }
 }

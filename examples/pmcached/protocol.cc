@@ -203,7 +203,10 @@ void Session::retrieval(bool cas, bool touch, std::string_view* tok, size_t n, s
       return reply(out, "SERVER_ERROR out of memory writing get response");
     }
     Result<bool> r = cache_->get(tok[i], &it, touch ? &exptime : nullptr);
-    if (!r.ok()) return server_error(out, r.status());
+    if (!r.ok()) {
+      out->resize(start);  // no VALUE lines without their END
+      return server_error(out, r.status());
+    }
     if (!*r) continue;
     if (touch) wrote_ = true;
     out->append("VALUE ");
