@@ -295,6 +295,38 @@ TEST(RobustnessTest, AStoppedStoreReportsIoErrors) {
   EXPECT_EQ(full.status().code(), pm::Code::kNoSpace);
 }
 
+// The store path of a test whose death test re-executes it: the child
+// runs the test again up to EXPECT_EXIT, takes the parent's path from the
+// environment and makes no directory of its own (it exits without
+// removing one).
+class ChildSharedPath {
+ public:
+  ChildSharedPath() {
+    const char* inherited = std::getenv(kEnv);
+    if (inherited == nullptr) dir_.emplace();
+    in_child_ = inherited != nullptr;
+    path_ = in_child_ ? inherited : dir_->file("s.pm");
+    ::setenv(kEnv, path_.c_str(), 1);
+  }
+  ~ChildSharedPath() { ::unsetenv(kEnv); }
+  bool in_child() const { return in_child_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  static constexpr const char* kEnv = "PM_TEST_NO_MEMORY_PATH";
+  std::optional<pm::test::TempDir> dir_;
+  bool in_child_ = false;
+  std::string path_;
+};
+
+// Values of 200 KiB: each item and copy a mapping of its own (see below).
+StoreOptions large_value_options() {
+  StoreOptions o = small();
+  o.max_value_bytes = 256 << 10;
+  o.log_bytes = 4 << 20;
+  return o;
+}
+
 // The pages this process maps (its address space).
 long mapped_pages() {
   long pages = 0;
@@ -335,20 +367,12 @@ TEST(RobustnessTest, AnUpdateWithNoMemoryForItsItemFailsAndChangesNothing) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "the sanitizers reserve address space of their own";
 #endif
-  // The child runs this test again up to EXPECT_EXIT: it takes the
-  // parent's path from the environment, and makes no directory of its own.
-  const char* inherited = std::getenv("PM_TEST_NO_MEMORY_PATH");
-  std::optional<pm::test::TempDir> dir;
-  if (inherited == nullptr) dir.emplace();
-  const std::string path = inherited != nullptr ? inherited : dir->file("s.pm");
-  ::setenv("PM_TEST_NO_MEMORY_PATH", path.c_str(), 1);
-  StoreOptions o = small();
-  o.max_value_bytes = 256 << 10;
-  o.log_bytes = 4 << 20;
+  ChildSharedPath shared;
+  const std::string& path = shared.path();
+  const StoreOptions o = large_value_options();
   const std::string big(200 << 10, 'b');
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(put_without_memory(path, o, big), ::testing::ExitedWithCode(0), "");
-  ::unsetenv("PM_TEST_NO_MEMORY_PATH");
   auto s = must(Store::open(path, o));
   std::string v;
   ASSERT_TRUE(s->get("k", &v).ok());
@@ -396,18 +420,12 @@ TEST(RobustnessTest, ReadsAndTransactionsWithNoMemoryForTheirCopiesReturnAStatus
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "the sanitizers reserve address space of their own";
 #endif
-  const char* inherited = std::getenv("PM_TEST_NO_MEMORY_PATH");  // as above
-  std::optional<pm::test::TempDir> dir;
-  if (inherited == nullptr) dir.emplace();
-  const std::string path = inherited != nullptr ? inherited : dir->file("s.pm");
-  ::setenv("PM_TEST_NO_MEMORY_PATH", path.c_str(), 1);
-  StoreOptions o = small();
-  o.max_value_bytes = 256 << 10;
-  o.log_bytes = 4 << 20;
+  ChildSharedPath shared;
+  const std::string& path = shared.path();
+  const StoreOptions o = large_value_options();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(read_without_memory(path, o, std::string(200 << 10, 'b')),
               ::testing::ExitedWithCode(0), "");
-  ::unsetenv("PM_TEST_NO_MEMORY_PATH");
 }
 
 // Out of DRAM at open: the updates the logs hold that no epoch applied are
@@ -444,22 +462,16 @@ TEST(RobustnessTest, AnOpenWithNoMemoryToRebuildItsLogsFailsAndLosesNothing) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "the sanitizers reserve address space of their own";
 #endif
-  const char* inherited = std::getenv("PM_TEST_NO_MEMORY_PATH");
-  std::optional<pm::test::TempDir> dir;
-  if (inherited == nullptr) dir.emplace();
-  const std::string path = inherited != nullptr ? inherited : dir->file("s.pm");
-  ::setenv("PM_TEST_NO_MEMORY_PATH", path.c_str(), 1);
-  StoreOptions o = small();
-  o.max_value_bytes = 256 << 10;
-  o.log_bytes = 4 << 20;
+  ChildSharedPath shared;
+  const std::string& path = shared.path();
+  const StoreOptions o = large_value_options();
   auto value = [](int i) { return std::string(200 << 10, static_cast<char>('a' + i)); };
-  if (inherited == nullptr) {
+  if (!shared.in_child()) {
     auto s = must(Store::open(path, o));
     for (int i = 0; i < 12; i++) ASSERT_TRUE(s->put("k" + std::to_string(i), value(i)).ok());
   }  // closed with every update in the logs only
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(open_without_memory(path, o), ::testing::ExitedWithCode(0), "");
-  ::unsetenv("PM_TEST_NO_MEMORY_PATH");
   auto s = must(Store::open(path, o));
   for (int i = 0; i < 12; i++) {
     std::string v;
