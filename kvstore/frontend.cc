@@ -101,6 +101,18 @@ void for_items(Frontend::Bucket* b, Fn&& fn) {
   }
 }
 
+// The k-th item of b in (slots, then chain) order; b holds more than k.
+// REQUIRES: the bucket locked.
+Item* nth_item(Frontend::Bucket* b, uint64_t k) {
+  for (auto& s : b->slot) {
+    const uint64_t x = s.load(std::memory_order_relaxed);
+    if (x != 0 && k-- == 0) return slot_item(x);
+  }
+  Item* it = b->overflow.load(std::memory_order_relaxed);
+  for (; k > 0; k--) it = it->next.load(std::memory_order_relaxed);
+  return it;
+}
+
 }  // namespace
 
 Frontend::~Frontend() {
@@ -297,7 +309,8 @@ bool Frontend::grow() {
   const uint64_t n = old->mask + 1;
   // Everything that can run out of memory comes before the new table is
   // published: a split cannot stop half way (the callers catch bad_alloc).
-  // A bucket holds a few items; only one of thousands would allocate.
+  // A bucket holds a few items; one of more (colliding hashes) is split
+  // without the buffer, in quadratic time, rather than allocate.
   std::vector<Item*> items;
   items.reserve(4096);
   Table* t = new_table(n * 2);
@@ -310,10 +323,15 @@ bool Frontend::grow() {
     // `next` points to an item later in (slots, then chain) order, before
     // and after the split, as items are added to the halves from the last.
     items.clear();
-    for_items(b, [&](Item* it) { items.push_back(it); });
-    for (auto it = items.rbegin(); it != items.rend(); ++it) {
+    uint64_t count = 0;
+    for_items(b, [&](Item* it) {
+      if (count++ < items.capacity()) items.push_back(it);
+    });
+    for (uint64_t k = count; k-- > 0;) {
+      // Items before k still link as before: the walk to k is unchanged.
+      Item* it = count == items.size() ? items[k] : nth_item(b, k);
       // Nobody can reach the new halves yet: relaxed stores.
-      link_into(&t->buckets[i + (((*it)->hash & n) ? n : 0)], *it, std::memory_order_relaxed);
+      link_into(&t->buckets[i + ((it->hash & n) ? n : 0)], it, std::memory_order_relaxed);
     }
     b->overflow.store(kMovedBucket, std::memory_order_release);
     unlock(b);
@@ -353,7 +371,9 @@ uint64_t Frontend::evict(uint64_t want, const std::function<bool(const Item&)>& 
     Bucket* b = &t->buckets[clock_hand_++ & t->mask];
     lock_bucket(b);
     items.clear();
-    for_items(b, [&](Item* it) { items.push_back(it); });
+    for_items(b, [&](Item* it) {
+      if (items.size() < items.capacity()) items.push_back(it);  // the rest: next round
+    });
     for (Item* it : items) {
       if (!it->tombstone && clean(*it)) {
         freed += it->bytes();

@@ -128,6 +128,34 @@ TEST(FrontendTest, OverflowChainsSurviveEraseAndReplace) {
   for (int i = 1; i < kKeys; i += 2) ASSERT_TRUE(get(f, "k" + std::to_string(i), &v)) << i;
 }
 
+// Hashes that collide in their low bits put thousands of items in one
+// bucket, more than grow() keeps room for: the split walks the bucket
+// instead of allocating, and keeps every item findable.
+TEST(FrontendTest, GrowSplitsABucketOfMoreItemsThanItsBuffer) {
+  Frontend f(16);
+  constexpr uint64_t kKeys = 5000;
+  std::vector<std::string> keys;
+  for (uint64_t i = 0; i < kKeys; i++) {
+    const std::string k = "k" + std::to_string(i);
+    const uint64_t h = (hash_key(k) & ~uint64_t{0xFFFFF}) | 0x12345;  // one bucket
+    Frontend::Locked lk(&f, h);
+    lk.replace(lk.find(k, h), Item::make(h, i + 1, 0, k, "v" + std::to_string(i), false));
+    keys.push_back(k);
+  }
+  ASSERT_TRUE(f.grow());
+  ASSERT_TRUE(f.grow());
+  Reclaimer::Guard g;
+  for (uint64_t i = 0; i < kKeys; i++) {
+    const uint64_t h = (hash_key(keys[i]) & ~uint64_t{0xFFFFF}) | 0x12345;
+    std::string v;
+    ASSERT_TRUE(f.read(keys[i], h, [&](const Item& it) { v.assign(it.value()); })) << i;
+    EXPECT_EQ(v, "v" + std::to_string(i));
+  }
+  uint64_t n = 0;
+  f.for_each([&](const Item&) { n++; });
+  EXPECT_EQ(n, kKeys);
+}
+
 // A value that fits the item overwrites it in place; a longer one gets a
 // new item. Either way the new version is not applied yet.
 TEST(FrontendTest, InstallOverwritesInPlaceWhenTheValueFits) {

@@ -18,7 +18,7 @@ namespace {
 thread_local std::string t_error;
 
 pm_errcode fail(const pm::Status& s) {
-  t_error = s.message();
+  pm::set_last_error(&t_error, s);
   return static_cast<pm_errcode>(s.code());
 }
 

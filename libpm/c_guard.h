@@ -31,6 +31,17 @@ Status status_of(F&& fn) {
   }
 }
 
+// Keeps s's message as a thread's last error (pm_errormsg, kv_errormsg).
+// Never throws: a message that cannot be copied leaves "out of memory",
+// which fits any string's buffer.
+inline void set_last_error(std::string* last, const Status& s) noexcept {
+  try {
+    *last = s.message();
+  } catch (const std::bad_alloc&) {
+    *last = "out of memory";
+  }
+}
+
 // A handle or output argument that must not be NULL.
 inline Status non_null(const void* p, const char* what) {
   if (p != nullptr) return Status();

@@ -788,7 +788,12 @@ uint64_t ContainerImpl::count_changed(const std::vector<PageRun>& pages) const {
 
 ContainerInfo ContainerImpl::usage() const {
   ContainerInfo i;
-  i.path = path_;
+  try {  // the names are best effort: usage() does not fail (Store::stats)
+    i.path = path_;
+    i.tracker = tracker_name(tracker_->kind());
+    i.layout = sb_.layout;
+  } catch (const std::bad_alloc&) {
+  }
   Heap::Stats hs = heap_->stats();
   i.heap_bytes = hs.heap_bytes;
   i.raw_bytes = raw_->size();
@@ -799,8 +804,6 @@ ContainerInfo ContainerImpl::usage() const {
   i.blocks = hs.blocks;
   i.base_address = sb_.base_address;
   i.generation = generation_;
-  i.tracker = tracker_name(tracker_->kind());
-  i.layout = sb_.layout;
   // No persist_mu_: a commit may hold it for an msync.
   struct stat st;
   if (::fstat(lock_.fd(), &st) == 0) i.file_bytes = static_cast<uint64_t>(st.st_size);
