@@ -205,6 +205,7 @@ class ContainerImpl final : public Container {
   std::vector<PageRun> dirty_scratch_;
   std::vector<PageRun> lines_scratch_;  // line numbers (hints tracker)
   std::vector<Run> runs_scratch_;
+  std::vector<std::byte> journal_stage_;  // write_journal's staging buffer
   // Under persist_mu_: the last commit's write-back waits for the next
   // commit's drain (journal.h); where that commit's journal body lies.
   bool deferred_ = false;
@@ -557,7 +558,7 @@ Status ContainerImpl::commit_locked() {
       bool in_doubt = false, drained = false;
       if (s.ok()) {
         s = write_journal(*persist_, seq_.load() + 1, body_at, work, runs, &in_doubt, slots(),
-                          deferred_ ? kJournalFollowsDeferred : 0);
+                          deferred_ ? kJournalFollowsDeferred : 0, &journal_stage_);
         drained = true;
       }
       if (in_doubt) {

@@ -124,9 +124,12 @@ Status grow_for_journal(Persist& p, uint64_t body_offset, const std::vector<Run>
 // commit that reported failure is never replayed; if that drain fails too,
 // *in_doubt is set: the file may or may not hold the commit.
 // The header goes to the slot of `seq` (journal_slot_offset) with `flags`.
+// The body is staged through `stage` (kept between commits by the caller;
+// a local buffer when null). Throws std::bad_alloc, before anything is
+// written, when no memory for the staging can be had.
 Status write_journal(Persist& p, uint64_t seq, uint64_t body_offset, const std::byte* work,
                      const std::vector<Run>& runs, bool* in_doubt = nullptr, int slots = 1,
-                     uint64_t flags = 0);
+                     uint64_t flags = 0, std::vector<std::byte>* stage = nullptr);
 
 // Bytes of the journal body that holds `runs`.
 uint64_t journal_body_size(const std::vector<Run>& runs);

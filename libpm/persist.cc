@@ -19,6 +19,7 @@ namespace pm {
 namespace {
 
 constexpr uint64_t kPage = 4096;
+constexpr uint64_t kLine = 64;
 
 // libpmem-backed home view. On pmem, flush/drain are cache-line flushes and
 // a fence; elsewhere flushed ranges are remembered and drain() msyncs them,
@@ -67,7 +68,13 @@ class PmemFile final : public Persist {
   }
 
   void write_flushed(uint64_t off, const void* src, size_t n) override {
-    if (is_pmem_) {
+    if (is_pmem_ && ((off | n) & (kLine - 1)) == 0) {
+      // Whole lines (a commit's write-back): streamed, the old lines are
+      // not read first. libpmem streams only copies of 256 bytes and more;
+      // a single line written back was a cache miss and a flush (about 90
+      // ns against 15-35 here).
+      pmem_memcpy(base_ + off, src, n, PMEM_F_MEM_NONTEMPORAL | PMEM_F_MEM_NODRAIN);
+    } else if (is_pmem_) {
       pmem_memcpy_nodrain(base_ + off, src, n);
     } else {
       write(off, src, n);

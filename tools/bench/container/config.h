@@ -40,6 +40,13 @@ struct Config {
     return is_pmem ? fill_budget_pmem_s : fill_budget_msync_s;
   }
 
+  // (v) working set: updates on this many pages, committed every N of them
+  // (the curve), each cell this long, repeated.
+  uint64_t working_set_pages = 1000;
+  std::vector<uint64_t> working_set_batches = {1, 10, 100, 1000, 10'000, 100'000, 1'000'000};
+  double working_set_cell_s = 0.5;
+  int working_set_repeats = 3;
+
   // (iii) open time of a container this big (4 GiB, or 100 MiB for --smoke).
   uint64_t big_bytes = 4ull << 30;
   int open_repetitions = 5;
@@ -60,6 +67,10 @@ struct Config {
     c.fill_budget_pmem_s = 10;
     c.fill_budget_msync_s = 10;
     c.big_bytes = 100ull << 20;
+    c.working_set_pages = 100;
+    c.working_set_batches = {1, 100, 10'000};
+    c.working_set_cell_s = 0.05;
+    c.working_set_repeats = 1;
     c.open_repetitions = 3;
     return c;
   }

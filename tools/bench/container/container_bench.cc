@@ -13,6 +13,7 @@
 #include "bench/common/environment.h"
 #include "bench/container/hashmap_suite.h"
 #include "bench/container/open_time.h"
+#include "bench/container/working_set.h"
 #include "bench/common/progress.h"
 #include "bench/common/report.h"
 
@@ -68,7 +69,11 @@ nlohmann::json config_json(const Config& c) {
           {"warmup_iterations", c.warmup_iterations},
           {"case_budget_s", c.case_budget_s},
           {"big_bytes", c.big_bytes},
-          {"open_repetitions", c.open_repetitions}};
+          {"open_repetitions", c.open_repetitions},
+          {"working_set_pages", c.working_set_pages},
+          {"working_set_batches", c.working_set_batches},
+          {"working_set_cell_s", c.working_set_cell_s},
+          {"working_set_repeats", c.working_set_repeats}};
 }
 
 nlohmann::json run_json(const DirRun& r) {
@@ -85,7 +90,8 @@ Result<DirRun> run_dir(const std::string& dir, const Config& cfg, const Environm
   DirCleanup cleanup(*info);
   if (!json) print_dir(*info, env);
   DirRun run{*info, {}, {}};
-  for (const Suite& suite : {Suite(run_commit_latency), Suite(run_hashmap), Suite(run_open_time)}) {
+  for (const Suite& suite : {Suite(run_commit_latency), Suite(run_hashmap), Suite(run_working_set),
+                            Suite(run_open_time)}) {
     Result<SuiteResult> r = suite(*info, cfg, progress);
     if (!r.ok()) return r.status().with_context(dir);
     for (const Table& t : r->tables) {
