@@ -292,8 +292,9 @@ Result<StoreResult> Cache::store(StoreMode mode, std::string_view key, uint32_t 
     }
     Item it;
     if (mode == StoreMode::kAppend || mode == StoreMode::kPrepend) {
-      // memcached keeps the item's flags and expiry.
-      if (cur.data.size() + data.size() > o_.item_max) return StoreResult::kNoMemory;
+      // memcached keeps the item's flags and expiry, and refuses one that
+      // would grow past the item limit with NOT_STORED.
+      if (cur.data.size() + data.size() > o_.item_max) return StoreResult::kNotStored;
       it.flags = cur.flags;
       it.exptime = cur.exptime;
       it.data = mode == StoreMode::kAppend ? cur.data + std::string(data)
@@ -406,8 +407,11 @@ Status Cache::flush_all(int64_t delay) {
   if (delay > 0) {
     flush_time_ = now() + delay;
   } else {
+    // As memcached: a flush now replaces a delayed one still to come (what
+    // one that already came removed, this one removes too).
     std::lock_guard<std::mutex> l(cas_mu_);
     flush_cas_ = cas_next_ - 1;
+    flush_time_ = 0;
   }
   char v[16];
   const uint64_t fc = flush_cas_.load();
@@ -508,6 +512,7 @@ void Cache::rebuild_index() {
     std::lock_guard<std::mutex> l(bg_mu_);  // wait_for_index() sees it, or is woken
     index_ready_.store(st.ok(), std::memory_order_release);
     rebuild_done_ = true;
+    if (!stopping_) rebuild_error_ = st;
   }
   for (auto& s : shards_) {
     std::lock_guard<std::mutex> l(s->mu);
@@ -521,6 +526,11 @@ void Cache::rebuild_index() {
               "indexed " + std::to_string(n) + " items in " + std::to_string(ms) + " ms");
   }
   bg_cv_.notify_all();
+}
+
+Status Cache::index_error() {
+  std::lock_guard<std::mutex> l(bg_mu_);
+  return rebuild_error_;
 }
 
 void Cache::wait_for_index() {

@@ -128,6 +128,9 @@ class Cache {
   uint64_t sweep(size_t first_shard, size_t shards);
   // Waits until the index covers every item (tests).
   void wait_for_index();
+  // Why the index could not be rebuilt from the store (a damaged or failing
+  // store: the server stops), or OK.
+  Status index_error();
 
  private:
   struct Entry {
@@ -183,6 +186,7 @@ class Cache {
   std::condition_variable bg_cv_;
   std::atomic<bool> stopping_{false};
   bool rebuild_done_ = false;  // guarded by bg_mu_
+  Status rebuild_error_;       // guarded by bg_mu_
   std::thread rebuild_, background_;
 };
 

@@ -113,6 +113,15 @@ TEST_F(CacheTest, FlushAllNowAndLaterSurvivesRestart) {
   EXPECT_EQ(get(*c, "new"), "y");
 }
 
+TEST_F(CacheTest, AFlushNowReplacesADelayedOneStillToCome) {
+  auto c = open();
+  ASSERT_TRUE(c->flush_all(10).ok());
+  ASSERT_TRUE(c->flush_all(0).ok());
+  set(*c, StoreMode::kSet, "a", "1");
+  now_ += 11;
+  EXPECT_EQ(get(*c, "a"), "1");
+}
+
 TEST_F(CacheTest, MemoryLimitEvictsLeastRecentlyUsedOrRefuses) {
   CacheOptions o;
   o.memory_limit = 1 << 20;

@@ -64,9 +64,9 @@ void Session::server_error(std::string* out, const Status& s) {
   reply(out, "SERVER_ERROR " + s.message());
 }
 
-size_t Session::feed(std::string_view in, std::string* out) {
+size_t Session::feed(std::string_view in, std::string* out, size_t out_limit) {
   size_t used = 0;
-  while (!closing_ && used < in.size()) {
+  while (!closing_ && used < in.size() && out->size() < out_limit) {
     std::string_view rest = in.substr(used);
     if (swallow_ > 0) {
       const size_t n = std::min<uint64_t>(swallow_, rest.size());
@@ -243,6 +243,13 @@ void Session::storage(StoreMode mode, std::string_view* tok, size_t n, std::stri
 void Session::await_data(Pending p, int64_t bytes, std::string* out) {
   if (static_cast<uint64_t>(bytes) > cache_->options().item_max) {
     swallow_ = static_cast<uint64_t>(bytes) + 2;  // read past it, not as commands
+    // As memcached: a set that cannot be stored removes the old value, so
+    // that a reader does not go on seeing data its writer replaced.
+    if (p.mode == StoreMode::kSet) {
+      Result<DeleteResult> r = cache_->remove(p.key);
+      if (!r.ok()) return server_error(out, r.status());
+      wrote_ = *r == DeleteResult::kDeleted;
+    }
     return reply(out, kTooLarge);
   }
   p.bytes = static_cast<size_t>(bytes);
@@ -397,7 +404,15 @@ void Session::meta_get(std::string_view* tok, size_t n, std::string* out) {
   if (!r.ok()) return server_error(out, r.status());
   if (t != nullptr && *r) wrote_ = true;
   if (!*r) {
-    if (flag(flags, 'q') == nullptr) out->append("EN\r\n");
+    if (flag(flags, 'q') != nullptr) return;
+    // As memcached: a miss returns the opaque and the key, so that a client
+    // can match pipelined replies.
+    out->append("EN");
+    for (const std::string& f : flags) {
+      if (f[0] == 'O') out->append(" ").append(f);
+      if (f[0] == 'k') out->append(" k").append(tok[1]);
+    }
+    out->append("\r\n");
     return;
   }
   meta_reply(out, "HD", tok[1], it, flags, flag(flags, 'v') != nullptr, false);

@@ -45,10 +45,13 @@ class Session {
  public:
   Session(Cache* cache, ServerInfo* info) : cache_(cache), info_(info) {}
 
-  // Executes every complete command at the front of `in`, appending the
-  // replies to *out; returns how many bytes of `in` it used (the rest is an
-  // incomplete command, to be fed again with more bytes behind it).
-  size_t feed(std::string_view in, std::string* out);
+  // Executes the complete commands at the front of `in`, appending the
+  // replies to *out, until *out holds `out_limit` bytes or more; returns
+  // how many bytes of `in` it used (the rest, commands not run yet or an
+  // incomplete one, is to be fed again, with more bytes behind it or once
+  // the replies have been sent). The limit keeps a few pipelined gets of
+  // large items from making replies of gigabytes.
+  size_t feed(std::string_view in, std::string* out, size_t out_limit = SIZE_MAX);
 
   // The connection is to be closed once *out is sent (quit, a line too long,
   // binary protocol).

@@ -71,6 +71,33 @@ TEST_F(ProtocolTest, AGetWhoseReplyWouldNotFitGetsAnErrorAndTheConnectionGoesOn)
   EXPECT_EQ(out.substr(8 + error.size()), "VALUE k 0 4000\r\n" + std::string(4000, 'v') + "\r\nEND\r\n");
 }
 
+// Pipelined gets of a large item: feed stops once the replies reach the
+// limit, and goes on from there when fed again; the replies are the same.
+TEST_F(ProtocolTest, FeedStopsAtItsReplyLimitAndGoesOnWhereItStopped) {
+  run("set k 0 0 4000\r\n" + std::string(4000, 'v') + "\r\n");
+  std::string in;
+  for (int i = 0; i < 50; i++) in += "get k\r\n";
+  const std::string whole = run(in);
+  Session s(cache_.get(), &info_);
+  std::string out, chunk;
+  size_t used = 0, feeds = 0;
+  while (used < in.size()) {
+    chunk.clear();
+    used += s.feed(std::string_view(in).substr(used), &chunk, 10000);
+    EXPECT_LT(chunk.size(), 10000u + 4100u) << "one reply past the limit at most";
+    out += chunk;
+    ASSERT_LT(++feeds, 100u);
+  }
+  EXPECT_GT(feeds, 10u);
+  EXPECT_EQ(out, whole);
+}
+
+TEST_F(ProtocolTest, AnOversizedSetRemovesTheValueItReplacesAndAMetaMissKeepsItsOpaque) {
+  EXPECT_EQ(run("set k 0 0 1\r\nq\r\nset k 0 0 5000\r\n" + std::string(5000, 'x') +
+                "\r\nget k\r\nmg k k O123 v\r\nmg k q\r\nmn\r\n"),
+            "STORED\r\nSERVER_ERROR object too large for cache\r\nEND\r\nEN kk O123\r\nMN\r\n");
+}
+
 TEST_F(ProtocolTest, OversizedValuesAreSwallowedAndLongLinesClose) {
   const std::string big(5000, 'x');
   EXPECT_EQ(run("set k 0 0 5000\r\n" + big + "\r\nget k\r\n", 100),

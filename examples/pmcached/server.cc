@@ -38,6 +38,8 @@ struct Conn {
   bufferevent* bev;
   Session session;
   std::string in, out;
+  bool stalled = false;  // commands wait in `in` until the replies drain
+  bool eof = false;      // the client sent all it will (a half-close)
 };
 
 struct Worker {
@@ -57,14 +59,21 @@ void close_conn(Conn* c) {
   delete c;
 }
 
+void serve_input(bufferevent* bev, Conn* c);
+
+// Closes once everything is sent when the session ended or the client
+// half-closed with nothing left to run; else reads again below the low
+// mark, or runs what waits once the replies have drained.
 void on_write(bufferevent* bev, void* arg) {
   auto* c = static_cast<Conn*>(arg);
   const size_t pending = evbuffer_get_length(bufferevent_get_output(bev));
-  if (c->session.closing()) {
+  if (c->session.closing() || (c->eof && !c->stalled)) {
     if (pending == 0) close_conn(c);
     return;
   }
-  if (pending <= kOutputLow) bufferevent_enable(bev, EV_READ);
+  if (pending > kOutputLow) return;
+  if (c->stalled) return serve_input(bev, c);
+  bufferevent_enable(bev, EV_READ);
 }
 
 // Replies with one error line, then closes the connection once it is sent
@@ -82,19 +91,18 @@ void fail_conn(bufferevent* bev, Conn* c, std::string_view error) {
                     nullptr, c);
 }
 
-void on_read(bufferevent* bev, void* arg) {
-  auto* c = static_cast<Conn*>(arg);
+// Runs the complete commands waiting in c->in, until the replies waiting
+// to be sent reach the high mark, and sends their replies.
+void serve_input(bufferevent* bev, Conn* c) {
+  evbuffer* output = bufferevent_get_output(bev);
   // A libevent callback: nothing may throw out of it. Out of DRAM for a
   // request or its reply fails this connection, not the server.
   try {
-    evbuffer* input = bufferevent_get_input(bev);
-    const size_t n = evbuffer_get_length(input);
-    const size_t old = c->in.size();
-    c->in.resize(old + n);
-    evbuffer_remove(input, c->in.data() + old, n);
-    c->worker->info->bytes_read += n;
-    const size_t used = c->session.feed(c->in, &c->out);
+    const size_t pending = evbuffer_get_length(output);
+    const size_t limit = pending < kOutputHigh ? kOutputHigh - pending : 0;
+    const size_t used = c->session.feed(c->in, &c->out, limit);
     c->in.erase(0, used);
+    c->stalled = c->out.size() >= limit && !c->in.empty();
   } catch (const std::bad_alloc&) {
     return fail_conn(bev, c, "out of memory");
   }
@@ -105,7 +113,6 @@ void on_read(bufferevent* bev, void* arg) {
   }
   if (!c->out.empty()) {
     c->worker->info->bytes_written += c->out.size();
-    evbuffer* output = bufferevent_get_output(bev);
     const bool idle = evbuffer_get_length(output) == 0;
     bufferevent_write(bev, c->out.data(), c->out.size());
     c->out.clear();
@@ -114,18 +121,44 @@ void on_read(bufferevent* bev, void* arg) {
     // left, the bufferevent sends when the socket is writable again).
     if (idle) evbuffer_write(output, bufferevent_getfd(bev));
   }
-  if (c->session.closing()) {
+  const size_t pending = evbuffer_get_length(output);
+  if (c->session.closing() || (c->eof && !c->stalled)) {
     bufferevent_disable(bev, EV_READ);
-    if (evbuffer_get_length(bufferevent_get_output(bev)) == 0) close_conn(c);
+    if (pending == 0) close_conn(c);
     return;
   }
-  if (evbuffer_get_length(bufferevent_get_output(bev)) > kOutputHigh) {
-    bufferevent_disable(bev, EV_READ);  // on_write enables it again
+  if (c->stalled || pending > kOutputHigh) {
+    bufferevent_disable(bev, EV_READ);  // on_write goes on
+  } else if (!c->eof && (bufferevent_get_enabled(bev) & EV_READ) == 0) {
+    bufferevent_enable(bev, EV_READ);
   }
 }
 
-void on_event(bufferevent*, short what, void* arg) {
-  if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) close_conn(static_cast<Conn*>(arg));
+void on_read(bufferevent* bev, void* arg) {
+  auto* c = static_cast<Conn*>(arg);
+  try {
+    evbuffer* input = bufferevent_get_input(bev);
+    const size_t n = evbuffer_get_length(input);
+    const size_t old = c->in.size();
+    c->in.resize(old + n);
+    evbuffer_remove(input, c->in.data() + old, n);
+    c->worker->info->bytes_read += n;
+  } catch (const std::bad_alloc&) {
+    return fail_conn(bev, c, "out of memory");
+  }
+  serve_input(bev, c);
+}
+
+// A client that half-closes (shutdown(SHUT_WR), `nc -N`) still gets every
+// reply to what it sent; an error or a timeout closes at once.
+void on_event(bufferevent* bev, short what, void* arg) {
+  auto* c = static_cast<Conn*>(arg);
+  if (what & (BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) return close_conn(c);
+  if (what & BEV_EVENT_EOF) {
+    c->eof = true;
+    bufferevent_disable(bev, EV_READ);
+    if (!c->stalled && evbuffer_get_length(bufferevent_get_output(bev)) == 0) close_conn(c);
+  }
 }
 
 void on_accept(evconnlistener*, evutil_socket_t fd, sockaddr*, int, void* arg) {
@@ -159,6 +192,19 @@ void on_accept(evconnlistener*, evutil_socket_t fd, sockaddr*, int, void* arg) {
     bufferevent_set_timeouts(bev, &tv, nullptr);
   }
   bufferevent_enable(bev, EV_READ | EV_WRITE);
+}
+
+// What stops the server: SIGTERM or SIGINT, or a store found damaged.
+struct Stop {
+  std::vector<std::unique_ptr<Worker>>* workers;
+  event_base* main;
+  Cache* cache;
+  Status failed;  // why the server stops on its own
+};
+
+void stop_all(Stop* st) {
+  for (auto& w : *st->workers) event_base_loopexit(w->base, nullptr);
+  event_base_loopexit(st->main, nullptr);
 }
 
 // The listening socket, shared by every worker's loop.
@@ -216,29 +262,40 @@ int serve(Cache* cache, const ServerOptions& o, ServerInfo* info) {
     workers.push_back(std::move(w));
   }
   // The main thread waits for SIGTERM or SIGINT; the workers serve.
-  struct Stop {
-    std::vector<std::unique_ptr<Worker>>* workers;
-    event_base* main;
-  } stop_ctx{&workers, event_base_new()};
-  auto stop = [](evutil_socket_t, short, void* arg) {
+  Stop stop_ctx{&workers, event_base_new(), cache, Status()};
+  auto stop = [](evutil_socket_t, short, void* arg) { stop_all(static_cast<Stop*>(arg)); };
+  // A store whose index cannot be rebuilt (damage the open did not see)
+  // stops the server with the reason, rather than serve without expiry
+  // and memory limits.
+  auto watch = [](evutil_socket_t, short, void* arg) {
     auto* st = static_cast<Stop*>(arg);
-    for (auto& w : *st->workers) event_base_loopexit(w->base, nullptr);
-    event_base_loopexit(st->main, nullptr);
+    Status s = st->cache->index_error();
+    if (s.ok() || !st->failed.ok()) return;
+    st->failed = s;
+    stop_all(st);
   };
   event_base* main_base = stop_ctx.main;
   event* term = evsignal_new(main_base, SIGTERM, stop, &stop_ctx);
   event* intr = evsignal_new(main_base, SIGINT, stop, &stop_ctx);
   evsignal_add(term, nullptr);
   evsignal_add(intr, nullptr);
+  event* watcher = event_new(main_base, -1, EV_PERSIST, watch, &stop_ctx);
+  const timeval every{0, 200 * 1000};
+  event_add(watcher, &every);
   for (auto& w : workers) {
     w->thread = std::thread([wp = w.get()] { event_base_loop(wp->base, EVLOOP_NO_EXIT_ON_EMPTY); });
   }
   std::fprintf(stderr, "pmcached: listening on %s:%d\n", o.listen.c_str(), port);
   std::fflush(stderr);
   event_base_dispatch(main_base);
+  // Freeing the signal events restores the default actions: a second
+  // SIGTERM (timeout(1) sends one) would then kill the clean stop below.
+  std::signal(SIGTERM, SIG_IGN);
+  std::signal(SIGINT, SIG_IGN);
   for (auto& w : workers) w->thread.join();
   event_free(term);
   event_free(intr);
+  event_free(watcher);
   event_base_free(main_base);
   for (auto& w : workers) {
     evconnlistener_free(w->listener);
@@ -246,6 +303,13 @@ int serve(Cache* cache, const ServerOptions& o, ServerInfo* info) {
     event_base_free(w->base);
   }
   ::close(fd);
+  if (!stop_ctx.failed.ok()) {
+    std::fprintf(stderr,
+                 "pmcached: %s\npmcached: stopped: the store is damaged or failing (nothing was "
+                 "written since); check it with `pm kv check`\n",
+                 stop_ctx.failed.to_string().c_str());
+    return 1;
+  }
   // A clean stop: everything applied to the backend, no log to replay.
   if (Status s = cache->checkpoint(); !s.ok()) {
     std::fprintf(stderr, "pmcached: checkpoint at stop: %s\n", s.to_string().c_str());

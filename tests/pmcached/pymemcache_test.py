@@ -118,6 +118,43 @@ def raw(port, data, closes=False, timeout=20):
         return out[:-len(b"MN\r\n")]
 
 
+def half_closed(port, data, timeout=20):
+    """Sends bytes, shuts the socket for writing (as `nc -N` does), and
+    returns everything the server sends until it closes."""
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        s.settimeout(timeout)
+        out = b""
+        while True:
+            d = s.recv(1 << 20)
+            if not d:
+                return out
+            out += d
+
+
+def peak_rss_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) // 1024
+    return 0
+
+
+def pipelined_gets_stay_bounded(tmp):
+    """300 gets of a 1 MB item in one 2.7 KB write: the server makes their
+    replies as they are sent, not 300 MB of them at once."""
+    s = start_pmcached(os.path.join(tmp, "pipe.kv"))
+    c = s.client()
+    c.set("big", b"b" * 1000000)
+    before = peak_rss_mib(s.proc.pid)
+    got = half_closed(s.port, b"get big\r\n" * 300)
+    check("300 pipelined gets of 1 MB: every reply", len(got), 300 * (len(b"VALUE big 0 1000000\r\n") + 1000000 + 7))
+    grew = peak_rss_mib(s.proc.pid) - before
+    check(f"300 pipelined gets of 1 MB: the server's peak RSS grew by {grew} MiB (< 100)", grew < 100, True)
+    s.stop()
+
+
 # ---------------------------------------------------------------- scenarios
 # Each returns a list of observations; pmcached's must equal memcached's.
 
@@ -209,6 +246,10 @@ def scenario_flush(c, port):
     obs.append(raw(port, b"flush_all 2\r\nget d\r\n"))
     time.sleep(3.1)
     obs.append(c.get("d"))
+    # A flush now replaces a delayed one still to come.
+    obs.append(raw(port, b"flush_all 2\r\nflush_all\r\nset e 0 0 1\r\nx\r\n"))
+    time.sleep(2.2)
+    obs.append(c.get("e"))
     return obs
 
 
@@ -225,6 +266,11 @@ def scenario_large(c, port):
     except MemcacheServerError as e:
         obs.append(str(e))
     obs.append(raw(port, b"set huge 0 0 2000000\r\n" + b"x" * 2000000 + b"\r\nget big1\r\n"))
+    # A set too large to store removes the value it would have replaced.
+    c.set("stale", b"old")
+    obs.append(raw(port, b"set stale 0 0 2000000\r\n" + b"x" * 2000000 + b"\r\nget stale\r\n"))
+    # A client that half-closes after its requests still gets every reply.
+    obs.append(half_closed(port, b"get big\r\n" * 3) == (b"VALUE big 0 1000000\r\n" + big + b"\r\nEND\r\n") * 3)
     obs.append(c.get("k" * 250) is None)
     return obs
 
@@ -266,6 +312,7 @@ def scenario_meta(c, port):
     obs = []
     obs.append(raw(port, b"ms m1 2 F5 T0\r\nhi\r\nmg m1 v f s t k Oab\r\n"))
     obs.append(raw(port, b"mg missing v\r\nmg missing v q\r\nmn\r\n"))
+    obs.append(raw(port, b"mg missing k O123 v\r\nmg missing Oxy k\r\n"))
     obs.append(raw(port, b"ms m2 1 q\r\nx\r\nms m2 1 ME\r\ny\r\nms m3 1 MR\r\ny\r\nmn\r\n"))
     obs.append(raw(port, b"ms m2 1 MA\r\nz\r\nms m2 1 MP\r\na\r\nmg m2 v\r\n"))
     obs.append(raw(port, b"ms m4 1 C999999\r\nx\r\nmd m2 C999999\r\nmd m2 q\r\nmd m2\r\nmn\r\n"))
@@ -511,6 +558,7 @@ def main():
         kill_under_load(tmp)
         eviction_under_memory_limit(tmp)
         many_connections(tmp)
+        pipelined_gets_stay_bounded(tmp)
     finally:
         for p in RUNNING:
             if p.poll() is None:
