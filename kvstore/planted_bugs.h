@@ -32,6 +32,10 @@ struct KvPlantedBugs {
   // harness's full-disk workload (kvstore_full) and by
   // StorePlantedBugTest.AFullDiskTestCatchesASkippedRecord.
   bool skip_blocked_record = false;
+  // the logs' reserve for removes takes any small put too, so that small
+  // puts on a full disk use it up and no remove goes through (the mount's
+  // `rm` on a full disk): StorePlantedBugTest.SmallPutsLeaveRoomForRemoves.
+  bool reserve_for_small_puts = false;
   // a put of a removed key (its ghost in the table) leaves it out of the
   // ordered index: scans miss a live key (Backend::apply_put).
   bool index_misses_revived_key = false;

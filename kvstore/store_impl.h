@@ -93,10 +93,10 @@ class StoreImpl final : public Store {
   // of an absent key: kNotFound.
   Status update(std::vector<Update>& ups, bool single);
   // A log with room for n bytes (its writer lock held), gleaning and ending
-  // an epoch when every log is full; a record putting more than
-  // kSmallRecordPutBytes leaves the last sixteenth of a log free.
+  // an epoch when every log is full; only a record that removes and puts at
+  // most kSmallRecordPutBytes may use the last sixteenth of a log.
   static constexpr uint64_t kSmallRecordPutBytes = 1024;
-  Result<LogState*> log_for(uint64_t n, uint64_t put_bytes);
+  Result<LogState*> log_for(uint64_t n, uint64_t put_bytes, bool removes);
   // Reads a key missing from the frontend from the backend and, when
   // `install` (and within the DRAM budget), installs it.
   // *seq (when asked): the number of the version read (0: never written).

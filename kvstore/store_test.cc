@@ -253,7 +253,7 @@ class SmallFs {
 // another file on the disk, or by removes in the store alone (growth never
 // takes the journal's room, so the epochs that free their space commit).
 // Returns the first problem, "" when none.
-enum class Freeing { kOtherFile, kRemovesAlone };
+enum class Freeing { kOtherFile, kRemovesAlone, kRemovesAfterSmallPuts };
 // Where the disk's space went, for a failure's message.
 std::string space(Store& s, const std::string& dir) {
   struct statvfs fs;
@@ -295,6 +295,17 @@ std::string fill_the_disk_then_free_it(const std::string& dir, StoreOptions o,
     for (const auto& [k, val] : acked) {
       if (get(*s, k) != val) return "full: " + k + " reads back wrong";
     }
+    if (freeing == Freeing::kRemovesAfterSmallPuts) {
+      // Small puts (a mount's creates, chmods) go on until the logs are
+      // full but for their reserve, which they must leave to removes.
+      Status small;
+      for (int i = 0; i < 100000 && small.ok(); i++) {
+        const std::string k = "small" + std::to_string(i), val(100, 's');
+        small = s->put(k, val);
+        if (small.ok()) acked[k] = val;
+      }
+      if (small.code() != pm::Code::kNoSpace) return "small puts ended with " + small.to_string();
+    }
     // Small records: the logs keep room for them. Alone, the removes must
     // free room for the acknowledged puts still waiting in the logs (up to
     // two logs of 1 MiB: 32 values), which are applied first, and then for
@@ -303,6 +314,8 @@ std::string fill_the_disk_then_free_it(const std::string& dir, StoreOptions o,
     // often, and 50 once in 60 runs beside a busy core).
     const int removes =
         freeing == Freeing::kOtherFile ? 10 : static_cast<int>(acked.size()) - 10;
+    // Large values first (the map's order puts "k..." before "small..."):
+    // removing them is what frees the backend's room.
     for (int i = 0; i < removes; i++) {
       if (Status r = s->remove(acked.begin()->first); !r.ok()) return "remove: " + r.to_string();
       acked.erase(acked.begin());
@@ -349,6 +362,15 @@ TEST_P(StoreTest, AFullDiskWorksAgainAfterRemovesInTheStoreAlone) {
   EXPECT_EQ(problem, "");
 }
 
+// Small puts on a full disk once used up the logs' reserve for removes:
+// then not even a remove went through (the mount's `rm` on a full disk).
+TEST_P(StoreTest, AFullDiskTakesRemovesAfterSmallPutsFilledTheLogs) {
+  const std::string problem =
+      fill_the_disk_then_free_it(dir_.file("small"), opts_, Freeing::kRemovesAfterSmallPuts);
+  if (problem == "skip") GTEST_SKIP() << "mount(2) of a tmpfs is not allowed here";
+  EXPECT_EQ(problem, "");
+}
+
 // A put wakes a sleeping gleaner only once an eighth of its log waits to be
 // applied, and the maintenance thread only when the frontend must grow. The
 // wake condition once measured the log from its committed head, which
@@ -384,6 +406,18 @@ TEST(StorePlantedBugTest, AFullDiskTestCatchesASkippedRecord) {
   g_kv_planted_bugs.skip_blocked_record = false;
   if (problem == "skip") GTEST_SKIP() << "mount(2) of a tmpfs is not allowed here";
   EXPECT_NE(problem, "");
+}
+
+TEST(StorePlantedBugTest, SmallPutsLeaveRoomForRemoves) {
+  for (const bool background : {false, true}) {
+    pm::test::TempDir dir;
+    g_kv_planted_bugs.reserve_for_small_puts = true;
+    const std::string problem = fill_the_disk_then_free_it(
+        dir.file("small"), small_store(background), Freeing::kRemovesAfterSmallPuts);
+    g_kv_planted_bugs.reserve_for_small_puts = false;
+    if (problem == "skip") GTEST_SKIP() << "mount(2) of a tmpfs is not allowed here";
+    EXPECT_NE(problem, "") << "background " << background;
+  }
 }
 
 TEST_P(StoreTest, ConcurrentWritersAndReadersKeepEveryAcknowledgedPut) {
