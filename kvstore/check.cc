@@ -82,20 +82,6 @@ class Walker {
 Limits limits_of(const BackendRoot& r) { return {r.max_key, r.max_value, r.log_bytes / 4}; }
 
 // Valid records past the end of what recovery accepts in log i.
-uint64_t records_beyond(const Log& log, const BackendRoot& r, uint32_t i, uint64_t end,
-                        uint64_t* first) {
-  uint64_t n = 0;
-  Record rec;
-  const Limits lim = limits_of(r);
-  for (uint64_t pos = end; pos + sizeof(RecordHeader) <= r.heads[i] + r.log_bytes; pos += 8) {
-    uint64_t seq;
-    if (!log.peek_seq(pos, &seq) || !log.read(pos, lim, &rec)) continue;
-    if (n++ == 0) *first = pos;
-    pos += rec.header.len - 8;
-  }
-  return n;
-}
-
 // The table's entries; the live keys into *live.
 void check_entries(pm::Container* c, const Backend& be, StoreCheck* out,
                    std::unordered_set<std::string>* live) {
@@ -174,13 +160,15 @@ void check_logs(pm::Container* c, const Backend& be, StoreCheck* out) {
     Log log(&c->raw(), i, uint64_t{i} * r.log_bytes, r.log_bytes);
     const uint64_t end = accepted_records(r, be.legacy(), i, log, limits_of(r),
                                           [&](const Record&, uint64_t) { out->log_records++; });
-    uint64_t first = 0;
-    const uint64_t beyond = records_beyond(log, r, i, end, &first);
-    if (beyond == 0) continue;
-    out->notes.push_back("log " + std::to_string(i) + ": its records end at " +
-                         std::to_string(end) + "; " + std::to_string(beyond) +
-                         " valid record(s) from " + std::to_string(first) +
-                         " on are not replayed (updates not synced before a crash, or damage)");
+    const Beyond b = be.legacy() ? Beyond{} : look_beyond(r, i, log, end, limits_of(r));
+    if (b.mark != 0) {
+      out->problems.push_back(damaged_log_message(i, end, b) + " (`pm kv salvage` copies them)");
+    } else if (b.records != 0) {
+      out->notes.push_back("log " + std::to_string(i) + ": its records end at " +
+                           std::to_string(end) + "; " + std::to_string(b.records) +
+                           " valid record(s) from " + std::to_string(b.first) +
+                           " on are not replayed (updates not synced before a crash)");
+    }
   }
 }
 
@@ -219,12 +207,21 @@ std::vector<std::pair<std::string, Found>> log_ops(pm::Container* c, const Backe
   std::vector<std::pair<std::string, Found>> ops;
   for (uint32_t i = 0; i < r.nlogs; i++) {
     Log log(&c->raw(), i, uint64_t{i} * r.log_bytes, r.log_bytes);
-    accepted_records(r, be.legacy(), i, log, limits_of(r), [&](const Record& rec, uint64_t) {
-      for (const Op& op : rec.ops) {
-        ops.push_back({std::string(op.key),
-                       {rec.header.seq, op.op == OpCode::kPut, std::string(op.value)}});
-      }
-    });
+    auto into = [](std::vector<std::pair<std::string, Found>>* to) {
+      return [to](const Record& rec, uint64_t) {
+        for (const Op& op : rec.ops) {
+          to->push_back({std::string(op.key),
+                         {rec.header.seq, op.op == OpCode::kPut, std::string(op.value)}});
+        }
+      };
+    };
+    const uint64_t end = accepted_records(r, be.legacy(), i, log, limits_of(r), into(&ops));
+    // Past damage before a clean close: the durable records that follow it
+    // (recovery refuses to open such a store).
+    std::vector<std::pair<std::string, Found>> past;
+    if (!be.legacy() && look_beyond(r, i, log, end, limits_of(r), into(&past)).mark != 0) {
+      ops.insert(ops.end(), past.begin(), past.end());
+    }
   }
   std::stable_sort(ops.begin(), ops.end(),
                    [](const auto& a, const auto& b) { return a.second.seq < b.second.seq; });

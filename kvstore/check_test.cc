@@ -19,6 +19,8 @@
 
 #include "kvstore/backend.h"
 #include "kvstore/frontend.h"
+#include "kvstore/planted_bugs.h"
+#include "kvstore/recovery.h"
 #include "kvstore/store_impl.h"
 #include "testutil/container_util.h"
 #include "testutil/store_options.h"
@@ -202,6 +204,77 @@ TEST(DamagedStoreTest, SalvageCopiesEveryReadableKeyAndNamesTheRest) {
   ASSERT_TRUE(ck.ok());
   EXPECT_TRUE(ck->problems.empty());
   EXPECT_FALSE(salvage(path, out).ok()) << "salvage must not overwrite a file";
+}
+
+// A record damaged in the logs of a store closed cleanly. Recovery ends a
+// log at its first record that does not read, which after a crash is the
+// torn end of what was written; here the records after it were durable (the
+// session's close mark lies beyond them) and would have been dropped
+// silently: the open must refuse, check must name it, salvage must copy
+// them. Returns the first problem, "" when none.
+std::string damaged_log_record_is_reported(const std::string& path, const std::string& out) {
+  make_store(path);  // closed cleanly: 20 puts in the logs, then the close marks
+  std::string hit;
+  {
+    auto c = pm::test::must(pm::Container::open(path));
+    const BackendRoot& r = *c->root<BackendRoot>();
+    const Limits lim{r.max_key, r.max_value, r.log_bytes / 4};
+    for (uint32_t i = 0; i < r.nlogs && hit.empty(); i++) {
+      Log log(&c->raw(), i, uint64_t{i} * r.log_bytes, r.log_bytes);
+      std::vector<std::pair<uint64_t, std::string>> recs;
+      accepted_records(r, false, i, log, lim, [&](const Record& rec, uint64_t pos) {
+        recs.push_back({pos, std::string(rec.ops[0].key)});
+      });
+      if (recs.size() < 3) continue;
+      // The first byte of the second record's key.
+      const uint64_t off = uint64_t{i} * r.log_bytes + recs[1].first % r.log_bytes +
+                           sizeof(RecordHeader) + sizeof(OpHeader);
+      char b;
+      if (!c->raw().read(off, &b, 1).ok()) return "cannot read the log";
+      b ^= 0x20;
+      if (!c->raw().write(off, &b, 1).ok() || !c->raw().persist(off, 1).ok()) return "cannot damage";
+      hit = recs[1].second;
+    }
+  }
+  if (hit.empty()) return "no log with three records";
+  Result<std::unique_ptr<Store>> s = Store::open(path, small());
+  if (s.ok()) return "the open did not see the damaged log";
+  if (s.status().code() != pm::Code::kCorruption ||
+      s.status().message().find("salvage") == std::string::npos) {
+    return "open: " + s.status().to_string();
+  }
+  {
+    auto c = pm::test::must(pm::Container::open(path));
+    Result<StoreCheck> ck = check_store(c.get());
+    if (!ck.ok() || ck->problems.empty()) return "pm check found no problem";
+  }
+  Result<SalvageReport> rep = salvage(path, out);
+  if (!rep.ok()) return "salvage: " + rep.status().to_string();
+  auto saved = must(Store::open(out, small()));
+  for (int i = 0; i < 220; i++) {
+    const std::string k = "k" + std::to_string(i);
+    std::string v;
+    const Status g = saved->get(k, &v);
+    if (k == hit) {
+      if (!g.is_not_found()) return "the damaged record's key " + k + " was salvaged";
+    } else if (!g.ok() || v != (i < 200 ? "v" + std::to_string(i) : "w")) {
+      return "salvage lost " + k;
+    }
+  }
+  return "";
+}
+
+TEST(DamagedStoreTest, ADamagedLogRecordBeforeACleanCloseIsReported) {
+  pm::test::TempDir dir;
+  EXPECT_EQ(damaged_log_record_is_reported(dir.file("s.pm"), dir.file("saved.pm")), "");
+}
+
+TEST(DamagedStoreTest, PlantedIgnoredCloseMarkIsCaught) {
+  pm::test::TempDir dir;
+  g_kv_planted_bugs.ignore_close_marks = true;
+  const std::string problem = damaged_log_record_is_reported(dir.file("s.pm"), dir.file("saved.pm"));
+  g_kv_planted_bugs.ignore_close_marks = false;
+  EXPECT_NE(problem, "");
 }
 
 // A damaged ordered index: ordered reads fail with kCorruption (gets do

@@ -40,6 +40,28 @@ void encode_record(uint32_t log, uint64_t pos, uint64_t seq, uint32_t session,
   std::memcpy(p + offsetof(RecordHeader, checksum), &h.checksum, 8);
 }
 
+RecordHeader close_mark(uint32_t log, uint64_t pos, uint32_t session) {
+  RecordHeader h{};
+  h.magic = kCloseMagic;
+  h.len = sizeof h;
+  h.pos = pos;
+  h.session = session;
+  h.checksum = record_checksum(log, reinterpret_cast<const std::byte*>(&h), sizeof h);
+  return h;
+}
+
+bool Log::peek_header(uint64_t pos, RecordHeader* h) const {
+  return read_bytes(pos, h, sizeof *h).ok() && h->pos == pos;
+}
+
+bool Log::is_close_mark(uint64_t pos, uint32_t session) const {
+  RecordHeader h;
+  if (!read_bytes(pos, &h, sizeof h).ok()) return false;
+  if (h.magic != kCloseMagic || h.pos != pos || h.session != session) return false;
+  const RecordHeader want = close_mark(index_, pos, session);
+  return std::memcmp(&h, &want, sizeof h) == 0;
+}
+
 Status Log::write(uint64_t pos, const std::byte* src, size_t n) {
   const uint64_t off = pos % cap_;
   const size_t first = static_cast<size_t>(std::min<uint64_t>(n, cap_ - off));

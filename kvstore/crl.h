@@ -28,6 +28,12 @@ inline constexpr uint32_t kRecordMagic = 0x324c5243;  // "CRL2"
 // Format 1 (stores written before 2026-11) carried an 8-byte `prev` link in
 // every operation header, never read; recovery still reads such records.
 inline constexpr uint32_t kRecordMagicV1 = 0x314c5243;  // "CRL1"
+// A close mark: a header alone (nops 0), written at the tail of a log that
+// holds records when its session ends cleanly, after they are durable.
+// Recovery never accepts it as a record (Log::read refuses it, as older
+// versions do); a mark found past the records recovery accepts shows that
+// what lies between was durable and is now damaged (recovery.h).
+inline constexpr uint32_t kCloseMagic = 0x534c4343;  // "CCLS"
 
 struct RecordHeader {
   uint32_t magic;
@@ -74,6 +80,8 @@ uint64_t record_checksum(uint32_t log, const std::byte* rec, size_t n);
 // Builds the record into *buf (resized to record_size(ops)).
 void encode_record(uint32_t log, uint64_t pos, uint64_t seq, uint32_t session,
                    const std::vector<Op>& ops, std::vector<std::byte>* buf);
+// The close mark of `session` for log `log` at pos.
+RecordHeader close_mark(uint32_t log, uint64_t pos, uint32_t session);
 
 // A record read back and validated; ops point into `bytes`.
 struct Record {
@@ -107,6 +115,11 @@ class Log {
   bool read(uint64_t pos, const Limits& limits, Record* out) const;
   // Seq of the record at pos, if one validates there (header only).
   bool peek_seq(uint64_t pos, uint64_t* seq) const;
+  // True when a valid close mark of `session` is at pos.
+  bool is_close_mark(uint64_t pos, uint32_t session) const;
+  // The header at pos, when one claims to be there (its pos matches); not
+  // validated.
+  bool peek_header(uint64_t pos, RecordHeader* h) const;
 
  private:
   Status read_bytes(uint64_t pos, void* dst, size_t n) const;

@@ -80,6 +80,19 @@ Result<uint64_t> LogWriter::append(LogState* L, const std::vector<std::byte>& re
   return end;
 }
 
+Status LogWriter::mark_closed(uint32_t session) {
+  PM_TRY(sync());
+  for (auto& L : logs_) {
+    const uint64_t head = L->head.load(std::memory_order_acquire);
+    const uint64_t tail = L->tail.load(std::memory_order_acquire);
+    if (tail == head || tail + sizeof(RecordHeader) > head + L->log->capacity()) continue;
+    const RecordHeader h = close_mark(L->log->index(), tail, session);
+    PM_TRY(L->log->write(tail, reinterpret_cast<const std::byte*>(&h), sizeof h));
+    PM_TRY(L->log->persist(tail, sizeof h));
+  }
+  return Status();
+}
+
 Status LogWriter::sync_logs() {
   for (auto& L : logs_) {
     const uint64_t tail = L->tail.load(std::memory_order_acquire);

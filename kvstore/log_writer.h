@@ -67,6 +67,10 @@ class LogWriter {
   Status wait_durable(LogState* L, uint64_t end);
   // Makes every log durable up to its tail now (kAsync: sync(); epochs).
   Status sync();
+  // A clean end of `session`: makes every log durable, then writes and
+  // persists a close mark at the tail of each log that holds records and
+  // has room for it. REQUIRES: no append runs meanwhile.
+  Status mark_closed(uint32_t session);
 
   // An epoch committed: the space before `head` is free.
   void release(LogState* L, uint64_t head) { L->head.store(head, std::memory_order_release); }

@@ -36,6 +36,10 @@ struct KvPlantedBugs {
   // puts on a full disk use it up and no remove goes through (the mount's
   // `rm` on a full disk): StorePlantedBugTest.SmallPutsLeaveRoomForRemoves.
   bool reserve_for_small_puts = false;
+  // recovery ends a log at its first unreadable record even when the
+  // session's close mark lies beyond it: damage dropped durable records
+  // silently (DamagedStoreTest.ADamagedLogRecordBeforeACleanCloseIsReported).
+  bool ignore_close_marks = false;
   // a put of a removed key (its ghost in the table) leaves it out of the
   // ordered index: scans miss a live key (Backend::apply_put).
   bool index_misses_revived_key = false;

@@ -99,6 +99,35 @@ uint64_t accepted_records(const BackendRoot& r, bool legacy, uint32_t i, const L
   return pos;
 }
 
+Beyond look_beyond(const BackendRoot& r, uint32_t i, const Log& log, uint64_t end,
+                   const Limits& limits,
+                   const std::function<void(const Record&, uint64_t pos)>& fn) {
+  Beyond b;
+  const uint32_t session = static_cast<uint32_t>(r.session);
+  if (log.is_close_mark(end, session)) return b;  // a clean end: nothing past it matters
+  Record rec;
+  RecordHeader h;
+  for (uint64_t pos = end; pos + sizeof(RecordHeader) <= r.heads[i] + r.log_bytes; pos += 8) {
+    if (!log.peek_header(pos, &h) || h.session != session) continue;
+    if (h.magic == kCloseMagic && log.is_close_mark(pos, session)) {
+      b.mark = pos;
+      break;
+    }
+    if (!log.read(pos, limits, &rec)) continue;
+    if (b.records++ == 0) b.first = pos;
+    if (fn) fn(rec, pos);
+    pos += rec.header.len - 8;
+  }
+  return b;
+}
+
+std::string damaged_log_message(uint32_t i, uint64_t end, const Beyond& b) {
+  return "log " + std::to_string(i) + " is damaged at " + std::to_string(end) +
+         ": the store was closed cleanly with its records durable up to " +
+         std::to_string(b.mark) + ", and " + std::to_string(b.records) +
+         " valid record(s) follow the damage that recovery cannot replay past it";
+}
+
 Result<Recovered> recover(pm::Container* c, Backend* be, Frontend* fe, LogWriter* logs,
                           Gleaner* gleaner, const Limits& limits, bool read_only) {
   BackendRoot* r = be->root();
@@ -108,6 +137,13 @@ Result<Recovered> recover(pm::Container* c, Backend* be, Frontend* fe, LogWriter
   std::vector<uint64_t> ends(logs->size());
   for (uint32_t i = 0; i < logs->size(); i++) {
     ends[i] = scan_log(*r, legacy, i, logs->at(i), limits, &newest, &out);
+    if (legacy || g_kv_planted_bugs.ignore_close_marks) continue;
+    const Beyond b = look_beyond(*r, i, *logs->at(i)->log, ends[i], limits);
+    if (b.mark != 0) {
+      return Status::corruption(
+          c->usage().path + ": " + damaged_log_message(i, ends[i], b) +
+          "; nothing was changed: copy what reads into a new store with `pm kv salvage`");
+    }
   }
   // What recovery accepts must be durable before anything follows it: after
   // a process kill it may be only in the page cache (or CPU caches), and

@@ -13,6 +13,14 @@
 // there. The first record that breaks the rule, or does not validate, ends
 // the log.
 //
+// Damage, not a crash. A session that ends cleanly makes its logs durable,
+// then writes a close mark at each log's tail (crl.h). Recovery finds it
+// where the accepted records end. Found further on, it shows that records
+// before it were durable when the session ended and no longer read: the
+// open fails with kCorruption (nothing is changed; `pm kv salvage` copies
+// what reads, the records past the damage included), where a crash would
+// have dropped the unreadable record and every later one of that log.
+//
 // Steps: scan each log; persist every accepted record (after a process
 // kill they may exist only in the page cache, and later updates persist
 // only their own ranges); install in the frontend each key's newest record
@@ -24,6 +32,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "kvstore/backend.h"
 #include "kvstore/frontend.h"
@@ -38,6 +47,20 @@ namespace kv {
 uint64_t accepted_records(const BackendRoot& r, bool legacy, uint32_t i, const Log& log,
                           const Limits& limits,
                           const std::function<void(const Record&, uint64_t pos)>& fn);
+
+// What lies in log `i` past `end`, where accepted_records stopped: valid
+// records of the last session (fn is called for each), and that session's
+// close mark. Reads only.
+struct Beyond {
+  uint64_t records = 0;  // valid records of the last session
+  uint64_t first = 0;    // where the first of them is
+  uint64_t mark = 0;     // where the close mark is; 0: none
+};
+Beyond look_beyond(const BackendRoot& r, uint32_t i, const Log& log, uint64_t end,
+                   const Limits& limits,
+                   const std::function<void(const Record&, uint64_t pos)>& fn = nullptr);
+// The message of a log damaged before its close mark (check and open).
+std::string damaged_log_message(uint32_t i, uint64_t end, const Beyond& b);
 
 struct Recovered {
   uint32_t session = 0;   // the new session

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <thread>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <istream>
@@ -172,7 +173,15 @@ void add_key_arg(CLI::App* app, KeyArgs* a) {
   app->add_option("key", a->key, "key")->required();
 }
 
-Status run_put(const KeyArgs& a) {
+// With --json a change reports itself: {"store", "key", "done"}.
+void print_done(const KeyArgs& a, std::string_view done, bool json) {
+  if (!json) return;
+  Json obj = {{"store", a.store.path}, {"done", done}};
+  put_bytes(obj, "key", a.key);
+  fmt::print("{}\n", dump(obj));
+}
+
+Status run_put(const KeyArgs& a, bool json) {
   // Read stdin before opening: the store stays locked while it is open.
   std::string value;
   if (a.value_opt->count() == 0 || a.value == "-") {
@@ -184,7 +193,9 @@ Status run_put(const KeyArgs& a) {
   if (!s.ok()) return s.status();
   Status st = (*s)->put(a.key, value);
   if (!st.ok()) return st.with_context(fmt::format("put {} into {}", shown(a.key), a.store.path));
-  return (*s)->sync();  // durable before we exit, with --async too
+  PM_TRY((*s)->sync());  // durable before we exit, with --async too
+  print_done(a, "put", json);
+  return Status();
 }
 
 Status run_get(const KeyArgs& a, bool json) {
@@ -205,7 +216,7 @@ Status run_get(const KeyArgs& a, bool json) {
   return write_out(value);
 }
 
-Status run_del(const KeyArgs& a) {
+Status run_del(const KeyArgs& a, bool json) {
   Result<std::unique_ptr<kv::Store>> s = open_store(a.store, Access::kWrite);
   if (!s.ok()) return s.status();
   Status st = (*s)->remove(a.key);
@@ -213,7 +224,9 @@ Status run_del(const KeyArgs& a) {
     return Status::not_found(fmt::format("{}: no key {}", a.store.path, shown(a.key)));
   }
   if (!st.ok()) return st;
-  return (*s)->sync();
+  PM_TRY((*s)->sync());
+  print_done(a, "removed", json);
+  return Status();
 }
 
 // ---------------------------------------------------------------- ls
@@ -257,14 +270,27 @@ class LsPrinter {
     if (json_) out_ += rows_ == 0 ? "[]\n" : "\n]\n";
     return flush();
   }
+  // A listing that failed part way. Before anything was written, nothing
+  // is (the error is the whole report); after, the JSON array is closed, so
+  // that stdout stays one valid document, and true is returned.
+  bool abandon() {
+    if (!wrote_) {
+      out_.clear();
+      return false;
+    }
+    (void)finish();
+    return json_;
+  }
 
  private:
   Status flush() {
     Status s = write_out(out_);
+    wrote_ = true;
     out_.clear();
     return s;
   }
   const bool json_, values_;
+  bool wrote_ = false;
   uint64_t rows_ = 0;
   std::string out_;
 };
@@ -284,12 +310,17 @@ Status run_ls(const LsArgs& a, bool json) {
   Status failed;
   uint64_t shown = 0;
   if (end.empty() || begin < end) {
-    PM_TRY((*s)->scan(begin, end, 0, [&](std::string_view k, std::string_view v) {
+    Status scanned = (*s)->scan(begin, end, 0, [&](std::string_view k, std::string_view v) {
       failed = out.row(k, v);
       return failed.ok() && (a.limit == 0 || ++shown < a.limit);
-    }));
+    });
+    if (failed.ok()) failed = scanned;
   }
-  PM_TRY(failed);
+  if (!failed.ok()) {
+    // The keys listed before the error stand (exit 1, the error on stderr).
+    if (out.abandon()) g_json_report_printed = true;
+    return failed;
+  }
   return out.finish();
 }
 
@@ -493,8 +524,21 @@ Status run_load(LoadArgs a, bool json) {
   const std::string_view unit = a.format == "json" ? "element" : "line";
   Status st = !whole ? load_partial(in, a.format, s->get(), &n)
                      : load_all(pairs, unit, s->get(), &n);
-  Status cp = (*s)->checkpoint();
-  if (!cp.ok()) return cp.with_context(fmt::format("checkpoint {}", a.store.path));
+  // The checkpoint applies the keys to the backend. Failing (a full disk),
+  // they are loaded all the same once the logs that hold them are durable:
+  // the next open applies them.
+  if (Status cp = (*s)->checkpoint(); !cp.ok()) {
+    if (Status sy = (*s)->sync(); !sy.ok()) {
+      return sy.with_context(fmt::format(
+          "{} keys were put, but neither applying them ({}) nor syncing the logs that hold them "
+          "worked: some may be lost at a crash; sync",
+          n.keys, cp.to_string()));
+    }
+    std::fprintf(stderr,
+                 "pm kv load: %s: applying the keys to the store failed (%s); they are durable "
+                 "in its logs and applied at a later open\n",
+                 a.store.path.c_str(), cp.to_string().c_str());
+  }
   // With --partial the keys before a bad line stay loaded: report them too.
   if (st.ok() || a.partial) print_load(a, n, json);
   if (!st.ok()) return st.with_context(a.partial ? a.file : nothing);
@@ -514,7 +558,9 @@ Status run_stats(const StoreArgs& a, bool json) {
     return Status();
   }
   // Counters (puts, gets, ...) count this process only: since the open.
-  for (const auto& [name, v] : rows) fmt::print("{:<22}{}\n", name, v.dump());
+  size_t width = 0;
+  for (const auto& row : rows) width = std::max(width, std::strlen(row.first) + 2);
+  for (const auto& [name, v] : rows) fmt::print("{:<{}}{}\n", name, width, v.dump());
   return Status();
 }
 
@@ -555,7 +601,7 @@ void add_put_get_del(CLI::App* kv, const Globals& g, std::vector<Command>* out) 
   CLI::App* p = kv->add_subcommand("put", "set KEY to VALUE (or to stdin), creating the store");
   add_key_arg(p, put.get());
   put->value_opt = p->add_option("value", put->value, "value; omitted or '-': read stdin");
-  out->push_back({p, [put] { return run_put(*put); }});
+  out->push_back({p, [put, &g] { return run_put(*put, g.json); }});
 
   auto get = std::make_shared<KeyArgs>();
   CLI::App* gt = kv->add_subcommand("get", "write KEY's value to stdout as it is");
@@ -565,7 +611,7 @@ void add_put_get_del(CLI::App* kv, const Globals& g, std::vector<Command>* out) 
   auto del = std::make_shared<KeyArgs>();
   CLI::App* d = kv->add_subcommand("del", "remove KEY (fails when it is absent)");
   add_key_arg(d, del.get());
-  out->push_back({d, [del] { return run_del(*del); }});
+  out->push_back({d, [del, &g] { return run_del(*del, g.json); }});
 }
 
 void add_ls_load_stats(CLI::App* kv, const Globals& g, std::vector<Command>* out) {
@@ -577,7 +623,10 @@ void add_ls_load_stats(CLI::App* kv, const Globals& g, std::vector<Command>* out
   l->add_option("--prefix", ls->prefix, "only keys that start with this");
   l->add_option("--start", ls->start, "only keys from this one on (inclusive)");
   l->add_option("--end", ls->end, "only keys below this one (exclusive)");
-  l->add_option("--limit", ls->limit, "at most this many keys (0: all)");
+  l->add_option("--limit", ls->limit, "at most this many keys (0: all)")
+      ->check([](const std::string& v) {
+        return v.starts_with("-") ? std::string("must be 0 or more") : std::string();
+      });
   l->add_flag("--values", ls->values, "also print values (key<TAB>value)");
   l->add_flag("--all", ls->all, "also keys that start with a NUL byte (pm mount's metadata)");
   out->push_back({l, [ls, &g] { return run_ls(*ls, g.json); }});

@@ -1,5 +1,6 @@
 // pm: the libpm command-line tool. Results go to stdout, diagnostics to
 // stderr. Exit codes: 0 done, 1 failed, 2 usage.
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -11,7 +12,9 @@
 namespace {
 
 // With --json a failure is a JSON object on stdout too, so that a script
-// reading stdout never gets a table or nothing: {"error": {"code", "message"}}.
+// reading stdout never gets a table or nothing: {"error": {"code", "message"}}
+// (a listing that fails part way closes the array of what it listed
+// instead, and says why on stderr).
 void json_error(const std::string& code, const std::string& message) {
   const nlohmann::json j = {{"error", {{"code", code}, {"message", message}}}};
   std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
@@ -27,6 +30,9 @@ bool wants_json(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Past a file-size limit (ulimit -f) a write fails with EFBIG, reported
+  // as an error, instead of killing the process half way.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"pm: persistent containers and the tools around them"};
   app.require_subcommand(1);
   app.fallthrough();  // global flags may follow the subcommand
