@@ -219,6 +219,8 @@ int Fs::put_content(FileData* d, Node* n, Meta m, Batch* b) {
   }
   if (err != 0) {
     remove_chunks(d->content.abandon());
+    d->put_errors++;
+    d->last_put_error = err;
     return err;
   }
   n->meta.chunked = chunked;

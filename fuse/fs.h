@@ -51,6 +51,7 @@ struct Handle {
   Ino ino = 0;
   int flags = 0;
   std::shared_ptr<FileData> data;
+  uint64_t put_errors_seen = 0;  // FileData::put_errors when last told
 };
 
 struct Caller {

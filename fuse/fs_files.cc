@@ -29,7 +29,21 @@ int Fs::do_open(Ino ino, int flags, const Caller& c, Handle** out, bool* mode_ch
     h->data = n->data;
     n->open_count++;  // keeps the node and its data until release
   }
-  if ((flags & O_TRUNC) && writable(flags)) {  // atomic_o_trunc: the put at flush truncates
+  {
+    std::lock_guard dl(h->data->mu);
+    h->put_errors_seen = h->data->put_errors;  // failures before the open are not its own
+  }
+  // atomic_o_trunc: the kernel leaves O_TRUNC to us, read-only opens
+  // included (Linux truncates those too). A reader's handle puts nothing
+  // at flush: its open truncates at once, as truncate(2) does.
+  if ((flags & O_TRUNC) && !writable(flags)) {
+    struct stat attr {}, st;
+    attr.st_size = 0;
+    if (int err = do_setattr(ino, attr, FUSE_SET_ATTR_SIZE, nullptr, c, &st)) {
+      do_release(h.release());
+      return err;
+    }
+  } else if (flags & O_TRUNC) {  // the put at flush truncates
     int err = 0;
     {
       std::lock_guard dl(h->data->mu);
@@ -128,12 +142,18 @@ int Fs::do_flush(Handle* h) {
   if (!writable(h->flags)) return 0;  // a reader's close reports no writer's failure
   FileData* d = h->data.get();
   std::unique_lock dl(d->mu);
-  if (!d->content.modified()) return 0;
+  // A put of the shared content that failed since this descriptor last
+  // flushed (through another one, or a truncate by name) dropped its
+  // writes too: it is told, once, even when nothing is staged now.
+  const int dropped = h->put_errors_seen != d->put_errors ? d->last_put_error : 0;
+  h->put_errors_seen = d->put_errors;
+  if (!d->content.modified()) return dropped;
   std::unique_lock lock(mu_);
   Node* n = table_.get(h->ino);
-  if (n == nullptr || n->parent == 0) return 0;  // unlinked: nowhere to put it
+  if (n == nullptr || n->parent == 0) return dropped;  // unlinked: nowhere to put it
   Batch b(store_.get());
   if (int err = put_content(d, n, n->meta, &b)) {  // every descriptor shows the store again
+    h->put_errors_seen = d->put_errors;  // told now
     n->size = n->committed_size;
     lock.unlock();
     dl.unlock();  // the kernel may write dirty mapped pages back first: a FUSE_WRITE
@@ -142,7 +162,7 @@ int Fs::do_flush(Handle* h) {
   }
   n->committed_size = n->size = d->content.size();
   n->has_record = true;
-  return 0;
+  return dropped;
 }
 
 int Fs::do_fsync(Handle* h) {

@@ -320,7 +320,10 @@ int Fs::do_rename(Ino parent, const char* name, Ino newparent, const char* newna
       if (int err = commit(copy, EFBIG)) return err;
     }
   }
-  const Meta pm = touched(*p), npm = touched(*np);
+  // One clock reading when both are one directory: the store and the
+  // table must hold the same times (a second reading once went to the
+  // table only, and a remount changed the directory's mtime).
+  const Meta pm = touched(*p), npm = np == p ? pm : touched(*np);
   b.put_dir(p->key, pm);
   if (np != p) b.put_dir(np->key, npm);
   // A tree too large for one log record cannot move atomically: EXDEV makes

@@ -1,9 +1,12 @@
 // pmfs::Fs without a kernel: hard links across a remount, what the mount's
-// index does with names and inode keys left behind, and the link limit.
+// index does with names and inode keys left behind, the link limit, and
+// what a full disk tells each descriptor.
 #include "fuse/fs.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <memory>
 #include <string>
@@ -11,6 +14,7 @@
 #include "fuse/file_content.h"
 #include "fuse/key_names.h"
 #include "kv/store.h"
+#include "testutil/small_fs.h"
 #include "testutil/store_options.h"
 #include "testutil/temp_dir.h"
 
@@ -293,6 +297,78 @@ TEST_F(FsTest, LinksStopAtTheLimit) {
   }
   EXPECT_EQ(l.attr.st_nlink, kLinkMax);
   EXPECT_EQ(fs_->do_link(e.ino, kRootIno, "one more", &l), EMLINK);
+}
+
+// Two descriptors share a file's staged content. When one's flush cannot
+// put it (a full disk), what the other wrote is dropped with it: the other
+// must be told at its own flush, not get 0 and lose its write silently.
+TEST_F(FsTest, AFailedPutOfSharedContentIsReportedToEveryWriter) {
+  const std::string small = dir_.file("small");
+  pm::test::SmallFs fs(small);
+  if (!fs.ok()) GTEST_SKIP() << "mount(2) of a tmpfs is not allowed here";
+  path_ = small + "/s.kv";
+  options_.initial_heap_bytes = 2 << 20;
+  options_.max_value_bytes = 64 << 10;
+  fs_ = mount();
+  ASSERT_NE(fs_, nullptr);
+  ASSERT_EQ(write_new(kRootIno, "shared", "original\n"), 0);
+  const Ino ino = lookup(kRootIno, "shared");
+  ASSERT_NE(ino, 0u);
+  {  // the rest of the disk
+    const int fd = ::open((small + "/ballast").c_str(), O_WRONLY | O_CREAT, 0600);
+    ASSERT_GE(fd, 0);
+    const std::string mib(1 << 20, 'b');
+    while (::write(fd, mib.data(), mib.size()) > 0) {
+    }
+    ::close(fd);
+  }
+  bool changed = false;
+  Handle *a = nullptr, *b = nullptr;
+  ASSERT_EQ(fs_->do_open(ino, O_WRONLY, kRoot, &b, &changed), 0);
+  ASSERT_EQ(fs_->do_write(b, "B", 1, 9, kRoot, &changed), 0);
+  ASSERT_EQ(fs_->do_open(ino, O_WRONLY, kRoot, &a, &changed), 0);
+  const std::string big(6 << 20, 'a');
+  int err = fs_->do_write(a, big.data(), big.size(), 100, kRoot, &changed);
+  if (err == 0) err = fs_->do_flush(a);
+  ASSERT_NE(err, 0) << "6 MiB fit on the full disk";
+  EXPECT_NE(fs_->do_flush(b), 0) << "B's write was dropped with A's";
+  EXPECT_EQ(fs_->do_flush(b), 0) << "told once";
+  fs_->do_release(a);
+  fs_->do_release(b);
+  EXPECT_EQ(read(ino), "original\n");
+  fs_.reset();
+}
+
+// What the mount shows must be what it stored: a rename within one
+// directory once set that directory's times from a second clock reading
+// (the stored one differed: a remount changed its mtime); and a read-only
+// open with O_TRUNC (which the kernel leaves to us) truncated nothing.
+TEST_F(FsTest, ARenameInOneDirectoryAndAReadOnlyTruncatingOpenAreWhatARemountShows) {
+  fs_ = mount();
+  ASSERT_NE(fs_, nullptr);
+  fuse_entry_param e;
+  ASSERT_EQ(fs_->do_make(kRootIno, "d", S_IFDIR | 0755, 0, "", kRoot, &e), 0);
+  const Ino d = e.ino;
+  ASSERT_EQ(write_new(d, "a", "x"), 0);
+  ASSERT_EQ(write_new(kRootIno, "t", "hello\n"), 0);
+  ASSERT_EQ(fs_->do_rename(d, "a", d, "b", 0), 0);
+  struct stat before, after;
+  ASSERT_EQ(fs_->do_getattr(d, &before), 0);
+  Handle* h = nullptr;
+  bool changed = false;
+  ASSERT_EQ(fs_->do_open(lookup(kRootIno, "t"), O_RDONLY | O_TRUNC, kRoot, &h, &changed), 0);
+  fs_->do_release(h);
+  fs_ = mount();
+  ASSERT_NE(fs_, nullptr);
+  const Ino d2 = lookup(kRootIno, "d", &after);
+  ASSERT_NE(d2, 0u);
+  EXPECT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
+  EXPECT_EQ(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
+  struct stat t;
+  ASSERT_NE(lookup(kRootIno, "t", &t), 0u);
+  EXPECT_EQ(t.st_size, 0);
+  EXPECT_EQ(read(lookup(kRootIno, "t")), "");
+  fs_.reset();
 }
 
 }  // namespace

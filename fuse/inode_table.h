@@ -63,6 +63,11 @@ struct FileData {
       : content(store, layout, chunk_ids) {}
   std::mutex mu;  // lock order: FileData::mu, then the table's owner's lock
   FileContent content;
+  // Guarded by mu. Failed puts of the staged content, which drop what every
+  // descriptor wrote, and the last one's errno: each writer is told once,
+  // at its next flush or fsync (as Linux's errseq_t does for write-back).
+  uint64_t put_errors = 0;
+  int last_put_error = 0;
 };
 
 struct Node {

@@ -17,6 +17,7 @@
 #include "libpm/sync_point.h"
 #include "pm/container.h"
 #include "testutil/container_util.h"
+#include "testutil/small_fs.h"
 #include "testutil/temp_dir.h"
 
 namespace kv {
@@ -223,23 +224,7 @@ TEST_P(StoreTest, DramBudgetReleasesCommittedBackendPages) {
   for (int i = 0; i < 400; i += 7) ASSERT_EQ(get(*s, "big" + std::to_string(i)), v + std::to_string(i));
 }
 
-// A file system of 12 MiB of its own (tmpfs; skipped where mount(2) is not
-// allowed), unmounted at the end.
-class SmallFs {
- public:
-  explicit SmallFs(const std::string& dir) : dir_(dir) {
-    ::mkdir(dir.c_str(), 0700);
-    ok_ = ::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=12m") == 0;
-  }
-  ~SmallFs() {
-    if (ok_) ::umount2(dir_.c_str(), MNT_DETACH);
-  }
-  bool ok() const { return ok_; }
-
- private:
-  std::string dir_;
-  bool ok_ = false;
-};
+using pm::test::SmallFs;
 
 // A full disk makes updates fail with kNoSpace once the logs hold what the
 // backend has no room for, without stopping the store: every acknowledged
