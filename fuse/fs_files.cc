@@ -43,6 +43,7 @@ int Fs::do_open(Ino ino, int flags, const Caller& c, Handle** out, bool* mode_ch
       do_release(h.release());
       return err;
     }
+    *mode_changed = true;  // a set-user-ID bit may be gone
   } else if (flags & O_TRUNC) {  // the put at flush truncates
     int err = 0;
     {
@@ -166,8 +167,9 @@ int Fs::do_flush(Handle* h) {
 }
 
 int Fs::do_fsync(Handle* h) {
-  if (int err = do_flush(h)) return err;
-  return do_sync();
+  const int err = do_flush(h);  // may report a failure that dropped this handle's writes
+  const int synced = do_sync();  // what is stored is durable all the same
+  return err != 0 ? err : synced;
 }
 
 int Fs::do_sync() { return to_errno(sync_and_collect()); }

@@ -160,7 +160,7 @@ void check_logs(pm::Container* c, const Backend& be, StoreCheck* out) {
     Log log(&c->raw(), i, uint64_t{i} * r.log_bytes, r.log_bytes);
     const uint64_t end = accepted_records(r, be.legacy(), i, log, limits_of(r),
                                           [&](const Record&, uint64_t) { out->log_records++; });
-    const Beyond b = be.legacy() ? Beyond{} : look_beyond(r, i, log, end, limits_of(r));
+    const Beyond b = look_beyond(r, i, log, end, limits_of(r));
     if (b.mark != 0) {
       out->problems.push_back(damaged_log_message(i, end, b) + " (`pm kv salvage` copies them)");
     } else if (b.records != 0) {
@@ -219,7 +219,7 @@ std::vector<std::pair<std::string, Found>> log_ops(pm::Container* c, const Backe
     // Past damage before a clean close: the durable records that follow it
     // (recovery refuses to open such a store).
     std::vector<std::pair<std::string, Found>> past;
-    if (!be.legacy() && look_beyond(r, i, log, end, limits_of(r), into(&past)).mark != 0) {
+    if (look_beyond(r, i, log, end, limits_of(r), into(&past)).mark != 0) {
       ops.insert(ops.end(), past.begin(), past.end());
     }
   }

@@ -85,10 +85,14 @@ Status LogWriter::mark_closed(uint32_t session) {
   for (auto& L : logs_) {
     const uint64_t head = L->head.load(std::memory_order_acquire);
     const uint64_t tail = L->tail.load(std::memory_order_acquire);
-    if (tail == head || tail + sizeof(RecordHeader) > head + L->log->capacity()) continue;
+    // An empty log is marked too: the next open then finds the mark where
+    // the records end, rather than look for one through the whole log.
+    if (tail + sizeof(RecordHeader) > head + L->log->capacity()) continue;
+    // Not persisted: whenever it reaches the file, the records before it
+    // already have (a mark lost to a power failure only leaves the next
+    // open unable to tell damage from a crash).
     const RecordHeader h = close_mark(L->log->index(), tail, session);
     PM_TRY(L->log->write(tail, reinterpret_cast<const std::byte*>(&h), sizeof h));
-    PM_TRY(L->log->persist(tail, sizeof h));
   }
   return Status();
 }

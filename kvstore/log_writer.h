@@ -68,8 +68,8 @@ class LogWriter {
   // Makes every log durable up to its tail now (kAsync: sync(); epochs).
   Status sync();
   // A clean end of `session`: makes every log durable, then writes and
-  // persists a close mark at the tail of each log that holds records and
-  // has room for it. REQUIRES: no append runs meanwhile.
+  // persists a close mark at the tail of each log that has room for it.
+  // REQUIRES: no append runs meanwhile.
   Status mark_closed(uint32_t session);
 
   // An epoch committed: the space before `head` is free.

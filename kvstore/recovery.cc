@@ -105,13 +105,23 @@ Beyond look_beyond(const BackendRoot& r, uint32_t i, const Log& log, uint64_t en
   Beyond b;
   const uint32_t session = static_cast<uint32_t>(r.session);
   if (log.is_close_mark(end, session)) return b;  // a clean end: nothing past it matters
+  // Which session may have written where, as the session rule says, but
+  // without its order between records (damage breaks the sequence).
+  const bool legacy = r.version < 2;
+  auto plausible = [&](uint64_t pos, uint32_t s) {
+    if (legacy) return s <= session;
+    return pos < r.session_start[i] ? s < session : s == session;
+  };
   Record rec;
   RecordHeader h;
   for (uint64_t pos = end; pos + sizeof(RecordHeader) <= r.heads[i] + r.log_bytes; pos += 8) {
-    if (!log.peek_header(pos, &h) || h.session != session) continue;
-    if (h.magic == kCloseMagic && log.is_close_mark(pos, session)) {
-      b.mark = pos;
-      break;
+    if (!log.peek_header(pos, &h) || !plausible(pos, h.session)) continue;
+    if (h.magic == kCloseMagic) {
+      if (h.session == session && log.is_close_mark(pos, session)) {
+        b.mark = pos;
+        break;
+      }
+      continue;
     }
     if (!log.read(pos, limits, &rec)) continue;
     if (b.records++ == 0) b.first = pos;

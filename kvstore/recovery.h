@@ -49,10 +49,10 @@ uint64_t accepted_records(const BackendRoot& r, bool legacy, uint32_t i, const L
                           const std::function<void(const Record&, uint64_t pos)>& fn);
 
 // What lies in log `i` past `end`, where accepted_records stopped: valid
-// records of the last session (fn is called for each), and that session's
-// close mark. Reads only.
+// records a session could have written where they lie (fn is called for
+// each), and the last session's close mark. Reads only.
 struct Beyond {
-  uint64_t records = 0;  // valid records of the last session
+  uint64_t records = 0;  // valid records
   uint64_t first = 0;    // where the first of them is
   uint64_t mark = 0;     // where the close mark is; 0: none
 };

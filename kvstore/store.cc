@@ -170,7 +170,9 @@ StoreImpl::~StoreImpl() {
   // A clean end: what the logs hold is durable, and a close mark behind it
   // says so to the next open (recovery.h: damage, not a crash, when records
   // before a mark do not read).
-  if (logs_ != nullptr && !o_.read_only && !stop_.stopped()) (void)logs_->mark_closed(session_);
+  if (logs_ != nullptr && session_ != 0 && !o_.read_only && !stop_.stopped()) {
+    (void)logs_->mark_closed(session_);  // session_: set once recovery completed
+  }
 }
 
 Status StoreImpl::recover() {

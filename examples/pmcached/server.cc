@@ -87,8 +87,17 @@ void fail_conn(bufferevent* bev, Conn* c, std::string_view error) {
   const std::string line = "SERVER_ERROR " + std::string(error) + "\r\n";
   bufferevent_write(bev, line.data(), line.size());
   bufferevent_disable(bev, EV_READ);
-  bufferevent_setcb(bev, nullptr, [](bufferevent*, void* a) { close_conn(static_cast<Conn*>(a)); },
-                    nullptr, c);
+  // Closed once everything queued is sent (the write callback runs below
+  // the low mark, not only when empty), or at once on an error.
+  bufferevent_setcb(
+      bev, nullptr,
+      [](bufferevent* b, void* a) {
+        if (evbuffer_get_length(bufferevent_get_output(b)) == 0) close_conn(static_cast<Conn*>(a));
+      },
+      [](bufferevent*, short what, void* a) {
+        if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) close_conn(static_cast<Conn*>(a));
+      },
+      c);
 }
 
 // Runs the complete commands waiting in c->in, until the replies waiting
@@ -153,7 +162,8 @@ void on_read(bufferevent* bev, void* arg) {
 // reply to what it sent; an error or a timeout closes at once.
 void on_event(bufferevent* bev, short what, void* arg) {
   auto* c = static_cast<Conn*>(arg);
-  if (what & (BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) return close_conn(c);
+  // An EOF while writing: the client is gone for replies too.
+  if (what & (BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT | BEV_EVENT_WRITING)) return close_conn(c);
   if (what & BEV_EVENT_EOF) {
     c->eof = true;
     bufferevent_disable(bev, EV_READ);
@@ -270,7 +280,9 @@ int serve(Cache* cache, const ServerOptions& o, ServerInfo* info) {
   auto watch = [](evutil_socket_t, short, void* arg) {
     auto* st = static_cast<Stop*>(arg);
     Status s = st->cache->index_error();
-    if (s.ok() || !st->failed.ok()) return;
+    // Out of DRAM for the index is not damage: the server runs on without
+    // it (no expiry sweep, no memory limit), as it did before.
+    if (s.ok() || s.code() == pm::Code::kNoSpace || !st->failed.ok()) return;
     st->failed = s;
     stop_all(st);
   };
@@ -288,14 +300,15 @@ int serve(Cache* cache, const ServerOptions& o, ServerInfo* info) {
   std::fprintf(stderr, "pmcached: listening on %s:%d\n", o.listen.c_str(), port);
   std::fflush(stderr);
   event_base_dispatch(main_base);
-  // Freeing the signal events restores the default actions: a second
-  // SIGTERM (timeout(1) sends one) would then kill the clean stop below.
-  std::signal(SIGTERM, SIG_IGN);
-  std::signal(SIGINT, SIG_IGN);
   for (auto& w : workers) w->thread.join();
   event_free(term);
   event_free(intr);
   event_free(watcher);
+  // Freeing the signal events put back the actions they replaced, the
+  // defaults: a second SIGTERM (timeout(1) sends one) would kill the clean
+  // stop below.
+  std::signal(SIGTERM, SIG_IGN);
+  std::signal(SIGINT, SIG_IGN);
   event_base_free(main_base);
   for (auto& w : workers) {
     evconnlistener_free(w->listener);
@@ -305,8 +318,8 @@ int serve(Cache* cache, const ServerOptions& o, ServerInfo* info) {
   ::close(fd);
   if (!stop_ctx.failed.ok()) {
     std::fprintf(stderr,
-                 "pmcached: %s\npmcached: stopped: the store is damaged or failing (nothing was "
-                 "written since); check it with `pm kv check`\n",
+                 "pmcached: %s\npmcached: stopped: the store cannot be read whole (damaged or "
+                 "failing); check it with `pm check`, copy what reads with `pm kv salvage`\n",
                  stop_ctx.failed.to_string().c_str());
     return 1;
   }

@@ -270,16 +270,21 @@ class LsPrinter {
     if (json_) out_ += rows_ == 0 ? "[]\n" : "\n]\n";
     return flush();
   }
-  // A listing that failed part way. Before anything was written, nothing
-  // is (the error is the whole report); after, the JSON array is closed, so
-  // that stdout stays one valid document, and true is returned.
+  // A listing that failed part way: the lines listed are written. In JSON,
+  // before anything was written nothing is (the error is the whole
+  // report); after, the array is closed, so that stdout stays one valid
+  // document, and true is returned.
   bool abandon() {
+    if (!json_) {
+      (void)flush();
+      return false;
+    }
     if (!wrote_) {
       out_.clear();
       return false;
     }
     (void)finish();
-    return json_;
+    return true;
   }
 
  private:
