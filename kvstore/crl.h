@@ -28,8 +28,9 @@ inline constexpr uint32_t kRecordMagic = 0x324c5243;  // "CRL2"
 // Format 1 (stores written before 2026-11) carried an 8-byte `prev` link in
 // every operation header, never read; recovery still reads such records.
 inline constexpr uint32_t kRecordMagicV1 = 0x314c5243;  // "CRL1"
-// A close mark: a header alone (nops 0), written at the tail of a log that
-// holds records when its session ends cleanly, after they are durable.
+// A close mark: a header alone (nops 0), written at the tail of each log
+// when its session ends cleanly, after the records are durable (not itself
+// persisted: whenever it reaches the file, they already have).
 // Recovery never accepts it as a record (Log::read refuses it, as older
 // versions do); a mark found past the records recovery accepts shows that
 // what lies between was durable and is now damaged (recovery.h).
