@@ -113,11 +113,26 @@ int db_read(sqlite3_file* f, void* buf, int n, sqlite3_int64 off) {
   return inside == static_cast<size_t>(n) ? SQLITE_OK : SQLITE_IOERR_SHORT_READ;
 }
 
+// Bytes 18 and 19 of the database header: the file format versions, 2 for
+// a database in WAL mode. The backup API copies page 1 of a WAL database
+// as it is, and SQLite would then want a write-ahead log this VFS does not
+// have: the database could not be opened again. Written as 1 (rollback
+// journal), as SQLite itself writes them when it leaves WAL mode.
 int db_write(sqlite3_file* f, const void* buf, int n, sqlite3_int64 off) {
   SharedDb& db = *db_of(f)->db;
   if (db.read_only()) return SQLITE_READONLY;
   db.mark_dirty();
-  Status s = db.image().write(buf, static_cast<size_t>(n), static_cast<uint64_t>(off));
+  const void* src = buf;
+  std::string rollback_page1;
+  if (off == 0 && n >= 20) {
+    const auto* b = static_cast<const unsigned char*>(buf);
+    if (b[18] == 2 || b[19] == 2) {
+      rollback_page1.assign(static_cast<const char*>(buf), static_cast<size_t>(n));
+      rollback_page1[18] = rollback_page1[19] = 1;
+      src = rollback_page1.data();
+    }
+  }
+  Status s = db.image().write(src, static_cast<size_t>(n), static_cast<uint64_t>(off));
   if (s.ok() && g_sqlite_planted_bugs.commit_each_write) s = db.commit_if_dirty();
   return s.ok() ? SQLITE_OK : fail(s, SQLITE_IOERR_WRITE);
 }
@@ -328,8 +343,16 @@ int open_journal(const char* name, sqlite3_file* f, int flags, int* out_flags) {
 int vfs_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* f, int flags, int* out_flags) {
   f->pMethods = nullptr;  // SQLite's rule for a failed open
   if (name != nullptr && (flags & SQLITE_OPEN_MAIN_DB)) return open_db(name, f, flags, out_flags);
-  if (name != nullptr && (flags & (SQLITE_OPEN_MAIN_JOURNAL | SQLITE_OPEN_SUPER_JOURNAL))) {
+  if (name != nullptr && (flags & SQLITE_OPEN_MAIN_JOURNAL)) {
     return open_journal(name, f, flags, out_flags);
+  }
+  // A super-journal (a transaction over attached databases) goes to the
+  // disk, where an attached ordinary database's hot journal looks for it
+  // after a crash: missing, that journal is taken as committed and deleted
+  // without its rollback (a kill left an UPDATE half applied in the
+  // ordinary file while it was kept in DRAM).
+  if (name != nullptr && (flags & SQLITE_OPEN_SUPER_JOURNAL)) {
+    return g_base->xOpen(g_base, name, f, flags, out_flags);
   }
   if (flags & SQLITE_OPEN_WAL) {
     return fail(Status::not_supported("a write-ahead log is not available with the pm VFS"),
