@@ -3,11 +3,13 @@
 #include <strings.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <exception>
 #include <mutex>
 #include <new>
 #include <string>
+#include <utility>
 
 #include "mem_file.h"
 #include "planted_bugs.h"
@@ -295,26 +297,46 @@ const sqlite3_io_methods kJournalMethods = {
 
 // --- the VFS -------------------------------------------------------------
 
-uint64_t size_parameter(const char* name, const char* key, uint64_t dflt) {
+// A size URI parameter: bytes with an optional K, M or G suffix, left at
+// *out when absent. False for anything else ("1.5G", "-1", past 1 PiB).
+bool size_parameter(const char* name, const char* key, uint64_t* out) {
   const char* v = sqlite3_uri_parameter(name, key);
-  if (v == nullptr || *v == '\0') return dflt;
+  if (v == nullptr || *v == '\0') return true;
+  if (*v < '0' || *v > '9') return false;
   char* end = nullptr;
+  errno = 0;
   uint64_t n = std::strtoull(v, &end, 10);
+  int shift = 0;
   switch (*end) {
-    case 'k': case 'K': n <<= 10; break;
-    case 'm': case 'M': n <<= 20; break;
-    case 'g': case 'G': n <<= 30; break;
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
     default: break;
   }
-  return n == 0 ? dflt : n;
+  constexpr uint64_t kMost = 1ull << 50;
+  if (errno != 0 || *end != '\0' || n == 0 || n > (kMost >> shift)) return false;
+  *out = n << shift;
+  return true;
 }
 
 int open_db(const char* name, sqlite3_file* f, int flags, int* out_flags) {
   OpenParams p;
   p.create = (flags & SQLITE_OPEN_CREATE) != 0;
   p.read_only = (flags & SQLITE_OPEN_READONLY) != 0;
-  p.max_size = size_parameter(name, "max_size", p.max_size);
-  p.initial_size = size_parameter(name, "initial_size", p.initial_size);
+  for (auto [key, value] : {std::pair{"max_size", &p.max_size}, {"initial_size", &p.initial_size}}) {
+    if (!size_parameter(name, key, value)) {
+      t_last_error = std::string("the URI parameter ") + key + "=" +
+                     sqlite3_uri_parameter(name, key) +
+                     " is not a size (bytes, or a number with K, M or G, up to 1 PiB)";
+      sqlite3_log(SQLITE_CANTOPEN, "pm vfs: %s", t_last_error.c_str());
+      return SQLITE_CANTOPEN;
+    }
+  }
+  if (p.initial_size < (1ull << 20)) {
+    t_last_error = "the URI parameter initial_size must be at least 1M";
+    sqlite3_log(SQLITE_CANTOPEN, "pm vfs: %s", t_last_error.c_str());
+    return SQLITE_CANTOPEN;
+  }
   pm::Result<std::shared_ptr<SharedDb>> db = SharedDb::open(name, p);
   if (!db.ok()) return fail(db.status(), SQLITE_CANTOPEN);
   auto* d = new (f) DbFile{};

@@ -278,6 +278,22 @@ TEST(SqliteVfsTest, VacuumIntoCopiesAnOrdinaryDatabaseIn) {
   EXPECT_EQ(db.one("SELECT x FROM t"), "42");
 }
 
+// A size parameter that is not one is a clear CANTOPEN, not "file is not a
+// database" (what the container's own check of the value turned into), and
+// nothing is created.
+TEST(SqliteVfsTest, BadSizeParametersAreRefusedByName) {
+  TempDir dir;
+  for (const char* q : {"initial_size=64K", "initial_size=1.5G", "max_size=-1",
+                        "max_size=100000000000G", "initial_size=abc"}) {
+    const std::string path = dir.file("p.db");
+    Db db("file:" + path + "?" + q);
+    EXPECT_EQ(db.rc(), SQLITE_CANTOPEN) << q;
+    EXPECT_NE(::access(path.c_str(), F_OK), 0) << q << " created the file";
+  }
+  Db ok("file:" + dir.file("ok.db") + "?initial_size=2M&max_size=2G");
+  EXPECT_EQ(ok.rc(), SQLITE_OK) << ok.error();
+}
+
 // The backup API copies page 1 of a WAL database as it is (format bytes 18
 // and 19 = 2); the copy must open on the pm VFS, which has no WAL.
 TEST(SqliteVfsTest, ABackupOfAWalDatabaseOpensInRollbackMode) {
