@@ -415,7 +415,7 @@ Status ContainerImpl::map_and_attach() {
     return Status::corruption("file truncated: heap needs " + std::to_string(heap_size) +
                               " bytes, the file holds " + std::to_string(file_heap));
   }
-  PM_TRY(reservation_.map_private(0, heap_size, lock_.fd(), heap_off_));
+  PM_TRY(reservation_.map_private(0, heap_size, lock_.map_fd(), heap_off_));
   mapped_ = heap_size;
   is_pmem_ = persist_->is_pmem();
   raw_ = std::make_unique<RawRegionImpl>(&persist_, &view_mu_, kHeapOffset, heap_off_ - kHeapOffset);
@@ -479,7 +479,7 @@ Status ContainerImpl::grow_to(uint64_t new_heap_size) {
   uint64_t mapped = mapped_.load();
   if (new_heap_size > mapped) {
     PM_TRY(
-        reservation_.map_private(mapped, new_heap_size - mapped, lock_.fd(), heap_off_ + mapped));
+        reservation_.map_private(mapped, new_heap_size - mapped, lock_.map_fd(), heap_off_ + mapped));
     PM_TRY(tracker_->track(reservation_.base(), new_heap_size));
     mapped_ = new_heap_size;
   }

@@ -435,6 +435,30 @@ TEST_F(ContainerTest, LockHolderIsNamedAcrossProcesses) {
   EXPECT_TRUE(Container::open(path_).ok());  // the lock died with the process
 }
 
+// A child after fork() shared the lock's open file description, so a
+// parent that closed its container and opened it again found it locked
+// by the child (Python's multiprocessing with a database open).
+TEST_F(ContainerTest, AForkedChildDoesNotKeepTheParentsLock) {
+  auto c = must(Container::create(path_, small()));
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    (void)!write(ready[1], "x", 1);
+    pause();
+    _exit(0);
+  }
+  char b;
+  ASSERT_EQ(read(ready[0], &b, 1), 1);
+  c.reset();
+  Result<std::unique_ptr<Container>> again = Container::open(path_);
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  close(ready[0]);
+  close(ready[1]);
+  EXPECT_TRUE(again.ok()) << again.status().to_string();
+}
+
 TEST_F(ContainerTest, OpenAndCreateReportMisuse) {
   EXPECT_EQ(Container::open(path_).status().code(), Code::kNotFound);
   auto c = must(Container::create(path_, small()));

@@ -5,9 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <sstream>
 
 namespace pm {
@@ -30,19 +35,59 @@ long lock_holder(ino_t ino) {
   return 0;
 }
 
+// The lock descriptors of this process. A child after fork() shares each
+// one's open file description, and with it the lock: the parent that
+// closed and reopened its container found it locked by the child until
+// the child exited (Python's multiprocessing, pre-fork servers). The child
+// lets go of them: each of its copies is pointed at /dev/null (the number
+// stays valid for the child's own objects, which may still close it).
+std::mutex g_fds_mu;
+std::set<int>* g_fds = nullptr;  // never freed: used by fork handlers to the end
+
+void child_lets_go() {
+  const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0) {
+    for (int fd : *g_fds) (void)::dup3(null, fd, O_CLOEXEC);
+    ::close(null);
+  }
+  g_fds_mu.unlock();
+}
+
+void track(int fd) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    g_fds = new std::set<int>;
+    // The mutex is held across fork(), so that the child's set is whole.
+    ::pthread_atfork([] { g_fds_mu.lock(); }, [] { g_fds_mu.unlock(); }, child_lets_go);
+  });
+  std::lock_guard<std::mutex> l(g_fds_mu);
+  g_fds->insert(fd);
+}
+
+void close_tracked(int fd) {
+  {
+    std::lock_guard<std::mutex> l(g_fds_mu);
+    if (g_fds != nullptr) g_fds->erase(fd);
+  }
+  ::close(fd);
+}
+
 }  // namespace
 
 FileLock& FileLock::operator=(FileLock&& o) noexcept {
   if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
+    if (fd_ >= 0) close_tracked(fd_);
+    if (map_fd_ >= 0) ::close(map_fd_);
     fd_ = o.fd_;
-    o.fd_ = -1;
+    map_fd_ = o.map_fd_;
+    o.fd_ = o.map_fd_ = -1;
   }
   return *this;
 }
 
 FileLock::~FileLock() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) close_tracked(fd_);
+  if (map_fd_ >= 0) ::close(map_fd_);
 }
 
 Result<FileLock> FileLock::acquire(const std::string& path, bool create, bool shared) {
@@ -62,6 +107,12 @@ Result<FileLock> FileLock::acquire(const std::string& path, bool create, bool sh
     }
     return Status::from_errno(path, err);
   }
+  try {
+    track(fd);
+  } catch (const std::exception&) {  // no memory for the set: no lock either
+    ::close(fd);
+    return Status::no_space("lock " + path + ": out of memory");
+  }
   FileLock l;
   l.fd_ = fd;
   if (::flock(fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0) {
@@ -76,6 +127,13 @@ Result<FileLock> FileLock::acquire(const std::string& path, bool create, bool sh
     }
     return Status::from_errno("lock " + path, err);
   }
+  // A new open file description of the same file (not a dup, which would
+  // share the lock's), found through /proc whatever became of the path.
+  const std::string self = "/proc/self/fd/" + std::to_string(fd);
+  // Without /proc, a duplicate: mappings then hold the lock as before.
+  l.map_fd_ = ::open(self.c_str(), (shared ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+  if (l.map_fd_ < 0) l.map_fd_ = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (l.map_fd_ < 0) return Status::from_errno("reopen " + path + " to map it", errno);
   return l;
 }
 

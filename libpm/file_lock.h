@@ -12,7 +12,7 @@ namespace pm {
 class FileLock {
  public:
   FileLock() = default;
-  FileLock(FileLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  FileLock(FileLock&& o) noexcept : fd_(o.fd_), map_fd_(o.map_fd_) { o.fd_ = o.map_fd_ = -1; }
   FileLock& operator=(FileLock&& o) noexcept;
   ~FileLock();
 
@@ -23,9 +23,15 @@ class FileLock {
   static Result<FileLock> acquire(const std::string& path, bool create, bool shared = false);
 
   int fd() const { return fd_; }
+  // The same file opened again, to map it: a mapping holds its open file
+  // description, and one holding the lock's would keep the lock for as
+  // long as any process maps it (a child after fork() maps everything its
+  // parent did). No lock of its own.
+  int map_fd() const { return map_fd_; }
 
  private:
   int fd_ = -1;
+  int map_fd_ = -1;
 };
 
 }  // namespace pm
