@@ -151,7 +151,13 @@ def pipelined_gets_stay_bounded(tmp):
     got = half_closed(s.port, b"get big\r\n" * 300)
     check("300 pipelined gets of 1 MB: every reply", len(got), 300 * (len(b"VALUE big 0 1000000\r\n") + 1000000 + 7))
     grew = peak_rss_mib(s.proc.pid) - before
-    check(f"300 pipelined gets of 1 MB: the server's peak RSS grew by {grew} MiB (< 100)", grew < 100, True)
+    with open(f"/proc/{s.proc.pid}/maps") as f:
+        sanitized = any("libasan" in line or "libtsan" in line for line in f)
+    if sanitized:   # freed memory waits in the sanitizer's quarantine: RSS says nothing
+        print(f"note: sanitizer build; peak RSS grew by {grew} MiB (not checked)")
+    else:
+        check(f"300 pipelined gets of 1 MB: the server's peak RSS grew by {grew} MiB (< 100)",
+              grew < 100, True)
     s.stop()
 
 
