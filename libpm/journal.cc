@@ -1,11 +1,12 @@
 #include "libpm/journal.h"
 
+// The state type is needed by value (a state on the stack, not a malloc per
+// commit), which xxhash declares only for static linking.
+#define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
 #include <algorithm>
 #include <cstring>
-#include <memory>
-#include <new>
 
 #include "libpm/planted_bugs.h"
 #include "libpm/superblock.h"
@@ -168,10 +169,9 @@ constexpr uint64_t kDirectRun = 4096;
 class BodyWriter {
  public:
   BodyWriter(Persist& p, uint64_t at, uint64_t seq, std::vector<std::byte>* stage)
-      : p_(p), at_(at), stage_(*stage), hash_(XXH3_createState(), &XXH3_freeState) {
-    if (hash_ == nullptr) throw std::bad_alloc();
+      : p_(p), at_(at), stage_(*stage) {
     stage_.resize(kStageBytes);
-    XXH3_64bits_reset_withSeed(hash_.get(), seq);
+    XXH3_64bits_reset_withSeed(&hash_, seq);
   }
 
   void add(const void* src, size_t n) {
@@ -195,7 +195,7 @@ class BodyWriter {
   // The checksum of everything added.
   uint64_t finish() {
     flush_stage();
-    return XXH3_64bits_digest(hash_.get());
+    return XXH3_64bits_digest(&hash_);
   }
 
  private:
@@ -206,7 +206,7 @@ class BodyWriter {
 
   void emit(const std::byte* src, size_t n) {
     if (n == 0) return;
-    XXH3_64bits_update(hash_.get(), src, n);
+    XXH3_64bits_update(&hash_, src, n);
     if (g_planted_bugs.skip_body_flush) {
       p_.write(at_, src, n);
     } else {
@@ -219,7 +219,7 @@ class BodyWriter {
   uint64_t at_;
   std::vector<std::byte>& stage_;
   size_t fill_ = 0;
-  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash_;
+  XXH3_state_t hash_;
 };
 
 }  // namespace

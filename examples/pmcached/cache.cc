@@ -513,6 +513,7 @@ void Cache::rebuild_index() {
     index_ready_.store(st.ok(), std::memory_order_release);
     rebuild_done_ = true;
     if (!stopping_) rebuild_error_ = st;
+    if (index_done_) index_done_();
   }
   for (auto& s : shards_) {
     std::lock_guard<std::mutex> l(s->mu);
@@ -531,6 +532,12 @@ void Cache::rebuild_index() {
 Status Cache::index_error() {
   std::lock_guard<std::mutex> l(bg_mu_);
   return rebuild_error_;
+}
+
+void Cache::on_index_done(std::function<void()> f) {
+  std::lock_guard<std::mutex> l(bg_mu_);
+  index_done_ = std::move(f);
+  if (index_done_ && rebuild_done_) index_done_();
 }
 
 void Cache::wait_for_index() {

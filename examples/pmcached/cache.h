@@ -131,6 +131,9 @@ class Cache {
   // Why the index could not be rebuilt from the store (a damaged or failing
   // store: the server stops), or OK.
   Status index_error();
+  // Calls `f` (from the rebuild's thread, or now) once the rebuild has
+  // ended; nullptr unsets it, after which it is not running and not called.
+  void on_index_done(std::function<void()> f);
 
  private:
   struct Entry {
@@ -187,6 +190,7 @@ class Cache {
   std::atomic<bool> stopping_{false};
   bool rebuild_done_ = false;  // guarded by bg_mu_
   Status rebuild_error_;       // guarded by bg_mu_
+  std::function<void()> index_done_;  // guarded by bg_mu_
   std::thread rebuild_, background_;
 };
 

@@ -171,6 +171,27 @@ TEST_F(CacheTest, TheIndexIsRebuiltAfterRestartWithoutLosingConcurrentWrites) {
   EXPECT_EQ(get(c, "k5000"), "v");
 }
 
+// The server learns of a failed rebuild from this call (it stops then).
+TEST_F(CacheTest, TheEndOfTheRebuildIsAnnouncedOnceWhetherAskedBeforeOrAfter) {
+  {
+    auto c = open();
+    for (int i = 0; i < 20000; i++) set(*c, StoreMode::kSet, "k" + std::to_string(i), "v");
+  }
+  CacheOptions o;
+  o.clock = [this] { return now_.load(); };
+  Result<std::unique_ptr<Cache>> r = Cache::open(path_, o);
+  ASSERT_TRUE(r.ok());
+  std::atomic<int> before{0}, after{0};
+  (*r)->on_index_done([&] { before++; });
+  (*r)->wait_for_index();
+  (*r)->on_index_done(nullptr);
+  EXPECT_EQ(before.load(), 1);
+  (*r)->on_index_done([&] { after++; });
+  (*r)->on_index_done(nullptr);
+  EXPECT_EQ(after.load(), 1);
+  EXPECT_TRUE((*r)->index_error().ok());
+}
+
 TEST_F(CacheTest, ConcurrentIncrementsAreAtomic) {
   auto c = open();
   set(*c, StoreMode::kSet, "n", "0");

@@ -291,9 +291,9 @@ int serve(Cache* cache, const ServerOptions& o, ServerInfo* info) {
   event* intr = evsignal_new(main_base, SIGINT, stop, &stop_ctx);
   evsignal_add(term, nullptr);
   evsignal_add(intr, nullptr);
-  event* watcher = event_new(main_base, -1, EV_PERSIST, watch, &stop_ctx);
-  const timeval every{0, 200 * 1000};
-  event_add(watcher, &every);
+  // Activated from the rebuild's thread (libevent is thread-safe here).
+  event* watcher = event_new(main_base, -1, 0, watch, &stop_ctx);
+  cache->on_index_done([watcher] { event_active(watcher, 0, 0); });
   for (auto& w : workers) {
     w->thread = std::thread([wp = w.get()] { event_base_loop(wp->base, EVLOOP_NO_EXIT_ON_EMPTY); });
   }
@@ -301,6 +301,7 @@ int serve(Cache* cache, const ServerOptions& o, ServerInfo* info) {
   std::fflush(stderr);
   event_base_dispatch(main_base);
   for (auto& w : workers) w->thread.join();
+  cache->on_index_done(nullptr);
   event_free(term);
   event_free(intr);
   event_free(watcher);
