@@ -83,6 +83,8 @@ class ContainerImpl final : public Container {
 
   Status init_new(const PersistOpener& opener);
   Status init_existing(const PersistOpener& opener);
+  Status read_superblock(uint64_t file_size);
+  Status repair_superblock();
 
   Status commit() override;
   Status abort() override;
@@ -169,6 +171,7 @@ class ContainerImpl final : public Container {
   FileLock lock_;
   std::unique_ptr<Persist> persist_;
   Superblock sb_{};
+  std::string superblock_problem_;  // read from the copy: why (for check())
   AddressReservation reservation_;
   std::unique_ptr<DirtyTracker> tracker_;
   std::unique_ptr<Heap> heap_;
@@ -320,6 +323,7 @@ Status ContainerImpl::init_new(const PersistOpener& opener) {
   persist_->write_flushed(heap_off_, image.data(), image.size());
   PM_TRY(persist_->drain());
   sb_ = make_superblock(options_, reinterpret_cast<uint64_t>(reservation_.base()), heap_off_);
+  persist_->write_flushed(kSuperblockCopyOffset, &sb_, sizeof sb_);
   persist_->write_flushed(0, &sb_, sizeof sb_);
   PM_TRY(persist_->drain());
   if (::fsync(lock_.fd()) != 0) return Status::from_errno("fsync " + tmp, errno);
@@ -334,6 +338,37 @@ Status ContainerImpl::init_new(const PersistOpener& opener) {
   return Status();
 }
 
+// The superblock, or its copy when the superblock itself is damaged (a
+// flipped byte there made every object of an intact file unreadable).
+Status ContainerImpl::read_superblock(uint64_t file_size) {
+  if (::pread(lock_.fd(), &sb_, sizeof sb_, 0) != static_cast<ssize_t>(sizeof sb_)) {
+    return Status::from_errno("read superblock", errno);
+  }
+  Status s = validate_superblock(sb_, file_size);
+  if (!s.is_corruption()) return s;
+  Superblock copy;
+  if (::pread(lock_.fd(), &copy, sizeof copy, kSuperblockCopyOffset) != sizeof copy ||
+      !validate_superblock(copy, file_size).ok()) {
+    return s;
+  }
+  sb_ = copy;
+  superblock_problem_ = "superblock damaged (" + s.message() + "); its copy at byte " +
+                        std::to_string(kSuperblockCopyOffset) + " was used";
+  log(LogLevel::kWarn, superblock_problem_);
+  return Status();
+}
+
+// A writable open rewrites a damaged superblock from the copy it used. Both
+// hold the same bytes, so a crash in between leaves one of them intact.
+Status ContainerImpl::repair_superblock() {
+  if (superblock_problem_.empty() || options_.read_only) return Status();
+  persist_->write_flushed(0, &sb_, sizeof sb_);
+  PM_TRY(persist_->drain().with_context("rewrite the superblock of " + path_));
+  log(LogLevel::kWarn, "rewrote the superblock from its copy");
+  superblock_problem_ += " and the superblock rewritten from it";
+  return Status();
+}
+
 Status ContainerImpl::init_existing(const PersistOpener& opener) {
   const bool ro = options_.read_only;
   Result<FileLock> lock = FileLock::acquire(path_, /*create=*/false, /*shared=*/ro);
@@ -345,10 +380,7 @@ Status ContainerImpl::init_existing(const PersistOpener& opener) {
     return Status::corruption("file is " + std::to_string(st.st_size) +
                               " bytes: too small to be a container (truncated, or not one)");
   }
-  if (::pread(lock_.fd(), &sb_, sizeof sb_, 0) != static_cast<ssize_t>(sizeof sb_)) {
-    return Status::from_errno("read superblock", errno);
-  }
-  PM_TRY(validate_superblock(sb_, static_cast<uint64_t>(st.st_size)));
+  PM_TRY(read_superblock(static_cast<uint64_t>(st.st_size)));
   heap_off_ = sb_.heap_offset;
   if (!options_.layout.empty() && options_.layout != sb_.layout) {
     return Status::invalid_argument("layout is '" + std::string(sb_.layout) +
@@ -357,6 +389,7 @@ Status ContainerImpl::init_existing(const PersistOpener& opener) {
   Result<std::unique_ptr<Persist>> p = ro ? open_read_only_file(path_) : opener(path_);
   if (!p.ok()) return p.status();
   persist_ = std::move(*p);
+  PM_TRY(repair_superblock());
   PM_TRY(recover());
   Result<AddressReservation> res = AddressReservation::at(sb_.base_address, sb_.max_size);
   if (!res.ok()) return res.status();
@@ -497,10 +530,11 @@ Status ContainerImpl::commit() {
     find_escapes(false, &r);
     if (!r.escaping.empty()) {
       const EscapingPointer& e = r.escaping.front();
-      char msg[200];
+      char msg[300];
       std::snprintf(msg, sizeof msg,
                     "commit refused: %zu pointer(s) out of the container, first in object "
-                    "%#llx at offset %llu -> %#llx (%s); run 'pm check'",
+                    "%#llx at offset %llu -> %#llx (%s); Container::check() lists them all "
+                    "(the file has none: nothing was committed)",
                     r.escaping.size(), static_cast<unsigned long long>(e.object),
                     static_cast<unsigned long long>(e.offset),
                     static_cast<unsigned long long>(e.target), e.where.c_str());
@@ -833,6 +867,9 @@ ContainerInfo ContainerImpl::info() const {
 CheckReport ContainerImpl::check(bool foreign_writer) {
   CheckReport r;
   ClosedGate closed(gate_);
+  // Reported while the superblock is still damaged (a read-only open), and
+  // once by the open that rewrote it.
+  if (!superblock_problem_.empty()) r.problems.push_back(superblock_problem_);
   heap_->check(&r.problems);
   Heap::Stats hs = heap_->stats();
   r.blocks = hs.blocks;
@@ -865,6 +902,7 @@ Result<CollectReport> ContainerImpl::collect(bool dry_run) {
 
 Result<std::unique_ptr<Container>> open_container(const std::string& path, const Options& options,
                                                   bool create, const PersistOpener& opener) {
+  if (path.empty()) return Status::invalid_argument("the container's path is empty");
   auto c = std::make_unique<ContainerImpl>(path, options);
   if (create && options.read_only) {
     return Status::invalid_argument("create " + path + ": read_only is for opening");

@@ -754,7 +754,12 @@ TEST_F(ContainerTest, DamagedFilesFailToOpenWithAReason) {
     EXPECT_NE(r.status().message().find(words), std::string::npos) << r.status().message();
   };
 
-  patch(path_, 0, "NOTACONT", 8);
+  // The superblock and its copy alike (one alone is the next test's).
+  auto patch_both = [&](uint64_t off, const void* data, size_t n) {
+    patch(path_, off, data, n);
+    patch(path_, kSuperblockCopyOffset + off, data, n);
+  };
+  patch_both(0, "NOTACONT", 8);
   expect(Code::kCorruption, "not a libpm container");
   reset();
   uint32_t v = 99;
@@ -762,7 +767,7 @@ TEST_F(ContainerTest, DamagedFilesFailToOpenWithAReason) {
   expect(Code::kNotSupported, "version 99");
   reset();
   char b = 0x7f;
-  patch(path_, offsetof(Superblock, layout) + 3, &b, 1);
+  patch_both(offsetof(Superblock, layout) + 3, &b, 1);
   expect(Code::kCorruption, "checksum");
   reset();
   ASSERT_EQ(truncate(path_.c_str(), 100), 0);
@@ -775,6 +780,68 @@ TEST_F(ContainerTest, DamagedFilesFailToOpenWithAReason) {
   expect(Code::kCorruption, "not a libpm container");
   reset();
   EXPECT_TRUE(Container::open(path_).ok());
+}
+
+// A damaged superblock alone loses nothing: open() reads its copy, check()
+// says so, and a writable open rewrites it. A file made before the copy
+// (zeros there) fails as it did.
+TEST_F(ContainerTest, ADamagedSuperblockIsReadFromItsCopyAndRewritten) {
+  {
+    auto c = must(Container::create(path_, small()));
+    ASSERT_TRUE(c->set_root(push(*c, nullptr, 5)).ok());
+    ASSERT_TRUE(c->commit().ok());
+  }
+  const std::string pristine = dir_.file("pristine.pm");
+  std::filesystem::copy_file(path_, pristine);
+  for (uint64_t off : {uint64_t{0}, uint64_t{20}, offsetof(Superblock, checksum)}) {
+    std::filesystem::copy_file(pristine, path_, std::filesystem::copy_options::overwrite_existing);
+    patch(path_, off, "\xa5\x5a", 2);
+    {
+      Options ro;
+      ro.read_only = true;
+      auto c = must(Container::open(path_, ro));
+      ASSERT_TRUE(c != nullptr);
+      EXPECT_EQ(static_cast<Node*>(c->root())->value, 5u);
+      CheckReport r = c->check();
+      ASSERT_EQ(r.problems.size(), 1u);
+      EXPECT_NE(r.problems[0].find("its copy"), std::string::npos) << r.problems[0];
+    }
+    { auto c = must(Container::open(path_)); }  // writable: rewrites it
+    auto c = must(Container::open(path_));
+    ASSERT_TRUE(c != nullptr);
+    EXPECT_TRUE(c->check().problems.empty()) << c->check().problems[0];
+    EXPECT_EQ(static_cast<Node*>(c->root())->value, 5u);
+  }
+  std::filesystem::copy_file(pristine, path_, std::filesystem::copy_options::overwrite_existing);
+  patch(path_, kSuperblockCopyOffset, std::string(512, '\0').data(), 512);
+  patch(path_, 20, "\xa5", 1);
+  Result<std::unique_ptr<Container>> r = Container::open(path_);
+  EXPECT_EQ(r.status().code(), Code::kCorruption) << r.status().to_string();
+}
+
+// Roots name objects: set_root() refuses an address in no block, check()
+// reports a root whose object was freed (or a damaged one), and collect()
+// refuses to free what such a root reached.
+TEST_F(ContainerTest, ARootInNoBlockIsRefusedReportedAndStopsCollect) {
+  auto c = must(Container::create(path_, small()));
+  Node* a = push(*c, nullptr, 1);
+  Node* b = push(*c, a, 2);
+  auto* base = reinterpret_cast<std::byte*>(c->info().base_address);
+  EXPECT_EQ(c->set_root(base, "hdr").code(), Code::kInvalidArgument);
+  ASSERT_TRUE(c->set_root(b).ok());
+  ASSERT_TRUE(c->set_root(a, "first").ok());
+  ASSERT_TRUE(c->commit().ok());
+  EXPECT_TRUE(c->check().problems.empty());
+  ASSERT_TRUE(c->free(a).ok());
+  std::vector<std::string> pr = c->check().problems;
+  ASSERT_EQ(pr.size(), 1u);
+  EXPECT_NE(pr[0].find("root 'first'"), std::string::npos) << pr[0];
+  Result<CollectReport> g = c->collect(false);
+  EXPECT_EQ(g.status().code(), Code::kCorruption);
+  EXPECT_TRUE(c->find_block(b).ok()) << "collect freed what the good root reaches";
+  ASSERT_TRUE(c->set_root(nullptr, "first").ok());
+  EXPECT_TRUE(c->collect(false).ok());
+  EXPECT_TRUE(c->find_block(b).ok());
 }
 
 // Random byte damage anywhere in the metadata never crashes open(); when

@@ -103,7 +103,7 @@ Result<FileLock> FileLock::acquire(const std::string& path, bool create, bool sh
     }
     if (!shared && !create && (err == EACCES || err == EROFS || err == EPERM)) {
       return Status::read_only(path + ": no write access (" + std::strerror(err) +
-                               "); this needs write access, or open it read-only");
+                               "); changes need write access, reads work with a read-only open");
     }
     return Status::from_errno(path, err);
   }

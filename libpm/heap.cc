@@ -97,10 +97,7 @@ Status Heap::reload(uint64_t mapped) {
   return load_segments(mapped);
 }
 
-Status Heap::load_segments(uint64_t mapped) {
-  segments_.clear();
-  to_release_.clear();  // pages that may not be free in the reloaded state
-  to_release_pages_ = 0;
+void Heap::reset_index() {
   free_by_size_.clear();
   free_by_addr_.clear();
   for (auto& p : partial_) p.clear();
@@ -112,6 +109,13 @@ Status Heap::load_segments(uint64_t mapped) {
     a.bin_mask.assign((a.bins.size() + 63) / 64, 0);
   }
   indexed_ = false;
+}
+
+Status Heap::load_segments(uint64_t mapped) {
+  segments_.clear();
+  to_release_.clear();  // pages that may not be free in the reloaded state
+  to_release_pages_ = 0;
+  reset_index();
   const uint64_t magic = granular_ ? kSegmentMagicV2 : kSegmentMagic;
   const uint64_t end = std::min(header()->heap_size, mapped) / kPage;
   uint64_t page = 1;
@@ -154,15 +158,21 @@ void Heap::set_entry(uint64_t page, uint32_t e) {
   slot = e;
 }
 
-// One pass over the page maps (and slab headers): validates every entry it
-// reads, so damaged metadata becomes an error here instead of overlapping
-// blocks later.
+// One pass over the page maps (and slab headers, granule bitmaps):
+// validates every entry it reads, so damaged metadata becomes an error here
+// instead of overlapping blocks later. Damage that leaves the metadata well
+// formed (a zeroed bitmap page: its objects would read as free and be
+// handed out again) shows in the counts: what the pass finds allocated must
+// be what the header's counters say, which every allocation and free keep
+// in the same commit as the bits.
 Status Heap::ensure_index() {
   if (indexed_) return Status();
+  reset_index();  // what a failed pass left
   auto bad = [](uint64_t page, const char* what) {
     return Status::corruption("heap page map damaged at page " + std::to_string(page) + " (" +
                               what + "); run 'pm check'");
   };
+  uint64_t used = 0, blocks = 0;
   for (const Segment& s : segments_) {
     uint64_t i = s.meta_pages;
     while (i < s.npages) {
@@ -177,6 +187,8 @@ Status Heap::ensure_index() {
         case PageKind::kRunHead:
           span = entry_value(e);
           tail = PageKind::kRunTail;
+          used += span * kPage;
+          blocks++;
           break;
         case PageKind::kSlabHead: {
           auto cls = static_cast<int>(entry_value(e));
@@ -189,6 +201,8 @@ Status Heap::ensure_index() {
           span = sc.pages;
           tail = PageKind::kSlabTail;
           if (sh->nfree > 0) partial_[static_cast<size_t>(cls)].insert(page);
+          used += uint64_t{sc.objects - sh->nfree} * sc.size;
+          blocks += sc.objects - sh->nfree;
           break;
         }
         case PageKind::kGran: {
@@ -197,7 +211,7 @@ Status Heap::ensure_index() {
           }
           uint64_t j = i + 1;
           while (j < s.npages && s.map[j] == e) j++;
-          PM_TRY(index_gran_pages(page, j - i));
+          PM_TRY(index_gran_pages(page, j - i, &used, &blocks));
           i = j;
           continue;
         }
@@ -218,6 +232,14 @@ Status Heap::ensure_index() {
       }
       i += span;
     }
+  }
+  const HeapHeader* h = header();
+  if (h->used_bytes != used || h->blocks != blocks) {
+    return Status::corruption("heap metadata damaged: its counters say " +
+                              std::to_string(h->blocks) + " blocks of " +
+                              std::to_string(h->used_bytes) + " bytes, its page maps and " +
+                              "bitmaps " + std::to_string(blocks) + " of " +
+                              std::to_string(used) + "; run 'pm check'");
   }
   indexed_ = true;
   return Status();
@@ -569,6 +591,10 @@ Status Heap::set_root(void* p, std::string_view name) {
   if (p != nullptr && (static_cast<std::byte*>(p) < base_ || off >= h->heap_size)) {
     return Status::invalid_argument("set_root: object is not inside this container");
   }
+  if (p != nullptr && !find_block_locked(off).ok()) {
+    return Status::invalid_argument("set_root: the address is in no allocated block (heap "
+                                    "metadata, free space or a freed object)");
+  }
   if (name.empty()) {
     note(&h->root, 8);
     h->root = off;
@@ -595,6 +621,22 @@ Status Heap::set_root(void* p, std::string_view name) {
   std::memcpy(slot->name, name.data(), name.size());
   slot->off = off;
   return Status();
+}
+
+// A root names an object: a root in no allocated block is damage, or a
+// freed object's (collect() would free everything it used to reach).
+void Heap::root_problems_locked(std::vector<std::string>* problems) {
+  const HeapHeader* h = header();
+  auto one = [&](uint64_t off, std::string name) {
+    if (off == 0 || (off < h->heap_size && find_block_locked(off).ok())) return;
+    problems->push_back(name + " (heap offset " + std::to_string(off) +
+                        ") is in no allocated block: damaged, or its object was freed");
+  };
+  one(h->root, "the root");
+  for (const NamedRoot& r : h->roots) {
+    if (r.name[0] == '\0') continue;
+    one(r.off, "root '" + std::string(r.name, strnlen(r.name, sizeof r.name)) + "'");
+  }
 }
 
 uint64_t Heap::bump_generation() {

@@ -100,6 +100,7 @@ class Heap {
   void note(const void* p, size_t n) { tracker_->will_write(p, n); }
 
   Status load_segments(uint64_t mapped);
+  void reset_index();
   Status ensure_index();
   // Runs of calls mostly ask about one segment: the last answer is tried
   // first (inline: the granule code asks several times per call).
@@ -124,6 +125,7 @@ class Heap {
   Status grow(uint64_t min_pages);
 
   Status free_locked(void* p);
+  void root_problems_locked(std::vector<std::string>* problems);
   Result<BlockInfo> find_block_locked(uint64_t off);
   void visit_blocks_locked(const std::function<void(std::byte*, uint64_t)>& fn);
   // Marks blocks reachable from the roots in `marks` (a bit per 8-byte granule of
@@ -176,7 +178,8 @@ class Heap {
   // e: the page map entry of off's page (it says which arena).
   Status free_gran(uint64_t off, uint32_t e);
   Result<BlockInfo> find_gran(uint64_t off, uint32_t e);
-  Status index_gran_pages(uint64_t page, uint64_t npages);
+  // Adds the pages' allocated bytes and objects to *used and *blocks.
+  Status index_gran_pages(uint64_t page, uint64_t npages, uint64_t* used, uint64_t* blocks);
   void visit_gran_pages(uint64_t page, uint64_t npages,
                         const std::function<void(std::byte*, uint64_t)>& fn);
   Result<uint64_t> object_granules(uint64_t g, uint32_t e);

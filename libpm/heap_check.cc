@@ -152,6 +152,7 @@ void Heap::check(std::vector<std::string>* problems) {
       i += span;
     }
   }
+  root_problems_locked(problems);
   const HeapHeader* h = header();
   if (h->used_bytes != used || h->blocks != blocks) {
     problems->push_back("heap counters say " + std::to_string(h->blocks) + " blocks / " +

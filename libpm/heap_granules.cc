@@ -185,11 +185,12 @@ Status Heap::compact_hints(GranArena& a) {
   for (auto& bin : a.bins) bin.clear();
   std::fill(a.bin_mask.begin(), a.bin_mask.end(), 0);
   a.hints = a.extents = a.gfree_total = 0;
+  uint64_t used = 0, blocks = 0;  // ensure_index() compared them
   for (const Segment& s : segments_) {
     for (uint64_t i = s.meta_pages; s.bits != nullptr && i < s.npages;) {
       uint64_t j = i;
       while (j < s.npages && s.map[j] == a.entry) j++;
-      if (j > i) PM_TRY(index_gran_pages(s.first_page + i, j - i));
+      if (j > i) PM_TRY(index_gran_pages(s.first_page + i, j - i, &used, &blocks));
       i = j + 1;
     }
   }
@@ -342,7 +343,8 @@ Result<BlockInfo> Heap::find_gran(uint64_t off, uint32_t e) {
 // (one page map entry) and indexes their free extents. Every run of
 // allocated granules must begin with a start bit, and start bits only mark
 // allocated granules.
-Status Heap::index_gran_pages(uint64_t page, uint64_t npages) {
+Status Heap::index_gran_pages(uint64_t page, uint64_t npages, uint64_t* used,
+                              uint64_t* blocks) {
   GranArena& a = arena_for(map_entry(page));
   uint64_t carry = 0, run = kNone;
   auto close = [&](uint64_t end) {
@@ -362,6 +364,8 @@ Status Heap::index_gran_pages(uint64_t page, uint64_t npages) {
                                   "; run 'pm check'");
       }
       carry = a >> 63;
+      *used += static_cast<uint64_t>(std::popcount(a)) * kGranule;
+      *blocks += static_cast<uint64_t>(std::popcount(b->start[w]));
       uint64_t base = p * kGpp + w * 64;
       if (a == ~0ull) {
         close(base);

@@ -12,6 +12,7 @@
 #include "libpm/size_classes.h"
 #include "libpm/superblock.h"
 #include "pm/container.h"
+#include "testutil/container_util.h"
 #include "testutil/temp_dir.h"
 
 namespace pm {
@@ -65,14 +66,7 @@ class HeapTest : public ::testing::Test {
   std::vector<std::string> problems() { return c_->check().problems; }
 
   // The granule bitmaps of the page holding p (segment 0, format 2).
-  GranuleBits* bits_for(const void* p) {
-    auto* base = reinterpret_cast<std::byte*>(c_->info().base_address);
-    auto* seg = reinterpret_cast<const SegmentHeader*>(base + 4096);
-    uint64_t map_pages = (sizeof(SegmentHeader) + 4 * seg->npages + 4095) / 4096;
-    auto* bits = reinterpret_cast<GranuleBits*>(base + 4096 * (1 + map_pages));
-    uint64_t page = static_cast<uint64_t>(static_cast<const std::byte*>(p) - base) / 4096;
-    return bits + (page - 1);
-  }
+  GranuleBits* bits_for(const void* p) { return test::granule_bits_for(c_.get(), p); }
   // Flips the bit of granule `g` (counted from the page start) in `words`,
   // announced to the tracker.
   void flip(uint64_t* words, uint64_t g) {
@@ -378,6 +372,29 @@ TEST_F(HeapTest, DamagedGranuleBitmapIsCorruptionNotACrash) {
   reopen();
   EXPECT_EQ(c_->alloc(64).status().code(), Code::kCorruption);
   EXPECT_NE(c_->free(a).code(), Code::kOk);
+  EXPECT_FALSE(problems().empty());
+}
+
+// Zeroed bitmaps are well formed (every granule free), so only the counts
+// show them: the objects there must not be handed out again.
+TEST_F(HeapTest, AZeroedBitmapIsCorruptionBeforeItsObjectsAreHandedOutAgain) {
+  std::vector<std::byte*> objs;
+  for (int i = 0; i < 8; i++) {
+    objs.push_back(static_cast<std::byte*>(*c_->alloc(200)));
+    c_->will_write(objs.back(), 200);
+    std::memset(objs.back(), 0x5a, 200);
+  }
+  ASSERT_TRUE(c_->commit().ok());
+  GranuleBits* bits = bits_for(objs[0]);
+  c_->will_write(bits, sizeof *bits);
+  std::memset(bits, 0, sizeof *bits);
+  ASSERT_TRUE(c_->commit().ok());
+  reopen();
+  Result<void*> r = c_->alloc(200);
+  EXPECT_EQ(r.status().code(), Code::kCorruption);
+  EXPECT_NE(r.status().message().find("counters"), std::string::npos) << r.status().to_string();
+  EXPECT_EQ(c_->free(objs[1]).code(), Code::kCorruption);  // and again, not a half-built index
+  EXPECT_EQ(objs[7][199], std::byte{0x5a});
   EXPECT_FALSE(problems().empty());
 }
 

@@ -64,6 +64,12 @@ bool is_marked(const std::vector<uint64_t>& marks, uint64_t g) {
 Status Heap::collect(bool dry_run, CollectReport* r) {
   std::lock_guard<std::mutex> l(mu_);
   PM_TRY(ensure_index());
+  std::vector<std::string> bad;
+  root_problems_locked(&bad);
+  if (!bad.empty()) {
+    return Status::corruption(bad.front() + "; nothing collected, since what it reached would " +
+                              "count as garbage: set or clear that root (pm check lists them)");
+  }
   std::vector<uint64_t> marks;
   mark(&marks, [&](const BlockInfo& b) {
     r->live_blocks++;

@@ -1,4 +1,5 @@
-// Superblock: the first 512 bytes of a container file, written once at create.
+// Superblock: the first 512 bytes of a container file, written once at create
+// (with a copy at kSuperblockCopyOffset).
 // Layout is specified in docs/container_format.md; a change bumps kFormatVersion.
 #ifndef LIBPM_SUPERBLOCK_H_
 #define LIBPM_SUPERBLOCK_H_
@@ -25,6 +26,10 @@ inline constexpr uint64_t kPageSize = 4096;
 // at sb.heap_offset. Without a raw region the heap starts here.
 inline constexpr uint64_t kHeapOffset = 4096;
 inline constexpr uint64_t kMaxRawBytes = 16ull << 30;
+// A copy of the superblock, written with it at create (never changed after,
+// like the superblock): open() falls back on it when the superblock itself
+// is damaged. Zero in files made before it (nothing else uses the bytes).
+inline constexpr uint64_t kSuperblockCopyOffset = 4096 - 512;
 // Journal header slots: slot 0 in every version, slot 1 from version 4.
 inline constexpr uint64_t kJournalHeaderOffset = 512;
 inline constexpr uint64_t kJournalSlot1Offset = 576;

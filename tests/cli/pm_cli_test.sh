@@ -30,6 +30,11 @@ has "check says consistent" out "consistent"
 check "check --json" 0 "$PM" --json check "$dir/a.pm"
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['ok'] is True and d['problems']==[], d" "$dir/out" || { echo "FAIL: check --json content"; fail=1; }
 printf 'garbage' | dd of="$dir/a.pm" bs=1 seek=0 conv=notrunc status=none
+check "check of a damaged superblock" 1 "$PM" check "$dir/a.pm"
+has "its copy is used" out "superblock damaged (not a libpm container (bad magic)); its copy"
+check "check after the copy was written back" 0 "$PM" check "$dir/a.pm"
+printf 'garbage' | dd of="$dir/a.pm" bs=1 seek=3584 conv=notrunc status=none
+printf 'garbage' | dd of="$dir/a.pm" bs=1 seek=0 conv=notrunc status=none
 check "check of a damaged file" 1 "$PM" check "$dir/a.pm"
 has "damage is named" err "not a libpm container"
 check "missing file" 1 "$PM" info "$dir/missing.pm"
