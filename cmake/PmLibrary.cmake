@@ -15,10 +15,14 @@ function(pm_add_library name)
     target_include_directories(${t} PUBLIC $<BUILD_INTERFACE:${inc}>
       $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
     target_link_libraries(${t} PRIVATE ${A_PRIVATE} PUBLIC ${A_PUBLIC})
+    # The public headers are C++20: consumers compile with it too.
+    target_compile_features(${t} PUBLIC cxx_std_20)
   endforeach()
   set_target_properties(${name} PROPERTIES OUTPUT_NAME ${A_OUTPUT} EXPORT_NAME ${A_EXPORT}_static)
+  # $ORIGIN: libpmkv finds libpm beside it in any prefix, also for a C
+  # program whose linker dropped its own (unneeded) reference to libpm.
   set_target_properties(${name}_shared PROPERTIES OUTPUT_NAME ${A_OUTPUT} EXPORT_NAME ${A_EXPORT}
-    VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
+    VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR} INSTALL_RPATH "$ORIGIN")
 endfunction()
 
 # pm_add_objects(NAME INCLUDE <public include dir> sources...): the object

@@ -34,10 +34,12 @@ struct kv_iter {
 namespace {
 
 thread_local std::string t_error;
+thread_local pm_errcode t_code = PM_OK;
 
 pm_errcode fail(const pm::Status& s) {
   pm::set_last_error(&t_error, s);
-  return static_cast<pm_errcode>(s.code());
+  t_code = static_cast<pm_errcode>(s.code());
+  return t_code;
 }
 
 pm_errcode code_of(const pm::Status& s) { return s.ok() ? PM_OK : fail(s); }
@@ -319,5 +321,7 @@ pm_errcode kv_get_stats(kv_store* s, kv_stats* out) {
 void kv_free(void* p) { std::free(p); }
 
 const char* kv_errormsg(void) { return t_error.c_str(); }
+
+pm_errcode kv_lasterror(void) { return t_code; }
 
 }  // extern "C"

@@ -16,10 +16,12 @@ struct pm_container {
 namespace {
 
 thread_local std::string t_error;
+thread_local pm_errcode t_code = PM_OK;
 
 pm_errcode fail(const pm::Status& s) {
   pm::set_last_error(&t_error, s);
-  return static_cast<pm_errcode>(s.code());
+  t_code = static_cast<pm_errcode>(s.code());
+  return t_code;
 }
 
 pm_errcode code_of(const pm::Status& s) { return s.ok() ? PM_OK : fail(s); }
@@ -245,5 +247,7 @@ pm_errcode pm_collect(pm_container* c, int dry_run, pm_collect_result* out) {
 }
 
 const char* pm_errormsg(void) { return t_error.c_str(); }
+
+pm_errcode pm_lasterror(void) { return t_code; }
 
 }  // extern "C"

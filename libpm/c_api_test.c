@@ -32,6 +32,7 @@ int c_api_roundtrip(const char* path) {
   pm_close(c);
   if (pm_open("/nonexistent/dir/x.pm", NULL) != NULL) return 8;
   if (strstr(pm_errormsg(), "no such container") == NULL) return 9;
+  if (pm_lasterror() != PM_ENOTFOUND) return 10;
   return 0;
 }
 

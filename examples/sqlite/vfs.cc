@@ -476,6 +476,11 @@ Status unbind(const std::string& name) { return SharedDb::unbind(name); }
 
 extern "C" int pmsqlite_register(int make_default) {
   using namespace pmsqlite;
+#ifdef PMSQLITE_EXTENSION
+  // Called straight from a program that linked the module: SQLite never
+  // handed it its routines (that is what loading it does).
+  if (sqlite3_api == nullptr) return SQLITE_MISUSE;
+#endif
   static std::mutex mu;
   std::lock_guard<std::mutex> g(mu);
   if (g_base == nullptr) {

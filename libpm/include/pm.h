@@ -1,8 +1,9 @@
 /* pm.h: the C API of libpm persistent containers.
  *
  * Mirrors pm::Container (pm/container.h): see there for the model. Functions
- * that can fail return NULL or a nonzero pm_errcode; pm_errormsg() then
- * returns the message of the calling thread's last failure. Thread-safe.
+ * that can fail return NULL or a nonzero pm_errcode; pm_errormsg() and
+ * pm_lasterror() then return the message and the code of the calling
+ * thread's last failure. Thread-safe.
  * A NULL container or path, or a NULL output where one is required
  * (pm_get_info), is PM_EINVAL (NULL from the functions that return a
  * pointer, -1 from pm_is_data, a no-op with its message for the void
@@ -107,6 +108,9 @@ pm_errcode pm_collect(pm_container* c, int dry_run, pm_collect_result* out);
 /* The calling thread's last error message ("" if none). Valid until the next
  * failing call on this thread. */
 const char* pm_errormsg(void);
+/* The calling thread's last error code (PM_OK if none): what a function
+ * that returned NULL (pm_open, pm_alloc, ...) failed with. */
+pm_errcode pm_lasterror(void);
 
 #ifdef __cplusplus
 }

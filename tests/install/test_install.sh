@@ -31,6 +31,11 @@ step "C consumer through pkg-config ($(pkg-config --modversion libpm-kv))"
 cc -std=c11 -Wall -Werror -o "$work/consumer_c" "$src/tests/install/consumer.c" \
   $(pkg-config --cflags --libs libpm-kv)
 LD_LIBRARY_PATH=$libdir "$work/consumer_c" "$work/c.pm" "$work/c.kv"
+step "C consumer with a run path to the prefix, as-needed linking, no LD_LIBRARY_PATH"
+# shellcheck disable=SC2046
+cc -std=c11 -Wall -Werror -Wl,--as-needed -Wl,-rpath,"$libdir" -o "$work/consumer_kv" \
+  "$src/tests/install/consumer_kv.c" $(pkg-config --cflags --libs libpm-kv)
+env -u LD_LIBRARY_PATH "$work/consumer_kv" "$work/ckv.kv"
 step "C consumer, static, through pkg-config --static"
 # shellcheck disable=SC2046
 cc -std=c11 -Wall -Werror -o "$work/consumer_c_static" "$src/tests/install/consumer.c" \
@@ -54,6 +59,12 @@ if [ -e "$build/examples/sqlite/libpmsqlite.so" ]; then
     sqlite3 -batch -bail :memory: ".load $libdir/libpmsqlite" ".open $db" "CREATE TABLE t(x); INSERT INTO t VALUES(42);"
     got=$(sqlite3 -batch -bail :memory: ".load $libdir/libpmsqlite" ".open $db" "SELECT x FROM t;")
     [ "$got" = 42 ] || { echo "installed libpmsqlite: got [$got]" >&2; exit 1; }
+  fi
+  if [ -e /usr/include/sqlite3.h ]; then
+    step "the SQLite extension, installed, loaded by a C program"
+    cc -std=c11 -Wall -Werror -I"$stage/include" -o "$work/sqlite_consumer" \
+      "$src/tests/install/sqlite_consumer.c" -L"$libdir" -lpmsqlite -lsqlite3 -Wl,-rpath,"$libdir"
+    "$work/sqlite_consumer" "$libdir/libpmsqlite" "$work/c.db"
   fi
 fi
 

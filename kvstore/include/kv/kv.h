@@ -2,12 +2,13 @@
  *
  * Mirrors kv::Store (kv/store.h): see there for the model and for when a put
  * is durable. Errors use libpm's codes (pm_errcode, pm.h): functions that can
- * fail return NULL or a nonzero code, and kv_errormsg() then returns the
- * message of the calling thread's last failure. Keys and values are byte
- * strings with explicit lengths (they may hold NUL bytes). Arguments: a NULL
- * handle, a NULL pointer with a nonzero length, or a key (prefix, seek
- * position, end) over 65535 bytes gives PM_EINVAL (NULL, or -1, from the
- * functions that return those); no argument makes a call throw or abort.
+ * fail return NULL or a nonzero code, and kv_errormsg() and kv_lasterror()
+ * then return the message and the code of the calling thread's last
+ * failure. Keys and values are byte strings with explicit lengths (they may
+ * hold NUL bytes). Arguments: a NULL handle, a NULL pointer with a nonzero
+ * length, or a key (prefix, seek position, end) over 65535 bytes gives
+ * PM_EINVAL (NULL, or -1, from the functions that return those); no
+ * argument makes a call throw or abort.
  * Thread-safe: a kv_store may be used from any number of threads; kv_close
  * must not run concurrently with other calls on the same store. */
 #ifndef KV_KV_H_
@@ -145,6 +146,9 @@ void kv_free(void* p);
 /* The calling thread's last kv_* error message ("" if none). Valid until the
  * next failing kv_* call on this thread. */
 const char* kv_errormsg(void);
+/* The calling thread's last kv_* error code (PM_OK if none): what a
+ * function that returned NULL (kv_open, kv_begin, ...) failed with. */
+pm_errcode kv_lasterror(void);
 
 #ifdef __cplusplus
 }

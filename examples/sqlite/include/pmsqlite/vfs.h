@@ -5,10 +5,16 @@
 // SQLite's rollback journal only has to serve ROLLBACK and is kept in DRAM.
 // docs/sqlite.md has the design and what each setting does.
 //
-// Use from C or C++ (link pmsqlite, or load the extension libpmsqlite):
+// Use from C or C++, in a program linked with the static library pmsqlite
+// (built in this tree):
 //   pmsqlite_register(0);
 //   sqlite3_open_v2("x.db", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, "pm");
-// or with URI filenames: "file:x.db?vfs=pm&max_size=4G".
+// or with URI filenames: "file:x.db?vfs=pm&max_size=4G". What installs is
+// the loadable extension libpmsqlite: a program loads it once
+// (sqlite3_enable_load_extension, then sqlite3_load_extension(db,
+// "libpmsqlite", 0, &err) on any connection) and then opens databases with
+// vfs "pm"; calling pmsqlite_register() of a module that was linked, not
+// loaded, returns SQLITE_MISUSE.
 //
 // URI parameters read at open: max_size (largest container heap, default
 // 64G), initial_size (heap made at create, default 8M); sizes take K, M, G.
