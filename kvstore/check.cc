@@ -248,8 +248,15 @@ Result<SalvageReport> salvage(const std::string& from, const std::string& to) {
     return Status::invalid_argument(to + " exists; salvage writes a new store");
   }
   pm::Options co;
-  co.tracker = pm::TrackerKind::kHints;  // read only
+  co.tracker = pm::TrackerKind::kHints;  // nothing is written
+  // Writable first, so that a commit the last session died inside is
+  // finished; read-only for a user who may only read the store.
   Result<std::unique_ptr<pm::Container>> c = pm::Container::open(from, co);
+  if (!c.ok() && c.status().code() == pm::Code::kReadOnly) {
+    co.read_only = true;
+    c = pm::Container::open(from, co);
+  }
+  if (!c.ok() && !c.status().is_corruption()) return c.status().with_context("salvage " + from);
   if (!c.ok()) {
     return Status::corruption("salvage " + from + ": it does not open as a container (" +
                               c.status().message() + "); nothing can be read by key");

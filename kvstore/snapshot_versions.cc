@@ -48,6 +48,12 @@ void SnapshotVersions::keep(std::string_view key, uint64_t old_seq, bool present
   // opening now counts itself after this load, so reads a number past
   // replaced_by, and needs nothing replaced by it.
   if (open_.load(std::memory_order_seq_cst) == 0) return;
+  // Only a snapshot s with old_seq <= s < replaced_by sees this version. A
+  // snapshot not pinned yet reads its number after this lock, so past
+  // replaced_by: the pinned ones are all there are to ask. Without this, a
+  // key overwritten k times under one open snapshot kept k versions.
+  auto first = pinned_.lower_bound(old_seq);
+  if (first == pinned_.end() || *first >= replaced_by) return;
   auto it = kept_.find(key);
   if (it == kept_.end()) it = kept_.emplace(std::string(key), std::vector<Version>()).first;
   it->second.push_back(std::move(v));

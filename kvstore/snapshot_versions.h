@@ -20,11 +20,13 @@
 // increment in the one order of seq_cst operations, so its count + 1 did
 // too, and the update's wanted() sees it.
 //
-// What is kept is dropped once no open snapshot can need it (a version
-// replaced by update n serves snapshots older than n only): all of it when
-// the last snapshot closes, and what the oldest one needed when it closes.
-// DRAM: a copy of every value replaced while a snapshot is open, and of
-// its key.
+// Only a version some open snapshot sees is kept (one written after every
+// open snapshot is not), and it is dropped once no open snapshot can need
+// it (a version replaced by update n serves snapshots older than n only):
+// all of it when the last snapshot closes, and what the oldest one needed
+// when it closes. DRAM: for each open snapshot, at most a copy of each key
+// and value it sees that was replaced since, however often keys are
+// overwritten.
 #ifndef KVSTORE_SNAPSHOT_VERSIONS_H_
 #define KVSTORE_SNAPSHOT_VERSIONS_H_
 

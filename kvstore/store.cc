@@ -126,7 +126,7 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& path, const StoreO
   // The geometry of an existing store is the one it was created with.
   StoreOptions checked = o;
   if (exists) checked.logs = 1, checked.log_bytes = 1 << 20, checked.max_value_bytes = 1024;
-  PM_TRY(check_store_options(checked));
+  PM_TRY(check_store_options(checked).with_context("open " + path));
   pm::Options co = container_options(o);
   std::unique_ptr<pm::Container> c;
   if (!exists) {

@@ -281,11 +281,22 @@ if [ "$(type -t as_user)" = function ]; then
   has "put says it needs write access" err "no write access"
   check "del on a read-only store" 1 as_user "$PM" kv del "$R" logged-only
   has "del says it needs write access" err "no write access"
+  mkdir -m 777 "$dir/out_ro"
+  check "salvage of a store it may only read" 0 as_user "$PM" kv salvage "$R" "$dir/out_ro/s.kv"
+  check "what salvage copied" 0 "$PM" kv get "$dir/out_ro/s.kv" logged-only
   [ "$(md5sum <"$R")" = "$sum" ] || { echo "FAIL: read-only commands changed the file"; fail=1; }
   chmod 0644 "$R"
 fi
 
+# A small heap for a small disk (the default makes 64 MiB at once).
+check "put with a small heap" 0 "$PM" kv put --heap 4MiB --logs 1 --log-mb 1 --max-value 65536 \
+  "$dir/smallheap.kv" k v
+size=$(stat -c %s "$dir/smallheap.kv")
+[ "$size" -lt $((8 << 20)) ] || { echo "FAIL: --heap 4MiB made a file of $size bytes"; fail=1; }
+
 # Usage errors exit 2.
+check "an empty store path" 2 "$PM" kv get "" k
+has "the empty path is named" err "the path is empty"
 check "kv without subcommand" 2 "$PM" kv
 check "get without key" 2 "$PM" kv get "$S"
 check "unknown format" 2 "$PM" kv load "$S" "$dir/10k.tsv" --format xml

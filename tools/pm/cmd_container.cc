@@ -199,7 +199,7 @@ void add_container_commands(CLI::App& root, const Globals& g, std::vector<Comman
   };
   auto ca = std::make_shared<CreateArgs>();
   CLI::App* create = root.add_subcommand("create", "create an empty container file");
-  create->add_option("path", ca->path, "container file")->required();
+  create->add_option("path", ca->path, "container file")->required()->check(kPath);
   add_size_option(create, "--size", ca->size, "initial heap size (e.g. 64MiB)");
   add_size_option(create, "--max-size", ca->max_size,
                   "largest size it may grow to (multiple of 1GiB)");
@@ -224,7 +224,7 @@ void add_container_commands(CLI::App& root, const Globals& g, std::vector<Comman
 
   auto info_path = std::make_shared<std::string>();
   CLI::App* info = root.add_subcommand("info", "show size, use, tracker and journal state");
-  info->add_option("path", *info_path, "container file")->required();
+  info->add_option("path", *info_path, "container file")->required()->check(kPath);
   out->push_back({info, [info_path, &g]() -> Status {
                     Result<std::unique_ptr<Container>> c = open_for_reading(*info_path);
                     if (!c.ok()) return c.status();
@@ -242,7 +242,7 @@ void add_container_commands(CLI::App& root, const Globals& g, std::vector<Comman
       "check",
       "verify superblock, journal, heap metadata and pointers out of the container "
       "(replays a pending commit)");
-  check->add_option("path", *check_path, "container file")->required();
+  check->add_option("path", *check_path, "container file")->required()->check(kPath);
   out->push_back({check, [check_path, &g] { return run_check(*check_path, g.json); }});
 
   struct GcArgs {
@@ -252,7 +252,7 @@ void add_container_commands(CLI::App& root, const Globals& g, std::vector<Comman
   auto ga = std::make_shared<GcArgs>();
   CLI::App* gc =
       root.add_subcommand("gc", "free blocks not reachable from the roots, and commit (durable)");
-  gc->add_option("path", ga->path, "container file")->required();
+  gc->add_option("path", ga->path, "container file")->required()->check(kPath);
   gc->add_flag("--dry-run,-n", ga->dry_run, "report what would be freed, by size; free nothing");
   out->push_back({gc, [ga, &g] { return run_gc(ga->path, ga->dry_run, g.json); }});
 }

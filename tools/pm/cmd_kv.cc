@@ -43,6 +43,7 @@ struct StoreArgs {
   uint64_t log_mib = kv::StoreOptions().log_bytes >> 20;
   uint32_t max_key = kv::StoreOptions().max_key_bytes;
   uint32_t max_value = kv::StoreOptions().max_value_bytes;
+  uint64_t heap = kv::StoreOptions().initial_heap_bytes;
   bool unordered = false;
   bool async = false;
   bool no_create = false;
@@ -50,7 +51,7 @@ struct StoreArgs {
 };
 
 void add_store_args(CLI::App* app, StoreArgs* a) {
-  app->add_option("store", a->path, "store file (a libpm container)")->required();
+  app->add_option("store", a->path, "store file (a libpm container)")->required()->check(kPath);
   const char* kCreation = "Creation (used only when the store is created)";
   app->add_option("--logs", a->logs, "number of persistent logs")
       ->capture_default_str()
@@ -65,6 +66,10 @@ void add_store_args(CLI::App* app, StoreArgs* a) {
   app->add_option("--max-value", a->max_value,
                   "longest value in bytes (with the longest key and 128 bytes, at most a quarter "
                   "of a log)")
+      ->capture_default_str()
+      ->group(kCreation);
+  add_size_option(app, "--heap", a->heap,
+                  "heap made at create (it grows as needed; a small one fits a small disk)")
       ->capture_default_str()
       ->group(kCreation);
   app->add_flag("--unordered", a->unordered,
@@ -97,6 +102,7 @@ Result<std::unique_ptr<kv::Store>> open_store(const StoreArgs& a, Access access)
   o.log_bytes = a.log_mib << 20;
   o.max_key_bytes = a.max_key;
   o.max_value_bytes = a.max_value;
+  o.initial_heap_bytes = a.heap;
   o.ordered = !a.unordered;
   o.durability = a.async ? kv::Durability::kAsync : kv::Durability::kSync;
   o.create_if_missing = creates && !a.no_create;
@@ -623,7 +629,8 @@ void add_ls_load_stats(CLI::App* kv, const Globals& g, std::vector<Command>* out
   auto ls = std::make_shared<LsArgs>();
   CLI::App* l = kv->add_subcommand(
       "ls", "list keys in byte order, one per line, as they are read (a read that fails midway "
-            "exits 1 after the keys before it)");
+            "exits 1 after the keys before it); bytes are printed as they are, so keys or values "
+            "with newlines or tabs need 'pm --json kv ls'");
   add_store_args(l, &ls->store);
   l->add_option("--prefix", ls->prefix, "only keys that start with this");
   l->add_option("--start", ls->start, "only keys from this one on (inclusive)");
@@ -660,8 +667,10 @@ void add_ls_load_stats(CLI::App* kv, const Globals& g, std::vector<Command>* out
   auto sv = std::make_shared<SalvageArgs>();
   CLI::App* sa = kv->add_subcommand(
       "salvage", "copy every key that can be read from a damaged store into a new one");
-  sa->add_option("store", sv->from, "the damaged store (left as it is)")->required();
-  sa->add_option("new-store", sv->to, "the store to create")->required();
+  sa->add_option("store", sv->from, "the damaged store (left as it is)")
+      ->required()
+      ->check(kPath);
+  sa->add_option("new-store", sv->to, "the store to create")->required()->check(kPath);
   out->push_back({sa, [sv, &g] { return run_salvage(*sv, g.json); }});
 }
 

@@ -107,8 +107,10 @@ void add_mount_commands(CLI::App& root, const Globals& g, std::vector<Command>* 
   auto a = std::make_shared<MountArgs>();
   CLI::App* m = root.add_subcommand(
       "mount", "mount STORE (a kv store) on MOUNTPOINT: key a/b/c is the file a/b/c");
-  m->add_option("store", a->o.store_path, "store file (created when missing)")->required();
-  m->add_option("mountpoint", a->o.mountpoint, "an existing directory")->required();
+  m->add_option("store", a->o.store_path, "store file (created when missing)")
+      ->required()
+      ->check(kPath);
+  m->add_option("mountpoint", a->o.mountpoint, "an existing directory")->required()->check(kPath);
   m->add_flag("-f,--foreground", a->foreground, "stay in the foreground (logs to stderr)");
   m->add_flag("-d,--debug", a->o.debug, "log every request (implies nothing else)");
   m->add_flag("--allow-other", a->o.allow_other,

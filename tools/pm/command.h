@@ -44,6 +44,12 @@ inline CLI::Option* add_size_option(CLI::App* app, const std::string& name, uint
           "SIZE"));
 }
 
+// A file or directory argument: an empty one is a usage error (exit 2),
+// not a file named "" (or the current directory, once made absolute).
+inline const CLI::Validator kPath(
+    [](std::string& v) { return v.empty() ? std::string("the path is empty") : std::string(); },
+    "PATH");
+
 // Commands that only read open a file read-only when this user may not
 // write it (a shared lock; pm::Options::read_only), and writably otherwise,
 // so that they also finish a recovery the file may need.
