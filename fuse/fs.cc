@@ -74,15 +74,21 @@ void Fs::fail(const char* why) {
 
 Fs::~Fs() {
   if (failed()) return;  // the index may not match the store: write nothing
-  // Handles whose release never came: the session ended first (the kernel
-  // sends releases in the background, and an unmount need not wait for
-  // them). Released here, as the kernel would have.
+  // Handles whose release never came: the session ended first. One whose
+  // descriptor was closed is released as the kernel would have (it sends
+  // releases in the background, and an unmount need not wait for them).
+  // One still open in a process (a SIGTERM to the daemon, a lazy unmount)
+  // drops what was staged since its last flush: nothing was promised for
+  // it, and storing it replaced a file's stored content with a rewrite cut
+  // off half way (open O_TRUNC, write, no close), which a kill did not.
+  // (A file also open through a closed handle has its staged content
+  // stored by that one: the two share it.)
   std::vector<Handle*> open;
   {
     std::lock_guard g(handles_mu_);
     open.assign(handles_.begin(), handles_.end());
   }
-  for (Handle* h : open) do_release(h);
+  for (Handle* h : open) do_release(h, /*store=*/h->closed.load());
   pm::Status s = sync_and_collect();
   if (s.ok() && chunk_ids_.leftovers) s = pm::Status::io_error("a chunk could not be removed");
   if (s.ok() && !indexed_) return;  // the index was never read: nothing to say

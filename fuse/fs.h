@@ -52,6 +52,9 @@ struct Handle {
   int flags = 0;
   std::shared_ptr<FileData> data;
   uint64_t put_errors_seen = 0;  // FileData::put_errors when last told
+  // A descriptor of it was closed (FUSE_FLUSH came): its release may still
+  // be on its way when the session ends (~Fs).
+  std::atomic<bool> closed{false};
 };
 
 struct Caller {
@@ -101,10 +104,13 @@ class Fs {
   // FALLOC_FL_ZERO_RANGE; other modes are EOPNOTSUPP. Staged like a write.
   int do_fallocate(Handle* h, int mode, off_t off, off_t len, const Caller& c,
                    bool* mode_changed);
+  // close(2) of a descriptor of h (FUSE_FLUSH): stores what was staged.
   int do_flush(Handle* h);
   int do_fsync(Handle* h);
   int do_sync();
-  void do_release(Handle* h);
+  // The last descriptor is gone: stores what is still staged (store), or
+  // drops it (a session that ended with the file still open).
+  void do_release(Handle* h, bool store = true);
   int do_readdir(fuse_req_t req, Ino ino, size_t size, off_t off, bool plus, std::string* out);
   int do_statfs(struct statvfs* out);
   // Extended attributes (user.*, security.*, trusted.*; system.* is
@@ -132,6 +138,10 @@ class Fs {
 
  private:
   class Batch;
+
+  // Stores h's file as staged (flush, fsync, release); the errno of a put
+  // that dropped h's writes since it was last told, else 0.
+  int store_staged(Handle* h);
 
   // What a request that reads the index returns when it meets a directory
   // not loaded yet while it holds mu_ shared (no errno is negative).

@@ -140,6 +140,11 @@ int Fs::do_fallocate(Handle* h, int mode, off_t off, off_t len, const Caller& c,
 }
 
 int Fs::do_flush(Handle* h) {
+  h->closed.store(true, std::memory_order_relaxed);
+  return store_staged(h);
+}
+
+int Fs::store_staged(Handle* h) {
   if (!writable(h->flags)) return 0;  // a reader's close reports no writer's failure
   FileData* d = h->data.get();
   std::unique_lock dl(d->mu);
@@ -167,15 +172,23 @@ int Fs::do_flush(Handle* h) {
 }
 
 int Fs::do_fsync(Handle* h) {
-  const int err = do_flush(h);  // may report a failure that dropped this handle's writes
+  const int err = store_staged(h);  // may report a failure that dropped this handle's writes
   const int synced = do_sync();  // what is stored is durable all the same
   return err != 0 ? err : synced;
 }
 
 int Fs::do_sync() { return to_errno(sync_and_collect()); }
 
-void Fs::do_release(Handle* h) {
-  if (int err = do_flush(h)) {
+void Fs::do_release(Handle* h, bool store) {
+  if (!store) {
+    std::lock_guard dl(h->data->mu);
+    if (writable(h->flags) && h->data->content.modified()) {
+      fuse_log(FUSE_LOG_WARNING,
+               "pmfs: inode %llu: still open for writing when the mount stopped, never "
+               "closed or fsynced since its last write: that write is dropped\n",
+               static_cast<unsigned long long>(h->ino));
+    }
+  } else if (int err = store_staged(h)) {
     fuse_log(FUSE_LOG_WARNING, "pmfs: inode %llu: write at release failed: %s\n",
              static_cast<unsigned long long>(h->ino), std::strerror(err));
   }

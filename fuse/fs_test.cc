@@ -371,5 +371,30 @@ TEST_F(FsTest, ARenameInOneDirectoryAndAReadOnlyTruncatingOpenAreWhatARemountSho
   fs_.reset();
 }
 
+// A session that ends with a file still open for writing (a SIGTERM to
+// the daemon) drops what that writer staged, as a kill does: an O_TRUNC
+// rewrite cut off by the stop replaced the stored file. A handle whose
+// descriptor was closed, its release still on its way, is released as
+// before.
+TEST_F(FsTest, TheEndOfASessionDropsWhatAWriterThatNeverClosedStaged) {
+  fs_ = mount();
+  ASSERT_NE(fs_, nullptr);
+  ASSERT_EQ(write_new(kRootIno, "f", "stored"), 0);
+  ASSERT_EQ(write_new(kRootIno, "g", "old"), 0);
+  bool changed = false;
+  Handle* f = nullptr;
+  ASSERT_EQ(fs_->do_open(lookup(kRootIno, "f"), O_WRONLY | O_TRUNC, kRoot, &f, &changed), 0);
+  ASSERT_EQ(fs_->do_write(f, "cut off", 7, 0, kRoot, &changed), 0);
+  Handle* g = nullptr;
+  ASSERT_EQ(fs_->do_open(lookup(kRootIno, "g"), O_WRONLY | O_TRUNC, kRoot, &g, &changed), 0);
+  ASSERT_EQ(fs_->do_write(g, "new", 3, 0, kRoot, &changed), 0);
+  ASSERT_EQ(fs_->do_flush(g), 0);  // closed; no release comes for f or g
+  fs_ = mount();
+  ASSERT_NE(fs_, nullptr);
+  EXPECT_EQ(read(lookup(kRootIno, "f")), "stored");
+  EXPECT_EQ(read(lookup(kRootIno, "g")), "new");
+  fs_.reset();
+}
+
 }  // namespace
 }  // namespace pmfs

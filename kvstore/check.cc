@@ -1,6 +1,7 @@
 #include "kv/check.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <functional>
@@ -12,6 +13,7 @@
 #include "kvstore/frontend.h"  // hash_key
 #include "kvstore/recovery.h"
 #include "kvstore/store_impl.h"
+#include "libpm/publish.h"
 
 namespace kv {
 
@@ -249,11 +251,12 @@ Result<SalvageReport> salvage(const std::string& from, const std::string& to) {
   }
   pm::Options co;
   co.tracker = pm::TrackerKind::kHints;  // nothing is written
-  // Writable first, so that a commit the last session died inside is
-  // finished; read-only for a user who may only read the store.
+  // Read-only: `from` is left as it is, unless its last session died inside
+  // a commit, which only a writable open can finish (then it is written).
+  co.read_only = true;
   Result<std::unique_ptr<pm::Container>> c = pm::Container::open(from, co);
   if (!c.ok() && c.status().code() == pm::Code::kReadOnly) {
-    co.read_only = true;
+    co.read_only = false;
     c = pm::Container::open(from, co);
   }
   if (!c.ok() && !c.status().is_corruption()) return c.status().with_context("salvage " + from);
@@ -265,7 +268,14 @@ Result<SalvageReport> salvage(const std::string& from, const std::string& to) {
   if (!be.ok()) return be.status().with_context("salvage " + from);
   const BackendRoot& r = *(*be)->root();
   SalvageReport rep;
-  Result<std::unique_ptr<Store>> out = Store::open(to, options_like(r));
+  // Built under another name and renamed once complete: a salvage stopped
+  // half way left a store at `to` that looked finished.
+  const std::string tmp = to + ".salvaging";
+  if (::stat(tmp.c_str(), &st) == 0) {
+    return Status::invalid_argument(tmp + " exists: a salvage that was stopped left it; remove "
+                                    "it, then salvage again");
+  }
+  Result<std::unique_ptr<Store>> out = Store::open(tmp, options_like(r));
   if (!out.ok()) return out.status().with_context("salvage into " + to);
   const std::vector<std::pair<std::string, Found>> ops = log_ops(c->get(), **be);
   // Numbers go on past the source's (a damaged one's are capped: the
@@ -306,7 +316,12 @@ Result<SalvageReport> salvage(const std::string& from, const std::string& to) {
     }
   }
   if (failed.ok()) failed = (*out)->checkpoint();
-  if (!failed.ok()) return failed.with_context("salvage into " + to);
+  out->reset();
+  if (failed.ok()) failed = pm::publish(tmp, to);
+  if (!failed.ok()) {
+    ::unlink(tmp.c_str());
+    return failed.with_context("salvage into " + to);
+  }
   return rep;
 }
 

@@ -7,6 +7,7 @@
 #include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <thread>
@@ -252,6 +255,30 @@ TEST(DamagedStoreTest, SalvageCopiesEveryReadableKeyAndNamesTheRest) {
   ASSERT_TRUE(ck.ok());
   EXPECT_TRUE(ck->problems.empty());
   EXPECT_FALSE(salvage(path, out).ok()) << "salvage must not overwrite a file";
+}
+
+// Salvage leaves its source as it was (a read-only open) and publishes the
+// copy only once complete: a stopped one leaves `.salvaging`, which the
+// next salvage names instead of building on.
+TEST(DamagedStoreTest, SalvageWritesNothingToItsSourceAndPublishesOnlyAWholeCopy) {
+  pm::test::TempDir dir;
+  const std::string path = dir.file("s.pm"), out = dir.file("saved.pm");
+  make_store(path);
+  auto bytes = [](const std::string& p) {
+    std::ifstream f(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  const std::string before = bytes(path);
+  ASSERT_TRUE(salvage(path, out).ok());
+  EXPECT_TRUE(bytes(path) == before) << "salvage wrote to its source";
+  struct stat st;
+  EXPECT_NE(::stat((out + ".salvaging").c_str(), &st), 0);
+  const std::string out2 = dir.file("again.pm");
+  std::ofstream(out2 + ".salvaging") << "left by a stopped salvage";
+  Result<SalvageReport> rep = salvage(path, out2);
+  EXPECT_EQ(rep.status().code(), pm::Code::kInvalidArgument);
+  EXPECT_NE(rep.status().message().find("stopped"), std::string::npos) << rep.status().to_string();
+  EXPECT_NE(::stat(out2.c_str(), &st), 0);
 }
 
 // A record damaged in the logs of a store closed cleanly. Recovery ends a

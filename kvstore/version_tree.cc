@@ -16,6 +16,7 @@
 #include "kvstore/planted_bugs.h"
 #include "kvstore/slot_index.h"
 #include "libpm/file_lock.h"
+#include "libpm/publish.h"
 
 namespace kv {
 
@@ -105,19 +106,6 @@ void copy_to(std::byte* dst, std::string_view src) {
 }
 
 uint64_t sb_checksum(const std::byte* sb) { return XXH3_64bits(sb, kSbChecksum); }
-
-// The rename that publishes a new tree is durable once its directory is.
-Status sync_parent_dir(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  const std::string dir =
-      slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Status::from_errno("open " + dir, errno);
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  return rc == 0 ? Status() : Status::from_errno("fsync " + dir, err);
-}
 
 }  // namespace
 
@@ -998,7 +986,7 @@ Result<std::unique_ptr<VersionTree>> VersionTree::create(const std::string& path
     s = Status::from_errno("rename " + tmp + " to " + path, errno);
   }
   if (!s.ok()) return undo(s);
-  s = sync_parent_dir(path);
+  s = pm::fsync_dir_of(path);
   if (!s.ok()) {
     // Renamed, but the name may not last: a create that fails leaves nothing.
     ::unlink(path.c_str());

@@ -21,6 +21,7 @@
 #include "libpm/heap.h"
 #include "libpm/journal.h"
 #include "libpm/planted_bugs.h"
+#include "libpm/publish.h"
 #include "libpm/raw_region.h"
 #include "libpm/superblock.h"
 #include "libpm/sync_point.h"
@@ -257,35 +258,6 @@ Result<FileLock> lock_creating(const std::string& tmp) {
     return stale;
   }
   return Status::busy(tmp + ": other processes keep creating this container");
-}
-
-Status fsync_dir_of(const std::string& path) {
-  const std::string dir = path.substr(0, path.find_last_of('/') + 1);
-  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return Status::from_errno("open the directory of " + path, errno);
-  const int rc = ::fsync(dfd);
-  const int err = errno;
-  ::close(dfd);
-  return rc == 0 ? Status() : Status::from_errno("fsync the directory of " + path, err);
-}
-
-// Renames tmp to path unless path exists (then kInvalidArgument).
-Status publish(const std::string& tmp, const std::string& path) {
-  if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0) {
-    if (errno == EEXIST) {
-      return Status::invalid_argument(path + " already exists; open it, or remove it first");
-    }
-    if (errno != EINVAL && errno != ENOSYS) return Status::from_errno("rename to " + path, errno);
-    // A file system without RENAME_NOREPLACE: link() does not replace either.
-    if (::link(tmp.c_str(), path.c_str()) != 0) {
-      if (errno == EEXIST) {
-        return Status::invalid_argument(path + " already exists; open it, or remove it first");
-      }
-      return Status::from_errno("link to " + path, errno);
-    }
-    ::unlink(tmp.c_str());
-  }
-  return fsync_dir_of(path);
 }
 
 Status ContainerImpl::init_new(const PersistOpener& opener) {

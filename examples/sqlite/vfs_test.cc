@@ -185,7 +185,9 @@ TEST(SqliteVfsTest, FilesThatAreNotOurDatabasesAreRefusedAndLeftAlone) {
   {
     int fd = open(damaged.c_str(), O_WRONLY);
     ASSERT_GE(fd, 0);
+    // The superblock and its copy (one alone is read from the other).
     ASSERT_EQ(pwrite(fd, "garbage!garbage!", 16, 16), 16);
+    ASSERT_EQ(pwrite(fd, "garbage!garbage!", 16, 4096 - 512 + 16), 16);
     close(fd);
   }
   EXPECT_EQ(Db(damaged).rc(), SQLITE_CORRUPT);

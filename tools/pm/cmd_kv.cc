@@ -435,7 +435,9 @@ Status undo(kv::Store* s, std::vector<Undo>* done) {
   return Status();
 }
 
-// The default: all or nothing. The input is parsed first (a bad line loads
+// The default: all or nothing, short of a crash (the transactions applied
+// before it stay; undoing them would need one transaction for the whole
+// load, which a log record bounds). The input is parsed first (a bad line loads
 // nothing and creates no store), then applied in transactions of bounded
 // size, each remembering what its keys held; when one fails (a key or value
 // over the store's limits, a full disk) the ones before it are undone in
@@ -656,7 +658,8 @@ void add_ls_load_stats(CLI::App* kv, const Globals& g, std::vector<Command>* out
       ->capture_default_str();
   ld->add_flag("--partial", load->partial,
                "line by line: a bad line stops the load but the lines before it stay loaded "
-               "(default: all or nothing)");
+               "(default: all or nothing for bad lines and failed puts; a crash keeps what "
+               "was loaded before it)");
   out->push_back({ld, [load, &g] { return run_load(*load, g.json); }});
 
   auto stats = std::make_shared<StoreArgs>();

@@ -37,8 +37,10 @@ struct Options {
   // --- used by create (and by open with create_if_missing) ---
 
   // Heap bytes available right after create. The file is this plus 4 KiB
-  // (plus raw_bytes). Default 64 MiB. The container grows by itself when the
-  // heap runs out.
+  // (plus raw_bytes), and past the heap's end the journal of the largest
+  // commit so far (rounded up to 1 MiB; kept as scratch): a disk needs
+  // room for the heap plus the largest commit. Default 64 MiB. The
+  // container grows by itself when the heap runs out.
   uint64_t initial_size = 64ull << 20;
 
   // Size of the raw region (see pm/raw_region.h), rounded up to 4 KiB;
