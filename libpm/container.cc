@@ -47,6 +47,19 @@ Status check_create_options(const Options& o) {
   if (o.base_address % kGiB != 0) {
     return Status::invalid_argument("base_address must be 1 GiB-aligned");
   }
+  // Where a process's addresses end (x86-64 maps below 2^47 unless asked
+  // for more; arm64 at most 2^48): past it no reservation can succeed.
+#if defined(__x86_64__)
+  constexpr uint64_t kUserSpaceEnd = 1ull << 47;
+#else
+  constexpr uint64_t kUserSpaceEnd = 1ull << 48;
+#endif
+  if (o.base_address != 0 && (o.base_address >= kUserSpaceEnd ||
+                              o.max_size > kUserSpaceEnd - o.base_address)) {
+    return Status::invalid_argument("base_address + max_size lies past the address space a "
+                                    "process has (" + std::to_string(kUserSpaceEnd >> 40) +
+                                    " TiB)");
+  }
   if (o.layout.size() > 31) return Status::invalid_argument("layout name longer than 31 bytes");
   if (o.raw_bytes > kMaxRawBytes) return Status::invalid_argument("raw_bytes over 16 GiB");
   return Status();

@@ -524,6 +524,9 @@ TEST_F(ContainerTest, AddressInUseIsAClearError) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kBusy);
   EXPECT_NE(r.status().message().find("already in use"), std::string::npos);
+  o.base_address = 0xffff800000000000ull;  // kernel space: no process maps there
+  r = Container::create(dir_.file("c.pm"), o);
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << r.status().to_string();
 }
 
 TEST_F(ContainerTest, UntrackedWritesAreCommittedByFaultingTrackers) {
