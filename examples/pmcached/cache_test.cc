@@ -33,6 +33,18 @@ class CacheTest : public ::testing::Test {
     return r.ok() ? *r : StoreResult::kNoMemory;
   }
 
+  // A cache of n items ("k0".."k<n-1>"), closed and opened again: its
+  // index is still being rebuilt when this returns.
+  Result<std::unique_ptr<Cache>> reopen_with_items(int n) {
+    {
+      auto c = open();
+      for (int i = 0; i < n; i++) set(*c, StoreMode::kSet, "k" + std::to_string(i), "v");
+    }
+    CacheOptions o;
+    o.clock = [this] { return now_.load(); };
+    return Cache::open(path_, o);
+  }
+
   pm::test::TempDir dir_;
   std::string path_ = dir_.file("cache.kv");
   std::atomic<int64_t> now_{1'700'000'000};
@@ -151,13 +163,7 @@ TEST_F(CacheTest, MemoryLimitEvictsLeastRecentlyUsedOrRefuses) {
 }
 
 TEST_F(CacheTest, TheIndexIsRebuiltAfterRestartWithoutLosingConcurrentWrites) {
-  {
-    auto c = open();
-    for (int i = 0; i < 20000; i++) set(*c, StoreMode::kSet, "k" + std::to_string(i), "v");
-  }
-  CacheOptions o;
-  o.clock = [this] { return now_.load(); };
-  Result<std::unique_ptr<Cache>> r = Cache::open(path_, o);
+  Result<std::unique_ptr<Cache>> r = reopen_with_items(20000);
   ASSERT_TRUE(r.ok());
   Cache& c = **r;
   // Served while the index is rebuilt: removes and writes meanwhile count once.
@@ -173,13 +179,7 @@ TEST_F(CacheTest, TheIndexIsRebuiltAfterRestartWithoutLosingConcurrentWrites) {
 
 // The server learns of a failed rebuild from this call (it stops then).
 TEST_F(CacheTest, TheEndOfTheRebuildIsAnnouncedOnceWhetherAskedBeforeOrAfter) {
-  {
-    auto c = open();
-    for (int i = 0; i < 20000; i++) set(*c, StoreMode::kSet, "k" + std::to_string(i), "v");
-  }
-  CacheOptions o;
-  o.clock = [this] { return now_.load(); };
-  Result<std::unique_ptr<Cache>> r = Cache::open(path_, o);
+  Result<std::unique_ptr<Cache>> r = reopen_with_items(20000);
   ASSERT_TRUE(r.ok());
   std::atomic<int> before{0}, after{0};
   (*r)->on_index_done([&] { before++; });
