@@ -3,9 +3,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -13,12 +15,22 @@
 #include "kv/store.h"
 #include "libpm/c_guard.h"
 
+// Transactions and iterators hold the store's C++ objects; kv_close ends
+// those still open (an abort, an iterator dropped) before the store goes,
+// so that a later call on them is PM_EINVAL, not a use after free.
+struct kv_txn;
+struct kv_iter;
+
 struct kv_store {
   std::unique_ptr<kv::Store> s;
+  std::mutex mu;  // guards txns, iters: those not yet freed
+  std::unordered_set<kv_txn*> txns;
+  std::unordered_set<kv_iter*> iters;
 };
 
 struct kv_txn {
-  std::unique_ptr<kv::Transaction> t;
+  std::unique_ptr<kv::Transaction> t;  // null once its store was closed
+  kv_store* store;                     // null once its store was closed
 };
 
 struct kv_cursor {
@@ -27,11 +39,34 @@ struct kv_cursor {
 };
 
 struct kv_iter {
-  std::unique_ptr<kv::Store::Iterator> it;
+  std::unique_ptr<kv::Store::Iterator> it;  // null once its store was closed
+  kv_store* store = nullptr;                // null once its store was closed
   std::string key, value;  // the pair kv_iter_next returned last
 };
 
 namespace {
+
+// Registers h with its store (kv_close ends it); forget() undoes it.
+template <typename H>
+void remember(std::unordered_set<H*>* set, std::mutex* mu, H* h) {
+  std::lock_guard<std::mutex> l(*mu);
+  set->insert(h);
+}
+void forget(kv_txn* t) {
+  if (t == nullptr || t->store == nullptr) return;
+  std::lock_guard<std::mutex> l(t->store->mu);
+  t->store->txns.erase(t);
+}
+void forget(kv_iter* it) {
+  if (it == nullptr || it->store == nullptr) return;
+  std::lock_guard<std::mutex> l(it->store->mu);
+  it->store->iters.erase(it);
+}
+
+// A transaction or iterator whose store kv_close closed.
+pm::Status store_closed(const char* what) {
+  return pm::Status::invalid_argument(std::string(what) + ": its store was closed");
+}
 
 thread_local std::string t_error;
 thread_local pm_errcode t_code = PM_OK;
@@ -121,12 +156,27 @@ kv_store* kv_open(const char* path, const kv_options* opts) {
     }
     pm::Result<std::unique_ptr<kv::Store>> r = kv::Store::open(path, to_options(opts));
     if (!r.ok()) return r.status();
-    *out = new kv_store{std::move(*r)};
+    *out = new kv_store;
+    (*out)->s = std::move(*r);
     return pm::Status();
   });
 }
 
-void kv_close(kv_store* s) { delete s; }
+void kv_close(kv_store* s) {
+  if (s == nullptr) return;
+  {
+    std::lock_guard<std::mutex> l(s->mu);
+    for (kv_txn* t : s->txns) {  // aborted: the store's objects go before it
+      t->t.reset();
+      t->store = nullptr;
+    }
+    for (kv_iter* it : s->iters) {
+      it->it.reset();
+      it->store = nullptr;
+    }
+  }
+  delete s;
+}
 
 pm_errcode kv_put(kv_store* s, const char* key, size_t klen, const char* val, size_t vlen) {
   return guarded([&] {
@@ -185,7 +235,8 @@ pm_errcode kv_checkpoint(kv_store* s) {
 kv_txn* kv_begin(kv_store* s) {
   return made<kv_txn>([&](kv_txn** out) {
     PM_TRY(pm::non_null(s, "store"));
-    *out = new kv_txn{s->s->begin()};
+    *out = new kv_txn{s->s->begin(), s};
+    remember(&s->txns, &s->mu, *out);
     return pm::Status();
   });
 }
@@ -194,6 +245,7 @@ pm_errcode kv_txn_put(kv_txn* t, const char* key, size_t klen, const char* val, 
   return guarded([&] {
     std::string_view k, v;
     PM_TRY(pm::non_null(t, "transaction"));
+    if (t->t == nullptr) return store_closed("transaction");
     PM_TRY(key_bytes(key, klen, "key", &k));
     PM_TRY(value_bytes(val, vlen, &v));
     return t->t->put(k, v);
@@ -204,20 +256,26 @@ pm_errcode kv_txn_remove(kv_txn* t, const char* key, size_t klen) {
   return guarded([&] {
     std::string_view k;
     PM_TRY(pm::non_null(t, "transaction"));
+    if (t->t == nullptr) return store_closed("transaction");
     PM_TRY(key_bytes(key, klen, "key", &k));
     return t->t->remove(k);
   });
 }
 
 pm_errcode kv_commit(kv_txn* t) {
+  forget(t);
   std::unique_ptr<kv_txn> owned(t);
   return guarded([&] {
     PM_TRY(pm::non_null(t, "transaction"));
+    if (t->t == nullptr) return store_closed("transaction");
     return t->t->commit();
   });
 }
 
-void kv_abort(kv_txn* t) { delete t; }  // an uncommitted Transaction aborts
+void kv_abort(kv_txn* t) {  // an uncommitted Transaction aborts
+  forget(t);
+  delete t;
+}
 
 kv_cursor* kv_cursor_open(kv_store* s, const char* prefix, size_t plen) {
   return made<kv_cursor>([&](kv_cursor** out) {
@@ -252,7 +310,10 @@ kv_iter* kv_iter_open(kv_store* s, const char* end, size_t elen) {
     *out = new kv_iter;
     (*out)->it = s->s->iterator(e);
     (*out)->it->seek({});
-    return (*out)->it->status();
+    PM_TRY((*out)->it->status());
+    (*out)->store = s;
+    remember(&s->iters, &s->mu, *out);  // last: made() frees it on a failure
+    return pm::Status();
   });
 }
 
@@ -260,6 +321,7 @@ pm_errcode kv_iter_seek(kv_iter* it, const char* key, size_t klen) {
   return guarded([&] {
     std::string_view k;
     PM_TRY(pm::non_null(it, "iterator"));
+    if (it->it == nullptr) return store_closed("iterator");
     PM_TRY(key_bytes(key, klen, "key", &k));
     it->it->seek(k);
     return it->it->status();
@@ -270,6 +332,7 @@ int kv_iter_next(kv_iter* it, const char** key, size_t* klen, const char** val, 
   int r = 0;
   pm_errcode e = guarded([&] {
     PM_TRY(pm::non_null(it, "iterator"));
+    if (it->it == nullptr) return store_closed("iterator");
     if (!it->it->valid()) return it->it->status();
     it->key = it->it->key();
     it->value = it->it->value();
@@ -287,7 +350,10 @@ int kv_iter_next(kv_iter* it, const char** key, size_t* klen, const char** val, 
   return r;
 }
 
-void kv_iter_close(kv_iter* it) { delete it; }
+void kv_iter_close(kv_iter* it) {
+  forget(it);
+  delete it;
+}
 
 pm_errcode kv_get_stats(kv_store* s, kv_stats* out) {
   kv::StoreStats st;

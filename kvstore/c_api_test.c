@@ -206,6 +206,27 @@ int kv_c_api_misuse(const char* path) {
   if (kv_iter_next(it, NULL, &kl, NULL, NULL) != 1 || kl != 1) return 31;
   if (kv_iter_next(it, &k, &kl, &v, &vl) != 0) return 32;
   kv_iter_close(it);
+
+  /* Closing the store with a transaction and iterators open: they end
+   * (the transaction aborted), and calls on them are errors until freed. */
+  t = kv_begin(s);
+  kv_txn* t2 = kv_begin(s);
+  it = kv_iter_open(s, NULL, 0);
+  kv_iter* it2 = kv_iter_open(s, NULL, 0);
+  if (!t || !t2 || !it || !it2) return 33;
+  if (kv_txn_put(t, "lost", 4, "x", 1) != PM_OK) return 34;
+  kv_close(s);
+  if (kv_txn_put(t, "k", 1, "v", 1) != PM_EINVAL || strstr(kv_errormsg(), "closed") == NULL) {
+    return 35;
+  }
+  if (kv_commit(t) != PM_EINVAL) return 36;
+  kv_abort(t2);
+  if (kv_iter_next(it, &k, &kl, &v, &vl) != -1 || kv_iter_seek(it, "a", 1) != PM_EINVAL) return 37;
+  kv_iter_close(it);
+  kv_iter_close(it2);
+  s = kv_open(path, NULL);
+  if (!s) return 38;
+  if (kv_get(s, "lost", 4, NULL, NULL) != PM_ENOTFOUND) return 39; /* aborted */
   kv_close(s);
   return 0;
 }

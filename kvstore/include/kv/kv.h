@@ -10,7 +10,10 @@
  * PM_EINVAL (NULL, or -1, from the functions that return those); no
  * argument makes a call throw or abort.
  * Thread-safe: a kv_store may be used from any number of threads; kv_close
- * must not run concurrently with other calls on the same store. */
+ * must not run concurrently with other calls on the same store. kv_close
+ * aborts the store's open transactions and ends its iterators: calls on
+ * them then give PM_EINVAL ("its store was closed"), and kv_commit,
+ * kv_abort and kv_iter_close still free them. */
 #ifndef KV_KV_H_
 #define KV_KV_H_
 
@@ -110,7 +113,7 @@ void kv_cursor_close(kv_cursor* c);
  * kv::Store::scan reads: the store as of the seek (opening, and each
  * kv_iter_seek), each key once, later updates not seen. While an iterator
  * is open, updates keep a DRAM copy of what they replace: close iterators
- * when done. Not thread-safe; close every iterator before kv_close. */
+ * when done. Not thread-safe (one thread at a time per iterator). */
 typedef struct kv_iter kv_iter;
 /* Keys below end (NULL with elen 0: no end). NULL on failure. Positioned at
  * the first key: kv_iter_seek repositions. */
