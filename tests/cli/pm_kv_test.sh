@@ -298,6 +298,8 @@ size=$(stat -c %s "$dir/smallheap.kv")
 check "an empty store path" 2 "$PM" kv get "" k
 has "the empty path is named" err "the path is empty"
 check "kv without subcommand" 2 "$PM" kv
+check "an unknown kv command" 2 "$PM" kv bogus
+has "the unknown command is named" err "'bogus' is not a pm kv command"
 check "get without key" 2 "$PM" kv get "$S"
 check "unknown format" 2 "$PM" kv load "$S" "$dir/10k.tsv" --format xml
 [ $fail -eq 0 ] && echo "kv cli tests passed"

@@ -47,13 +47,23 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // "A subcommand is required" for `pm foo` does not say what was wrong.
+    // "A subcommand is required" for `pm foo` or `pm kv foo` does not say
+    // what was wrong: the first word that names no subcommand where one is
+    // expected does.
+    CLI::App* at = &app;
+    std::string path = "pm";
     for (int i = 1; i < argc && e.get_exit_code() != 0; i++) {
       if (argv[i][0] == '-') continue;
-      const auto subs = app.get_subcommands([&](CLI::App* a) { return a->check_name(argv[i]); });
-      if (!subs.empty()) break;
-      std::fprintf(stderr, "pm: '%s' is not a pm command; run pm --help for the list\n", argv[i]);
-      if (wants_json(argc, argv)) json_error("usage", std::string("'") + argv[i] + "' is not a pm command");
+      if (at->get_subcommands({}).empty()) break;  // a command's own arguments
+      const auto subs = at->get_subcommands([&](CLI::App* a) { return a->check_name(argv[i]); });
+      if (!subs.empty()) {
+        at = subs.front();
+        path += " " + at->get_name();
+        continue;
+      }
+      const std::string what = "'" + std::string(argv[i]) + "' is not a " + path + " command";
+      std::fprintf(stderr, "pm: %s; run %s --help for the list\n", what.c_str(), path.c_str());
+      if (wants_json(argc, argv)) json_error("usage", what);
       return 2;
     }
     if (e.get_exit_code() != 0 && wants_json(argc, argv)) json_error("usage", e.what());
