@@ -19,6 +19,9 @@ function(pm_add_library name)
     target_compile_features(${t} PUBLIC cxx_std_20)
   endforeach()
   set_target_properties(${name} PROPERTIES OUTPUT_NAME ${A_OUTPUT} EXPORT_NAME ${A_EXPORT}_static)
+  # A C program (a project without C++, linked by the C driver) needs the
+  # C++ runtime the static library's objects use.
+  target_link_libraries(${name} INTERFACE $<$<LINK_LANGUAGE:C>:stdc++>)
   # $ORIGIN: libpmkv finds libpm beside it in any prefix, also for a C
   # program whose linker dropped its own (unneeded) reference to libpm.
   set_target_properties(${name}_shared PROPERTIES OUTPUT_NAME ${A_OUTPUT} EXPORT_NAME ${A_EXPORT}

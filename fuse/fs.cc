@@ -81,13 +81,15 @@ Fs::~Fs() {
   // drops what was staged since its last flush: nothing was promised for
   // it, and storing it replaced a file's stored content with a rewrite cut
   // off half way (open O_TRUNC, write, no close), which a kill did not.
-  // (A file also open through a closed handle has its staged content
-  // stored by that one: the two share it.)
+  // A file also open through a closed handle has its staged content
+  // stored by that one (the two share it): the closed ones go first, so
+  // that "dropped" is said only of what is.
   std::vector<Handle*> open;
   {
     std::lock_guard g(handles_mu_);
     open.assign(handles_.begin(), handles_.end());
   }
+  std::stable_partition(open.begin(), open.end(), [](Handle* h) { return h->closed.load(); });
   for (Handle* h : open) do_release(h, /*store=*/h->closed.load());
   pm::Status s = sync_and_collect();
   if (s.ok() && chunk_ids_.leftovers) s = pm::Status::io_error("a chunk could not be removed");

@@ -330,7 +330,9 @@ Status ContainerImpl::read_superblock(uint64_t file_size) {
     return Status::from_errno("read superblock", errno);
   }
   Status s = validate_superblock(sb_, file_size);
-  if (!s.is_corruption()) return s;
+  // A flipped version byte reads as a newer format: the copy tells (a
+  // file a newer build made says so in both).
+  if (s.ok() || (!s.is_corruption() && s.code() != Code::kNotSupported)) return s;
   Superblock copy;
   if (::pread(lock_.fd(), &copy, sizeof copy, kSuperblockCopyOffset) != sizeof copy ||
       !validate_superblock(copy, file_size).ok()) {
@@ -933,9 +935,14 @@ Container* Container::owner_of(const void* p) {
 Status Container::remove(const std::string& path) {
   Result<FileLock> lock = FileLock::acquire(path, /*create=*/false);
   if (!lock.ok()) return lock.status().with_context("remove");
-  char magic[sizeof kSuperblockMagic];
-  if (::pread(lock->fd(), magic, sizeof magic, 0) != static_cast<ssize_t>(sizeof magic) ||
-      std::memcmp(magic, kSuperblockMagic, sizeof magic) != 0) {
+  // The superblock's magic, or its copy's (a damaged superblock).
+  auto magic_at = [&](uint64_t off) {
+    char magic[sizeof kSuperblockMagic];
+    return ::pread(lock->fd(), magic, sizeof magic, static_cast<off_t>(off)) ==
+               static_cast<ssize_t>(sizeof magic) &&
+           std::memcmp(magic, kSuperblockMagic, sizeof magic) == 0;
+  };
+  if (!magic_at(0) && !magic_at(kSuperblockCopyOffset)) {
     return Status::invalid_argument("remove " + path + ": not a libpm container; left alone");
   }
   if (::unlink(path.c_str()) != 0) return Status::from_errno("remove " + path, errno);

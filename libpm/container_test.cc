@@ -765,8 +765,8 @@ TEST_F(ContainerTest, DamagedFilesFailToOpenWithAReason) {
   patch_both(0, "NOTACONT", 8);
   expect(Code::kCorruption, "not a libpm container");
   reset();
-  uint32_t v = 99;
-  patch(path_, offsetof(Superblock, version), &v, 4);
+  uint32_t v = 99;  // a newer build's file says so in both
+  patch_both(offsetof(Superblock, version), &v, 4);
   expect(Code::kNotSupported, "version 99");
   reset();
   char b = 0x7f;
@@ -796,7 +796,8 @@ TEST_F(ContainerTest, ADamagedSuperblockIsReadFromItsCopyAndRewritten) {
   }
   const std::string pristine = dir_.file("pristine.pm");
   std::filesystem::copy_file(path_, pristine);
-  for (uint64_t off : {uint64_t{0}, uint64_t{20}, offsetof(Superblock, checksum)}) {
+  for (uint64_t off : {uint64_t{0}, offsetof(Superblock, version), uint64_t{20},
+                       offsetof(Superblock, checksum)}) {
     std::filesystem::copy_file(pristine, path_, std::filesystem::copy_options::overwrite_existing);
     patch(path_, off, "\xa5\x5a", 2);
     {
@@ -815,6 +816,9 @@ TEST_F(ContainerTest, ADamagedSuperblockIsReadFromItsCopyAndRewritten) {
     EXPECT_TRUE(c->check().problems.empty()) << c->check().problems[0];
     EXPECT_EQ(static_cast<Node*>(c->root())->value, 5u);
   }
+  std::filesystem::copy_file(pristine, path_, std::filesystem::copy_options::overwrite_existing);
+  patch(path_, 0, "NOTACONT", 8);
+  EXPECT_TRUE(Container::remove(path_).ok()) << "its copy says what it is";
   std::filesystem::copy_file(pristine, path_, std::filesystem::copy_options::overwrite_existing);
   patch(path_, kSuperblockCopyOffset, std::string(512, '\0').data(), 512);
   patch(path_, 20, "\xa5", 1);

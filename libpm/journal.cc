@@ -170,6 +170,10 @@ class BodyWriter {
  public:
   BodyWriter(Persist& p, uint64_t at, uint64_t seq, std::vector<std::byte>* stage)
       : p_(p), at_(at), stage_(*stage) {
+    // A state not made by XXH3_createState() must be initialised before a
+    // seeded reset: the reset compares the seed it finds with the new one
+    // and keeps the secret derived for it when they match.
+    XXH3_INITSTATE(&hash_);
     stage_.resize(kStageBytes);
     XXH3_64bits_reset_withSeed(&hash_, seq);
   }

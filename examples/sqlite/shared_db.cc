@@ -47,12 +47,17 @@ uint64_t round_up_gib(uint64_t n) {
 Status check_is_container(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::from_errno("open " + path, errno);
-  char magic[8] = {};
-  const ssize_t n = ::pread(fd, magic, sizeof magic, 0);
+  // The superblock's magic, or that of its copy at byte 3584 (a damaged
+  // superblock, which the container's open reads from the copy):
+  // docs/container_format.md.
+  auto magic_at = [fd](off_t off) {
+    char magic[8] = {};
+    return ::pread(fd, magic, sizeof magic, off) == static_cast<ssize_t>(sizeof magic) &&
+           std::memcmp(magic, "PMCONTNR", 8) == 0;
+  };
+  const bool container = magic_at(0) || magic_at(4096 - 512);
   ::close(fd);
-  if (n == static_cast<ssize_t>(sizeof magic) && std::memcmp(magic, "PMCONTNR", 8) == 0) {
-    return Status();
-  }
+  if (container) return Status();
   return Status::not_supported(path +
                                " is not a libpm container (an ordinary SQLite file? open it "
                                "without vfs=pm, or copy it in with VACUUM INTO 'file:new.db?vfs=pm')");

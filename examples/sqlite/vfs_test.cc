@@ -179,9 +179,16 @@ TEST(SqliteVfsTest, FilesThatAreNotOurDatabasesAreRefusedAndLeftAlone) {
   o.initial_size = 1 << 20;
   ASSERT_TRUE(pm::Container::create(other, o).ok());
   EXPECT_EQ(Db(other).rc(), SQLITE_NOTADB);
-  // A damaged container.
+  // A damaged container: its superblock alone is read from the copy.
   const std::string damaged = dir.file("damaged.db");
   { Db db(damaged); ASSERT_EQ(db.exec("CREATE TABLE t(x)"), SQLITE_OK); }
+  {
+    int fd = open(damaged.c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(pwrite(fd, "garbage!", 8, 0), 8);
+    close(fd);
+  }
+  EXPECT_EQ(Db(damaged).exec("SELECT * FROM t"), SQLITE_OK);
   {
     int fd = open(damaged.c_str(), O_WRONLY);
     ASSERT_GE(fd, 0);
