@@ -44,6 +44,12 @@ cc -std=c11 -Wall -Werror -o "$work/consumer_c_static" "$src/tests/install/consu
 ldd "$work/consumer_c_static" | grep -q "libpm\.so" && { echo "static consumer links libpm.so" >&2; exit 1; }
 "$work/consumer_c_static" "$work/cs.pm" "$work/cs.kv"
 
+step "C consumer through find_package(libpm CONFIG), a project without C++"
+cmake -S "$src/tests/install/c" -B "$work/c" -G Ninja -DCMAKE_PREFIX_PATH="$stage" >/dev/null
+cmake --build "$work/c" >/dev/null
+"$work/c/consumer_kv_shared" "$work/cks.kv"
+"$work/c/consumer_kv_static" "$work/ckst.kv"
+
 step "C++ consumer through find_package(libpm CONFIG)"
 cmake -S "$src/tests/install/cpp" -B "$work/cpp" -G Ninja -DCMAKE_PREFIX_PATH="$stage" >/dev/null
 cmake --build "$work/cpp" >/dev/null
