@@ -670,7 +670,9 @@ void add_ls_load_stats(CLI::App* kv, const Globals& g, std::vector<Command>* out
   auto sv = std::make_shared<SalvageArgs>();
   CLI::App* sa = kv->add_subcommand(
       "salvage", "copy every key that can be read from a damaged store into a new one");
-  sa->add_option("store", sv->from, "the damaged store (left as it is)")
+  sa->add_option("store", sv->from,
+                 "the damaged store (read only; written only to finish a commit its last "
+                 "session died inside)")
       ->required()
       ->check(kPath);
   sa->add_option("new-store", sv->to, "the store to create")->required()->check(kPath);
