@@ -29,9 +29,13 @@ constexpr uint32_t kChunkBytes = 1u << 20;
 // What a transaction's log record needs besides its values: op headers and
 // the keys of a manifest and a metadata record.
 constexpr uint64_t kTxnSlack = 4096;
-// Discarded chunks wait for a sync of the store; past this many, the next
-// discard syncs.
-constexpr size_t kMaxPendingGarbage = 256;
+// Discarded chunks wait for a sync of the store; past this many (up to 64
+// MiB of dead data), the next discard syncs. A put the store has no room
+// for syncs too (Fs::store_staged): removed files' chunks may be what
+// holds the room (a user trial on a full 200 MiB tmpfs: after 30 files of
+// 5 MB were removed, no write went in until an fsync, as 256 chunks were
+// allowed to wait).
+constexpr size_t kMaxPendingGarbage = 64;
 
 Meta default_meta(mode_t type_and_perm) {
   Meta m;

@@ -613,6 +613,8 @@ StoreStats StoreImpl::stats() {
   st.container_used_bytes = ci.used_bytes;
   st.container_file_bytes = ci.file_bytes;
   st.container_private_bytes = ci.private_bytes;
+  st.container_journaled_bytes = ci.journaled_bytes;
+  st.container_fresh_bytes = ci.fresh_bytes;
   st.ordered = be_->index() != nullptr;
   st.max_key_bytes = limits_.max_key;
   st.max_value_bytes = limits_.max_value;

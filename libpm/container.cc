@@ -32,8 +32,27 @@ namespace pm {
 
 namespace {
 
+// Sorts `runs` by offset and merges those that overlap or touch, in place
+// (no allocation), so that take_fresh can search them.
+void sort_and_merge(std::vector<Run>* runs) {
+  std::vector<Run>& v = *runs;
+  std::sort(v.begin(), v.end(), [](const Run& a, const Run& b) { return a.off < b.off; });
+  size_t n = 0;
+  for (size_t i = 0; i < v.size(); i++) {
+    if (n > 0 && v[i].off <= v[n - 1].off + v[n - 1].len) {
+      v[n - 1].len = std::max(v[n - 1].off + v[n - 1].len, v[i].off + v[i].len) - v[n - 1].off;
+    } else {
+      v[n++] = v[i];
+    }
+  }
+  v.resize(n);
+}
+
 constexpr uint64_t kPage = 4096;
 constexpr uint64_t kGiB = 1ull << 30;
+// Heap growth keeps at least heap / kJournalReserveShare of file room past
+// the heap for the journal (grow_to).
+constexpr uint64_t kJournalReserveShare = 64;
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
@@ -105,6 +124,7 @@ class ContainerImpl final : public Container {
   using Container::alloc;
   Result<void*> alloc(size_t n, AllocKind kind) override;
   Status free(void* p) override;
+  Status shrink(void* p, size_t n) override;
   Result<BlockInfo> find_block(const void* p) const override;
   void* root(std::string_view name) const override { return heap_->root(name); }
   Status set_root(void* p, std::string_view name) override;
@@ -162,7 +182,7 @@ class ContainerImpl final : public Container {
   Status drain_deferred();
   // Where the journal of `runs` goes: past everything mapped, and off the
   // body of a deferred write-back (journal.h, rule 2).
-  uint64_t place_body(const std::vector<Run>& runs) const;
+  uint64_t place_body(uint64_t len) const;
   // grow_for_journal, under view_mu_: growing the file remaps the view that
   // raw-region writers use.
   Status grow_journal_room(uint64_t body_at, const std::vector<Run>& runs) {
@@ -176,6 +196,9 @@ class ContainerImpl final : public Container {
     return failed_;
   }
   void remember_committed(const std::vector<PageRun>& pages);
+  // Moves from `runs` to `fresh` what goes home before the commit point
+  // instead of through the journal (journal.h, "Fresh bytes").
+  void take_fresh(std::vector<Run>* runs, std::vector<Run>* fresh);
   void find_escapes(bool foreign_writer, CheckReport* r) const;
   // Pages among `pages` whose working copy differs from home. REQUIRES: persist_mu_.
   uint64_t count_changed(const std::vector<PageRun>& pages) const;
@@ -222,6 +245,16 @@ class ContainerImpl final : public Container {
   std::vector<PageRun> dirty_scratch_;
   std::vector<PageRun> lines_scratch_;  // line numbers (hints tracker)
   std::vector<Run> runs_scratch_;
+  std::vector<Run> fresh_scratch_;
+  // Under persist_mu_: the last commit's journal entries (by offset), which
+  // a recovery may replay while its header is pending; fresh bytes of a
+  // failed commit, already home, which the next commit's diff cannot see.
+  std::vector<Run> last_runs_;
+  std::vector<Run> fresh_retry_;
+  // Bytes written through journals, and fresh bytes written home directly,
+  // since open (ContainerInfo).
+  std::atomic<uint64_t> journaled_bytes_{0};
+  std::atomic<uint64_t> fresh_bytes_{0};
   std::vector<std::byte> journal_stage_;  // write_journal's staging buffer
   // Under persist_mu_: the last commit's write-back waits for the next
   // commit's drain (journal.h); where that commit's journal body lies.
@@ -477,6 +510,14 @@ Status ContainerImpl::grow_to(uint64_t new_heap_size) {
   }
   const uint64_t heap_end = reinterpret_cast<const HeapHeader*>(reservation_.base())->heap_size;
   uint64_t journal_room = persist_->size() - std::min(persist_->size(), heap_off_ + heap_end);
+  // And at least a 64th of the heap. New blocks need no journal room (fresh
+  // bytes, journal.h), so the largest commit so far may have left little,
+  // and a commit larger than any before finds none on a full disk: the
+  // removes of a whole tree of files journal their page map entries (a
+  // 1024th of what they free) and the store's buckets (found by a user
+  // trial of the mount on a 200 MiB tmpfs: after 30 of 38 files of 5 MB
+  // were removed, every epoch failed for want of journal room).
+  journal_room = std::max(journal_room, align_up(new_heap_size / kJournalReserveShare, kPage));
   if (g_planted_bugs.growth_takes_journal_room) journal_room = 0;
   if (journal_pending_) PM_TRY(mark_applied());
   {
@@ -529,10 +570,16 @@ Status ContainerImpl::commit() {
     }
   }
   if (options_.read_only) return usable();
-  std::lock_guard<std::mutex> l(persist_mu_);
-  if (!failed_.ok() && !g_planted_bugs.mutate_after_failed_writeback) return failed_;
-  no_room_from_ = 0;  // space may have been freed on the disk meanwhile
-  return commit_locked();
+  {
+    std::lock_guard<std::mutex> l(persist_mu_);
+    if (!failed_.ok() && !g_planted_bugs.mutate_after_failed_writeback) return failed_;
+    no_room_from_ = 0;  // space may have been freed on the disk meanwhile
+    PM_TRY(commit_locked());
+  }
+  // Outside persist_mu_ (lock order: heap, then persist); the gate is still
+  // closed, so nothing allocates before the freed pages are indexed.
+  heap_->committed();
+  return Status();
 }
 
 Status ContainerImpl::commit_locked() {
@@ -547,6 +594,20 @@ Status ContainerImpl::commit_locked() {
   // be retried; a page list lost here would leave its changes out of every
   // later commit. After it, the commit is durable in the journal.
   bool committed = false;
+  // Fresh lines written home (journal.h) by this commit or by one that
+  // failed before it: until a commit point names them, the next commit must
+  // take them too, since its diff cannot see them (home holds them).
+  struct Unnamed {
+    std::vector<Run>& retry;
+    std::vector<Run> lines;
+    const bool& committed;
+    ~Unnamed() {
+      if (committed) return;
+      sort_and_merge(&lines);
+      retry.swap(lines);
+    }
+  } unnamed{fresh_retry_, {}, committed};
+  unnamed.lines.swap(fresh_retry_);
   try {
     const uint64_t mapped = mapped_.load();
     const std::byte* work = reservation_.base();
@@ -562,9 +623,12 @@ Status ContainerImpl::commit_locked() {
       uint64_t len = std::min(r.count * unit, mapped - off);
       diff_lines(work + off, home + off, off, len, &runs);
     }
+    runs.insert(runs.end(), unnamed.lines.begin(), unnamed.lines.end());
     if (!runs.empty()) {
       if (g_planted_bugs.home_before_journal) PM_TRY(apply_runs(*persist_, work, runs, heap_off_));
-      uint64_t body_at = place_body(runs);
+      std::vector<Run>& fresh = fresh_scratch_;
+      take_fresh(&runs, &fresh);
+      uint64_t body_at = place_body(journal_body_size(runs));
       Status s = grow_journal_room(body_at, runs);
       if (s.code() == Code::kNoSpace && body_at != heap_off_ + mapped &&
           !g_planted_bugs.no_room_fails_commit) {
@@ -576,10 +640,24 @@ Status ContainerImpl::commit_locked() {
         body_at = heap_off_ + mapped;
         if (s.ok()) s = grow_journal_room(body_at, runs);
       }
+      if (!s.ok() && s.code() != Code::kNoSpace && deferred_) {
+        // Growing the file drains first: a failed drain may have lost the
+        // deferred write-back (below).
+        return break_with(s.with_context(
+            "commit failed (nothing applied), and writing the previous commit home may have "
+            "failed with it; that commit is durable in the journal: reopen the container to "
+            "finish it"));
+      }
       bool in_doubt = false, drained = false;
       if (s.ok()) {
+        unnamed.lines.reserve(unnamed.lines.size() + fresh.size());
+        for (const Run& r : fresh) {
+          unnamed.lines.push_back(r);
+          persist_->write_flushed(heap_off_ + r.off, work + r.off, r.len);
+        }
         s = write_journal(*persist_, seq_.load() + 1, body_at, work, runs, &in_doubt, slots(),
-                          deferred_ ? kJournalFollowsDeferred : 0, &journal_stage_);
+                          deferred_ ? kJournalFollowsDeferred : 0, &journal_stage_,
+                          /*body_barrier=*/!fresh.empty());
         drained = true;
       }
       if (in_doubt) {
@@ -616,6 +694,12 @@ Status ContainerImpl::commit_locked() {
       }
       deferred_body_off_ = body_at;
       deferred_body_len_ = journal_body_size(runs);
+      journaled_bytes_.fetch_add(deferred_body_len_, std::memory_order_relaxed);
+      uint64_t fresh_len = 0;
+      for (const Run& r : fresh) fresh_len += r.len;
+      fresh_bytes_.fetch_add(fresh_len, std::memory_order_relaxed);
+      sort_and_merge(&runs);  // in place: nothing to fail after the commit point
+      last_runs_.swap(runs);
     }
   } catch (const std::bad_alloc&) {
     if (committed) {
@@ -651,7 +735,7 @@ Status ContainerImpl::drain_deferred() {
   return Status();
 }
 
-uint64_t ContainerImpl::place_body(const std::vector<Run>& runs) const {
+uint64_t ContainerImpl::place_body(uint64_t len) const {
   // The body goes past everything mapped, where no heap page lives.
   const uint64_t at = heap_off_ + mapped_.load();
   if (!deferred_ || g_planted_bugs.body_over_deferred_body) return at;
@@ -662,9 +746,70 @@ uint64_t ContainerImpl::place_body(const std::vector<Run>& runs) const {
   // sound, and a crash then would replay that older commit alone.) So
   // bodies alternate between `at` and above, and the journal's room stays
   // within about twice the largest body.
-  const uint64_t len = journal_body_size(runs);
   if (at + len <= deferred_body_off_) return at;
   return (deferred_body_off_ + deferred_body_len_ + kPage - 1) & ~(kPage - 1);
+}
+
+// Fresh bytes (journal.h): changed lines where the committed heap keeps
+// nothing, written home before the commit point. The split costs a barrier
+// more (the body's), so off pmem, where a barrier is a device flush, it is
+// taken only when it saves the journal at least kFreshMinBytes, or when
+// the whole body would not fit the file as it is (on a full disk, where
+// the heap has room that removes freed, the journal's room past it may be
+// too small for a large new block); on pmem a barrier is a fence. Lines
+// the previous commit's journal names stay in this one while its header
+// is pending: a recovery that replays it (rule 3) would write its bytes
+// over them. Its body lies past the heap and so past every fresh byte
+// (growth, the only thing that moves the heap's end, marks it applied
+// first), which the check below keeps true.
+void ContainerImpl::take_fresh(std::vector<Run>* runs, std::vector<Run>* fresh) {
+  constexpr uint64_t kFreshMinBytes = 64 << 10;
+  fresh->clear();
+  heap_->split_fresh(persist_->view() + heap_off_, persist_->size() - heap_off_, runs, fresh);
+  if (journal_pending_) {
+    std::vector<Run> kept;
+    const uint64_t body_from = deferred_body_off_ - heap_off_;
+    const uint64_t body_to = body_from + deferred_body_len_;
+    auto overlap = [](uint64_t a, uint64_t b, uint64_t c, uint64_t d) { return a < d && c < b; };
+    std::vector<Run> still;
+    for (const Run& f : *fresh) {
+      const uint64_t end = f.off + f.len;
+      if (overlap(f.off, end, body_from, body_to)) {
+        kept.push_back(f);
+        continue;
+      }
+      if (g_planted_bugs.fresh_over_previous_commit) {
+        still.push_back(f);
+        continue;
+      }
+      // The last commit's entries that overlap f, cut out of it.
+      auto it = std::lower_bound(last_runs_.begin(), last_runs_.end(), f.off,
+                                 [](const Run& r, uint64_t off) { return r.off + r.len <= off; });
+      uint64_t at = f.off;
+      for (; it != last_runs_.end() && it->off < end; ++it) {
+        const uint64_t from = std::max(at, it->off), to = std::min(end, it->off + it->len);
+        if (from > at) still.push_back({at, from - at});
+        kept.push_back({from, to - from});
+        at = to;
+      }
+      if (at < end) still.push_back({at, end - at});
+    }
+    fresh->swap(still);
+    runs->insert(runs->end(), kept.begin(), kept.end());
+  }
+  uint64_t fresh_len = 0;
+  for (const Run& f : *fresh) fresh_len += f.len;
+  // Nothing left to journal: the commit still needs a header (fresh bytes
+  // alone are a commit only when one names them), so they go in the body.
+  auto whole_body_fits = [&] {
+    const uint64_t len = journal_body_size(*runs) + journal_body_size(*fresh);
+    return place_body(len) + len <= persist_->size();
+  };
+  if (fresh_len == 0 || runs->empty() ||
+      (!is_pmem_ && fresh_len < kFreshMinBytes && whole_body_fits())) {
+    runs->insert(runs->end(), fresh->begin(), fresh->end());
+    fresh->clear();
+  }
 }
 
 void ContainerImpl::remember_committed(const std::vector<PageRun>& pages) {
@@ -727,6 +872,13 @@ Status ContainerImpl::free(void* p) {
   PM_TRY(usable());
   MutationGuard g(*this);
   return heap_->free(p);
+}
+
+Status ContainerImpl::shrink(void* p, size_t n) {
+  if (!contains(p)) return Status::invalid_argument("shrink: pointer is not in this container");
+  PM_TRY(usable());
+  MutationGuard g(*this);
+  return heap_->shrink(p, n);
 }
 
 Result<BlockInfo> ContainerImpl::find_block(const void* p) const {
@@ -832,6 +984,8 @@ ContainerInfo ContainerImpl::usage() const {
   i.is_pmem = is_pmem_;
   i.journal = journal_state_.load();
   i.commits = seq_.load();
+  i.journaled_bytes = journaled_bytes_.load(std::memory_order_relaxed);
+  i.fresh_bytes = fresh_bytes_.load(std::memory_order_relaxed);
   i.read_only = options_.read_only;
   i.private_bytes = private_bytes();
   return i;

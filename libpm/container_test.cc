@@ -26,6 +26,7 @@
 #include "libpm/superblock.h"
 #include "testutil/child.h"
 #include "testutil/container_util.h"
+#include "testutil/small_fs.h"
 #include "testutil/temp_dir.h"
 
 namespace pm {
@@ -77,6 +78,162 @@ TEST_F(ContainerTest, CommittedLinkedListSurvivesReopenWithRawPointers) {
   ASSERT_EQ(v.size(), 100u);
   EXPECT_EQ(v.front(), 99u);
   EXPECT_EQ(v.back(), 0u);
+  EXPECT_TRUE(c->check().problems.empty());
+}
+
+// Fresh bytes (journal.h): a new block in space the committed heap did not
+// use goes home once, without the journal; rewriting a committed block, or
+// space freed in the same commit, goes through the journal as before.
+TEST_F(ContainerTest, ANewBlockGoesHomeWithoutTheJournal) {
+  constexpr uint64_t kBig = 1 << 20;
+  {
+    auto c = must(Container::create(path_, small()));
+    ASSERT_TRUE(c->commit().ok());
+    const ContainerInfo before = c->info();
+    Result<void*> a = c->alloc(kBig);
+    ASSERT_TRUE(a.ok());
+    c->will_write(*a, kBig);
+    std::memset(*a, 'a', kBig);
+    ASSERT_TRUE(c->set_root(*a).ok());
+    ASSERT_TRUE(c->commit().ok());
+    const ContainerInfo fresh = c->info();
+    EXPECT_GE(fresh.fresh_bytes - before.fresh_bytes, kBig);
+    EXPECT_LT(fresh.journaled_bytes - before.journaled_bytes, 64u << 10);
+    // Rewritten: committed bytes, so journaled.
+    c->will_write(*a, kBig);
+    std::memset(*a, 'b', kBig);
+    ASSERT_TRUE(c->commit().ok());
+    const ContainerInfo rewritten = c->info();
+    EXPECT_EQ(rewritten.fresh_bytes, fresh.fresh_bytes);
+    EXPECT_GE(rewritten.journaled_bytes - fresh.journaled_bytes, kBig);
+    // Freed: its pages are not allocated again before the commit that
+    // frees them (the committed heap still uses them: written over, they
+    // would go through the journal), so a new block is fresh elsewhere...
+    ASSERT_TRUE(c->free(*a).ok());
+    Result<void*> b = c->alloc(kBig);
+    ASSERT_TRUE(b.ok());
+    EXPECT_NE(*b, *a);
+    c->will_write(*b, kBig);
+    std::memset(*b, 'c', kBig);
+    ASSERT_TRUE(c->set_root(*b).ok());
+    ASSERT_TRUE(c->commit().ok());
+    const ContainerInfo elsewhere = c->info();
+    EXPECT_GE(elsewhere.fresh_bytes - rewritten.fresh_bytes, kBig);
+    EXPECT_LT(elsewhere.journaled_bytes - rewritten.journaled_bytes, 64u << 10);
+    // ... and after it they are free in the committed state: fresh too.
+    Result<void*> d = c->alloc(kBig);
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(*d, *a);
+    c->will_write(*d, kBig);
+    std::memset(*d, 'd', kBig);
+    ASSERT_TRUE(c->set_root(*d, "d").ok());
+    ASSERT_TRUE(c->commit().ok());
+    const ContainerInfo reused = c->info();
+    EXPECT_GE(reused.fresh_bytes - elsewhere.fresh_bytes, kBig);
+    EXPECT_LT(reused.journaled_bytes - elsewhere.journaled_bytes, 64u << 10);
+  }
+  auto c = must(Container::open(path_));
+  auto* p = c->root<char>();
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(std::string(p, kBig), std::string(kBig, 'c'));
+  auto* q = static_cast<char*>(c->root("d"));
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(std::string(q, kBig), std::string(kBig, 'd'));
+  EXPECT_TRUE(c->check().problems.empty());
+}
+
+// A user trial on a mount: after files were removed on a full disk, a file
+// larger than any before it never went in. Its commit needed more journal
+// room than the file had past the heap (what the largest commit so far
+// left), and frees make heap space, not disk space. A new block needs no
+// journal room now: it goes home before the commit point.
+TEST_F(ContainerTest, OnAFullDiskANewBlockLargerThanAnyCommitSoFarGoesIn) {
+  const std::string d = dir_.file("small");
+  test::SmallFs fs(d);
+  if (!fs.ok()) GTEST_SKIP() << "mount(2) of a tmpfs is not allowed here";
+  const std::string path = d + "/c.pm";
+  constexpr uint64_t kBlock = 64 << 10, kBig = 2 << 20;
+  std::vector<void*> blocks;
+  {
+    auto c = must(Container::create(path, small()));
+    ASSERT_NE(c, nullptr);
+    Status full;
+    while (full.ok()) {  // a commit per block, until the disk is full
+      Result<void*> p = c->alloc(kBlock);
+      if (!p.ok()) {
+        full = p.status();
+        break;
+      }
+      c->will_write(*p, kBlock);
+      std::memset(*p, 'x', kBlock);
+      full = c->commit();
+      if (full.ok()) blocks.push_back(*p);
+    }
+    ASSERT_EQ(full.code(), Code::kNoSpace) << full.to_string();
+    ASSERT_GT(blocks.size(), 40u);
+    ASSERT_TRUE(c->abort().ok());
+    while (blocks.size() > 5) {
+      ASSERT_TRUE(c->free(blocks.back()).ok());
+      blocks.pop_back();
+    }
+    ASSERT_TRUE(c->commit().ok());
+    Result<void*> big = c->alloc(kBig);
+    ASSERT_TRUE(big.ok()) << big.status().to_string();
+    c->will_write(*big, kBig);
+    std::memset(*big, 'B', kBig);
+    ASSERT_TRUE(c->set_root(*big).ok());
+    Status s = c->commit();
+    ASSERT_TRUE(s.ok()) << s.to_string();
+  }
+  auto c = must(Container::open(path));
+  ASSERT_NE(c, nullptr);
+  auto* p = c->root<char>();
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(std::string(p, kBig), std::string(kBig, 'B'));
+  for (void* b : blocks) EXPECT_EQ(static_cast<char*>(b)[kBlock - 1], 'x');
+  EXPECT_TRUE(c->check().problems.empty());
+}
+
+// shrink() gives a page run's pages past the size it keeps back to the heap
+// (allocated again after the commit), keeps its first bytes, and leaves
+// small blocks as they are; the heap stays consistent across a reopen.
+TEST_F(ContainerTest, ShrinkGivesATailOfPagesBackAfterTheCommit) {
+  constexpr uint64_t kBig = 1 << 20;
+  char* p = nullptr;
+  {
+    auto c = must(Container::create(path_, small()));
+    Result<void*> a = c->alloc(kBig);
+    ASSERT_TRUE(a.ok());
+    p = static_cast<char*>(*a);
+    c->will_write(p, kBig);
+    std::memset(p, 's', kBig);
+    ASSERT_TRUE(c->set_root(p).ok());
+    ASSERT_TRUE(c->commit().ok());
+    const uint64_t used = c->info().used_bytes;
+    EXPECT_EQ(c->shrink(p + 8, 100).code(), Code::kInvalidArgument);
+    ASSERT_TRUE(c->shrink(p, 100).ok());
+    EXPECT_EQ(c->info().used_bytes, used - (kBig - 4096));
+    Result<BlockInfo> bi = c->find_block(p);
+    ASSERT_TRUE(bi.ok());
+    EXPECT_EQ(bi->size, 4096u);
+    EXPECT_FALSE(c->find_block(p + 4096).ok());
+    Result<void*> small_block = c->alloc(64);
+    ASSERT_TRUE(small_block.ok());
+    EXPECT_TRUE(c->shrink(*small_block, 8).ok());  // left as it is
+    EXPECT_EQ(c->find_block(*small_block)->size, 64u);
+    ASSERT_TRUE(c->commit().ok());
+    Result<void*> tail = c->alloc(kBig - 4096);  // the pages given back
+    ASSERT_TRUE(tail.ok());
+    EXPECT_EQ(*tail, p + 4096);
+    EXPECT_TRUE(c->check().problems.empty());
+    ASSERT_TRUE(c->commit().ok());
+  }
+  auto c = must(Container::open(path_));
+  EXPECT_EQ(c->root<char>(), p);
+  // The first 100 bytes kept; the rest of the page zeroed (an object's
+  // stale bytes would read as pointers to collect()).
+  EXPECT_TRUE(std::string(p, 100) == std::string(100, 's'));
+  EXPECT_TRUE(std::string(p + 100, 4096 - 100) == std::string(4096 - 100, '\0'));
   EXPECT_TRUE(c->check().problems.empty());
 }
 

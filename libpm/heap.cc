@@ -97,7 +97,17 @@ Status Heap::reload(uint64_t mapped) {
   return load_segments(mapped);
 }
 
+void Heap::committed() {
+  std::lock_guard<std::mutex> l(mu_);
+  // An index built since the frees read them from the page maps already.
+  if (indexed_) {
+    for (const auto& [page, n] : freed_uncommitted_) add_free(page, n);
+  }
+  freed_uncommitted_.clear();
+}
+
 void Heap::reset_index() {
+  freed_uncommitted_.clear();
   free_by_size_.clear();
   free_by_addr_.clear();
   for (auto& p : partial_) p.clear();
@@ -312,7 +322,7 @@ Result<uint64_t> Heap::alloc_pages(uint64_t npages, PageKind head, uint32_t head
 
 void Heap::free_pages(uint64_t page, uint64_t npages) {
   for (uint64_t i = 0; i < npages; i++) set_entry(page + i, 0);
-  add_free(page, npages);
+  freed_uncommitted_.push_back({page, npages});  // indexed at committed()
   to_release_.push_back({page, npages});
   to_release_pages_ += npages;
   if (to_release_pages_ >= kReleaseBatchPages) release_free_pages();
@@ -482,6 +492,33 @@ Status Heap::free(void* p) {
   std::lock_guard<std::mutex> l(mu_);
   PM_TRY(ensure_index());
   return free_locked(p);
+}
+
+Status Heap::shrink(void* p, uint64_t n) {
+  std::lock_guard<std::mutex> l(mu_);
+  PM_TRY(ensure_index());
+  auto off = static_cast<uint64_t>(static_cast<std::byte*>(p) - base_);
+  uint32_t e = 0;
+  Result<uint64_t> head = block_head(off, &e);
+  Result<BlockInfo> block = head.ok() ? find_block_locked(off) : Result<BlockInfo>(head.status());
+  if (!block.ok() || block->start != p) {
+    return Status::invalid_argument("shrink(" + std::to_string(reinterpret_cast<uintptr_t>(p)) +
+                                    "): not the start of an allocated block");
+  }
+  const bool run = entry_kind(e) == PageKind::kRunHead || entry_kind(e) == PageKind::kDataRunHead;
+  if (!run) return Status();  // a small block: nothing worth giving back
+  const uint64_t npages = entry_value(e);
+  const uint64_t keep = std::max<uint64_t>(1, n / kPage + (n % kPage != 0));
+  if (keep >= npages) return Status();
+  // An object's bytes past n are read as pointers by collect(): no stale
+  // ones may keep garbage alive (as zero_tail for a new block).
+  if (entry_kind(e) == PageKind::kRunHead) zero_tail(static_cast<std::byte*>(p), n, keep * kPage);
+  set_entry(*head, page_entry(entry_kind(e), keep));
+  free_pages(*head + keep, npages - keep);
+  HeapHeader* h = header();
+  note(h, sizeof *h);
+  h->used_bytes -= (npages - keep) * kPage;
+  return Status();
 }
 
 Status Heap::free_locked(void* p) {
@@ -662,6 +699,7 @@ Heap::Stats Heap::stats() {
   uint64_t free_pages = unused_bits;
   if (ensure_index().ok()) {
     for (const auto& [page, n] : free_by_addr_) free_pages += n;
+    for (const auto& [page, n] : freed_uncommitted_) free_pages += n;
   }
   return {h->heap_size, h->used_bytes, h->blocks, meta, h->segments, free_pages * kPage};
 }

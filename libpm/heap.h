@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "libpm/heap_layout.h"
+#include "libpm/journal.h"
 #include "libpm/tracker.h"
 #include "pm/container.h"
 #include "pm/status.h"
@@ -51,7 +52,18 @@ class Heap {
   Status reload(uint64_t mapped);
 
   Result<void*> alloc(uint64_t n, AllocKind kind);
+  // Pages a free releases are allocated again only after the commit that
+  // frees them (committed() below), as PMDK frees at a transaction's end:
+  // the blocks of a commit then land in space its committed state left
+  // free, which it writes home without the journal (fresh bytes,
+  // journal.h), and a commit never needs journal room for a large block
+  // written over one it frees (on a full disk, the room it would not get).
+  // Granules inside a granule page are reused at once.
   Status free(void* p);
+  // The commit that freed them is durable: their pages may be allocated.
+  void committed();
+  // Container::shrink.
+  Status shrink(void* p, uint64_t n);
   Result<BlockInfo> find_block(const void* p);
   Status reserve(uint64_t heap_bytes);
 
@@ -73,6 +85,16 @@ class Heap {
   // block kinds included), slab headers and bitmaps, counters. Appends one
   // line per problem to `problems`.
   void check(std::vector<std::string>* problems);
+
+  // Fresh bytes (heap_fresh.cc): splits the 64-byte-line runs in `runs`
+  // (heap offsets) into the lines that no block uses in the heap at `home`
+  // (the committed image: the home view's heap start, `home_size` bytes
+  // mapped there), appended to `fresh`, and the others, left in `runs`.
+  // Bytes past the committed heap (segments grown since) are fresh.
+  // Anything the committed image does not describe soundly is not fresh.
+  // REQUIRES: nothing allocates, frees or grows meanwhile (it takes no lock).
+  void split_fresh(const std::byte* home, uint64_t home_size, std::vector<Run>* runs,
+                   std::vector<Run>* fresh);
 
   // Visits every allocated block (start, size), for checks and collection.
   void for_each_block(const std::function<void(void*, uint64_t)>& fn);
@@ -205,6 +227,7 @@ class Heap {
   std::vector<Segment> segments_;
   mutable size_t last_seg_ = 0;                            // segment_of()'s last answer
   std::vector<std::pair<uint64_t, uint64_t>> to_release_;  // freed runs (page, npages)
+  std::vector<std::pair<uint64_t, uint64_t>> freed_uncommitted_;  // (page, npages), see free()
   uint64_t to_release_pages_ = 0;
   bool indexed_ = false;
   std::set<std::pair<uint64_t, uint64_t>> free_by_size_;  // (npages, page)

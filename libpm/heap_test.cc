@@ -267,6 +267,7 @@ TEST_F(HeapTest, EmptyGranulePagesGoBackToThePageAllocator) {
   for (void* p : ps) ASSERT_TRUE(c_->free(p).ok());
   // 16 empty pages stay as granule pages (with their bitmap page).
   EXPECT_LT(c_->info().footprint_bytes, before + (96 << 10));
+  ASSERT_TRUE(c_->commit().ok());  // freed pages are allocated again after it
   ASSERT_TRUE(c_->alloc(1 << 20).ok());  // a run in the returned pages
   EXPECT_EQ(c_->info().heap_bytes, heap);
   EXPECT_TRUE(problems().empty());
@@ -426,22 +427,28 @@ TEST_F(HeapTest, FreedPagesDropTheirDramCopy) {
 }
 
 // Writes to pages dropped after a free (clean or dirty at the time) are
-// still seen by every tracker and committed.
+// still seen by every tracker and committed. (Freed pages are reused only
+// after a commit now, so a dirty dropped run is no longer reused within
+// the transaction that dropped it: the commits below cover both drops.)
 TEST_F(HeapTest, WritesToReusedDroppedPagesAreCommitted) {
   constexpr size_t kRun = 1 << 20;
   auto fill = [&](std::byte* p, int v) {
     c_->will_write(p, kRun);
     std::memset(p, v, kRun);
   };
+  // Freed pages are allocated again after the commit that frees them.
   auto* a = static_cast<std::byte*>(*c_->alloc(kRun));
   fill(a, 0x11);
   ASSERT_TRUE(c_->commit().ok());
   ASSERT_TRUE(c_->free(a).ok());  // clean pages dropped
+  ASSERT_TRUE(c_->commit().ok());
   auto* b = static_cast<std::byte*>(*c_->alloc(kRun));
+  EXPECT_EQ(b, a);  // best fit hands the same pages back
   fill(b, 0x22);
   ASSERT_TRUE(c_->free(b).ok());  // dirty pages dropped, uncommitted
+  ASSERT_TRUE(c_->commit().ok());
   auto* d = static_cast<std::byte*>(*c_->alloc(kRun));
-  EXPECT_EQ(d, a);  // best fit hands the same pages back
+  EXPECT_EQ(d, a);
   fill(d, 0x44);
   ASSERT_TRUE(c_->set_root(d).ok());
   ASSERT_TRUE(c_->commit().ok());

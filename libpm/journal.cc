@@ -230,7 +230,7 @@ class BodyWriter {
 
 Status write_journal(Persist& p, uint64_t seq, uint64_t body_offset, const std::byte* work,
                      const std::vector<Run>& runs, bool* in_doubt, int slots, uint64_t flags,
-                     std::vector<std::byte>* stage) {
+                     std::vector<std::byte>* stage, bool body_barrier) {
   const uint64_t slot = journal_slot_offset(seq, g_planted_bugs.one_slot_for_all ? 1 : slots);
   JournalHeader prev;
   std::memcpy(&prev, p.view() + slot, sizeof prev);
@@ -248,6 +248,10 @@ Status write_journal(Persist& p, uint64_t seq, uint64_t body_offset, const std::
     }
   }
   const uint64_t body_checksum = body.finish();
+  if (body_barrier && !g_planted_bugs.fresh_in_one_drain) {
+    p.kill_point("journal.fresh_and_body_written");
+    PM_TRY(p.drain());
+  }
   JournalHeader h{};
   h.magic = kJournalMagic;
   h.seq = seq;

@@ -29,6 +29,16 @@
 //     without the flag a torn newest may be a completed commit whose body
 //     a later one overwrote, and replaying the commit before it would undo
 //     it.
+// Fresh bytes. Changed bytes where the committed heap keeps nothing (new
+// blocks in space free before the commit, segments grown since) need no
+// journal: a crash before the commit point leaves them where no recovered
+// state reads. The container writes them home before the journal (their
+// only copy) and then needs a barrier between them and the header, which
+// names no checksum of them: fresh bytes and body are drained, then the
+// header is written and drained (write_journal's `body_barrier`). Two rules
+// more, since a recovery may still replay the previous commit after this
+// one's header is durable (rule 3): fresh bytes overlap none of that
+// commit's entries, nor its body (ContainerImpl::commit_locked).
 // Whatever marks a header applied (close, heap growth) drains first, and a
 // writable open makes the header slots it found durable, so that the disk
 // never holds a pending header the process believes applied (a kill
@@ -126,10 +136,14 @@ Status grow_for_journal(Persist& p, uint64_t body_offset, const std::vector<Run>
 // The header goes to the slot of `seq` (journal_slot_offset) with `flags`.
 // The body is staged through `stage` (kept between commits by the caller;
 // a local buffer when null). Throws std::bad_alloc, before anything is
-// written, when no memory for the staging can be had.
+// written, when no memory for the staging can be had. With `body_barrier`
+// the body (and whatever the caller wrote and flushed before it: fresh
+// bytes, above) is drained before the header is written; when that drain
+// fails nothing names the body.
 Status write_journal(Persist& p, uint64_t seq, uint64_t body_offset, const std::byte* work,
                      const std::vector<Run>& runs, bool* in_doubt = nullptr, int slots = 1,
-                     uint64_t flags = 0, std::vector<std::byte>* stage = nullptr);
+                     uint64_t flags = 0, std::vector<std::byte>* stage = nullptr,
+                     bool body_barrier = false);
 
 // Bytes of the journal body that holds `runs`.
 uint64_t journal_body_size(const std::vector<Run>& runs);

@@ -45,6 +45,12 @@ struct PlantedBugs {
   // taking the journal's room at the heap's end (a full disk then refuses
   // the commits that free space).
   bool no_room_fails_commit = false;
+  // Fresh bytes (journal.h) share the header's drain: a crash inside it
+  // may keep the header and lose them.
+  bool fresh_in_one_drain = false;
+  // Fresh bytes may overlap the previous commit's entries, which a
+  // recovery replays over them when that commit's write-back was deferred.
+  bool fresh_over_previous_commit = false;
 };
 
 // Read by libpm, written only by tests.

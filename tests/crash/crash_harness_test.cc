@@ -97,7 +97,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"mutation_full_msync", make_mutation_full_workload,
                            UnitMode::kMsyncPages, 30},
                       Case{"allocator_pmem", make_allocator_workload, UnitMode::kPmemLines, 200},
-                      Case{"allocator_msync", make_allocator_workload, UnitMode::kMsyncPages, 180}),
+                      Case{"allocator_msync", make_allocator_workload, UnitMode::kMsyncPages, 180},
+                      Case{"reuse_pmem", make_reuse_workload, UnitMode::kPmemLines, 60},
+                      Case{"reuse_msync", make_reuse_workload, UnitMode::kMsyncPages, 60}),
     [](const auto& info) { return std::string(info.param.name); });
 
 INSTANTIATE_TEST_SUITE_P(
@@ -158,6 +160,7 @@ INSTANTIATE_TEST_SUITE_P(
                            16},
                       Case{"chain_mutation_full_msync", make_mutation_full_workload,
                            UnitMode::kMsyncPages, 6},
+                      Case{"chain_reuse_msync", make_reuse_workload, UnitMode::kMsyncPages, 16},
                       Case{"chain_kvstore_pmem", make_kv_workload, UnitMode::kPmemLines, 30},
                       Case{"chain_kvstore_msync", make_kv_workload, UnitMode::kMsyncPages, 30},
                       Case{"chain_kvstore_uniform_async_msync", make_kv_uniform_async_workload,
@@ -190,6 +193,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"faults_mutation_full_msync", make_mutation_full_workload,
                            UnitMode::kMsyncPages, 40},
                       Case{"faults_allocator_pmem", make_allocator_workload, UnitMode::kPmemLines, 60},
+                      Case{"faults_reuse_pmem", make_reuse_workload, UnitMode::kPmemLines, 40},
                       Case{"faults_kvstore_msync", make_kv_workload, UnitMode::kMsyncPages, 60},
                       Case{"faults_kvstore_full_msync", make_kv_full_workload, UnitMode::kMsyncPages,
                            60},
@@ -377,6 +381,14 @@ const Planted kPlanted[] = {
     // end's room once the deferred commit is finished.
     {"no_room_fails_commit", &g_planted_bugs.no_room_fails_commit,
      once(make_mutation_full_workload, UnitMode::kMsyncPages, 30)},
+    // Fresh bytes (libpm/journal.h), written home before the commit point
+    // instead of journaled: they need a barrier before the header, and may
+    // not lie under the previous commit's entries while a recovery could
+    // replay it (off pmem, a deferred write-back).
+    {"fresh_in_one_drain", &g_planted_bugs.fresh_in_one_drain,
+     power(make_reuse_workload, UnitMode::kMsyncPages, 40)},
+    {"fresh_over_previous_commit", &g_planted_bugs.fresh_over_previous_commit,
+     power(make_reuse_workload, UnitMode::kMsyncPages, 40)},
     // Defect 4: found only with an injected EIO.
     {"mutate_after_failed_writeback", &g_planted_bugs.mutate_after_failed_writeback,
      faults(make_allocator_workload, UnitMode::kMsyncPages, 60)},

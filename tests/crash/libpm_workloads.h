@@ -17,6 +17,9 @@ std::unique_ptr<Workload> make_mutation_full_workload();
 // A list of blocks of many sizes (slab classes, page runs, blocks that make
 // the heap grow), allocated, rewritten and freed; commits and aborts.
 std::unique_ptr<Workload> make_allocator_workload();
+// Blocks written and freed in one commit, their space used again by the
+// next: the fresh bytes a commit writes home without its journal.
+std::unique_ptr<Workload> make_reuse_workload();
 
 }  // namespace pm::crash
 

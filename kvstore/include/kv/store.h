@@ -133,6 +133,10 @@ struct StoreStats {
   // DRAM held by private copies of committed backend pages (bounded by
   // StoreOptions::dram_budget_bytes when set).
   uint64_t container_private_bytes = 0;
+  // Since open: journal bodies the epochs wrote, and new blocks (values,
+  // entries) written home once without the journal (pm::ContainerInfo).
+  uint64_t container_journaled_bytes = 0;
+  uint64_t container_fresh_bytes = 0;
   bool ordered = false;          // the store keeps an ordered index (StoreOptions::ordered)
   uint32_t max_key_bytes = 0;    // the limits fixed at create
   uint32_t max_value_bytes = 0;

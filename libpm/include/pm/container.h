@@ -95,6 +95,11 @@ struct ContainerInfo {
   uint64_t private_bytes = 0;
   uint64_t base_address = 0;     // where the working view is mapped
   uint64_t commits = 0;          // journal sequence number of the last commit
+  // Since open: bytes of journal bodies written by commits, and changed
+  // bytes in space the committed heap did not use (new blocks), which
+  // commits write home once instead of through the journal.
+  uint64_t journaled_bytes = 0;
+  uint64_t fresh_bytes = 0;
   uint64_t generation = 0;       // see Container::generation()
   bool is_pmem = false;          // home view is persistent memory (or forced)
   bool read_only = false;        // opened with Options::read_only
@@ -195,8 +200,17 @@ class Container {
   Result<void*> alloc(size_t n) { return alloc(n, AllocKind::kObject); }
 
   // Frees a block returned by alloc(). nullptr is a no-op. kInvalidArgument if
-  // p is not the start of an allocated block of this container.
+  // p is not the start of an allocated block of this container. The pages
+  // of a large block are allocated again only after the next commit (as
+  // PMDK frees at a transaction's end): a transaction that frees and
+  // allocates as much grows the heap by that much meanwhile.
   virtual Status free(void* p) = 0;
+
+  // Shrinks the block starting at p in place to at least n bytes: a page
+  // run gives its pages past that back to the heap (allocated again after
+  // the commit, as freed pages are); smaller blocks stay as they are. Its
+  // start and first n bytes are unchanged. kInvalidArgument as free().
+  virtual Status shrink(void* p, size_t n) = 0;
 
   // The block containing p (its start, size and kind), or kNotFound if p is
   // in no allocated block.

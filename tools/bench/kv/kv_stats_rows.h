@@ -22,6 +22,8 @@ inline std::vector<std::pair<const char*, nlohmann::json>> kv_stat_rows(const kv
           {"container_used_bytes", s.container_used_bytes},
           {"container_file_bytes", s.container_file_bytes},
           {"container_private_bytes", s.container_private_bytes},
+          {"container_journaled_bytes", s.container_journaled_bytes},
+          {"container_fresh_bytes", s.container_fresh_bytes},
           {"ordered", s.ordered},
           {"max_key_bytes", s.max_key_bytes},
           {"max_value_bytes", s.max_value_bytes},
