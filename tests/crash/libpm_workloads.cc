@@ -97,6 +97,17 @@ struct Block {
   uint64_t stamp;  // also written at the end of the block
 };
 
+// Unlinks the index-th block of root's list and frees it.
+template <typename Root>
+Status remove(Container& c, Root* root, uint64_t index) {
+  Block** link = &root->head;
+  for (uint64_t i = 0; i < index; i++) link = &(*link)->next;
+  Block* gone = *link;
+  put(c, link, gone->next);
+  put(c, &root->count, root->count - 1);
+  return c.free(gone);
+}
+
 class AllocatorWorkload final : public Workload {
  public:
   struct Root {
@@ -189,14 +200,6 @@ class AllocatorWorkload final : public Workload {
     return Status();
   }
 
-  static Status remove(Container& c, Root* root, uint64_t index) {
-    Block** link = &root->head;
-    for (uint64_t i = 0; i < index; i++) link = &(*link)->next;
-    Block* gone = *link;
-    put(c, link, gone->next);
-    put(c, &root->count, root->count - 1);
-    return c.free(gone);
-  }
 };
 
 // Space freed and used again in the next commit: what makes a commit's
@@ -285,14 +288,6 @@ class ReuseWorkload final : public Workload {
     return large ? (64 << 10) + rng() % (96 << 10) : 24 + rng() % 3000;
   }
 
-  static Status remove(Container& c, Root* root, uint64_t index) {
-    Block** link = &root->head;
-    for (uint64_t i = 0; i < index; i++) link = &(*link)->next;
-    Block* gone = *link;
-    put(c, link, gone->next);
-    put(c, &root->count, root->count - 1);
-    return c.free(gone);
-  }
 
   uint64_t last_freed_ = 0;  // the size of the block a scratch step freed
 };
