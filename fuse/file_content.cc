@@ -25,6 +25,15 @@ std::string encode_manifest(const Manifest& m) {
   return r;
 }
 
+uint64_t hole_bytes(uint32_t chunk_bytes, uint64_t size, const std::vector<uint64_t>& ids) {
+  uint64_t holes = 0;
+  for (size_t i = 0; i < ids.size(); i++) {
+    const uint64_t start = i * uint64_t{chunk_bytes};
+    if (ids[i] == 0 && start < size) holes += std::min<uint64_t>(chunk_bytes, size - start);
+  }
+  return holes;
+}
+
 std::optional<Manifest> decode_manifest(std::string_view v) {
   if (v.size() < kManifestHeaderBytes || v[0] != 1) return std::nullopt;
   Manifest m;
@@ -160,7 +169,9 @@ int FileContent::truncate(uint64_t size) {
   const uint64_t n = chunks_for(size);
   // The new last chunk keeps no bytes past the end, or a later growth would
   // show them again. Read first: a failed read changes nothing.
-  if (const uint64_t keep = size % chunk_bytes_; keep != 0) {
+  // A hole holds no bytes to cut.
+  const bool hole = n - 1 < ids_.size() && ids_[n - 1] == 0 && !dirty_.contains(n - 1);
+  if (const uint64_t keep = size % chunk_bytes_; keep != 0 && !hole) {
     int err = 0;
     std::string* c = dirty_chunk(n - 1, &err);
     if (c == nullptr) return err;
@@ -254,6 +265,36 @@ int FileContent::prepare(std::string* value, bool* chunked, bool* wrote_chunks) 
   *chunked = result_chunked_ = true;
   *value = encode_manifest(Manifest{chunk_bytes_, size_, ids_});
   return 0;
+}
+
+int FileContent::seek(uint64_t off, bool data, uint64_t* out) const {
+  if (off >= size_) return ENXIO;
+  if (size_ <= layout_->inline_max) {  // stored as one value: all data
+    *out = data ? off : size_;
+    return 0;
+  }
+  const uint64_t n = chunks_for(size_);
+  for (uint64_t i = off / chunk_bytes_; i < n; i++) {
+    const bool present = (i < ids_.size() && ids_[i] != 0) || dirty_.contains(i);
+    if (present == data) {
+      *out = std::max(off, i * chunk_bytes_);
+      return 0;
+    }
+  }
+  if (data) return ENXIO;
+  *out = size_;  // the end is a hole
+  return 0;
+}
+
+uint64_t FileContent::hole_bytes() const {
+  if (size_ <= layout_->inline_max) return 0;
+  uint64_t holes = 0;
+  const uint64_t n = chunks_for(size_);
+  for (uint64_t i = 0; i < n; i++) {
+    if ((i < ids_.size() && ids_[i] != 0) || dirty_.contains(i)) continue;
+    holes += std::min<uint64_t>(chunk_bytes_, size_ - i * chunk_bytes_);
+  }
+  return holes;
 }
 
 std::vector<uint64_t> FileContent::committed() {

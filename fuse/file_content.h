@@ -55,6 +55,9 @@ struct Manifest {
 };
 inline constexpr size_t kManifestHeaderBytes = 16;
 std::string encode_manifest(const Manifest& m);
+// The bytes of a chunked file of `size` that its holes (chunks of id 0)
+// hold: what st_blocks leaves out.
+uint64_t hole_bytes(uint32_t chunk_bytes, uint64_t size, const std::vector<uint64_t>& ids);
 // nullopt when the value is not a well-formed manifest.
 std::optional<Manifest> decode_manifest(std::string_view value);
 
@@ -96,6 +99,13 @@ class FileContent {
   // Zeros [off, off + len) within the file (fallocate's punch and zero
   // ranges; the size stays): whole chunks become holes, which hold no data.
   int zero(uint64_t off, uint64_t len);
+
+  // lseek's SEEK_DATA (data) or SEEK_HOLE from off: sets *out, or returns
+  // ENXIO at or past the end (and for SEEK_DATA past the last data). Holes
+  // are whole chunks of a chunked file; a file stored inline is all data.
+  int seek(uint64_t off, bool data, uint64_t* out) const;
+  // The bytes holes hold (prepare stores them so: none when inline).
+  uint64_t hole_bytes() const;
 
   // Writes every changed chunk out (a chunked result) and sets *value to
   // what the data key is to hold and *chunked to its form; *wrote_chunks

@@ -125,5 +125,58 @@ TEST(FileContentTest, ZeroedRangesReadAsZerosAndWholeChunksBecomeHoles) {
   EXPECT_EQ(f.committed().size(), 4u);  // chunks 0 and 2 rewritten, 1 and 4 holes
 }
 
+
+// lseek's SEEK_DATA and SEEK_HOLE, and the bytes st_blocks leaves out: a
+// chunked file's holes are its chunks of id 0, staged or stored; a file
+// stored as one value is all data.
+TEST(FileContentTest, SeekAndHoleBytesSeeWholeChunkHoles) {
+  pm::test::TempDir dir;
+  auto store = kv::Store::open(dir.file("s.kv"), pm::test::small_store_options());
+  ASSERT_TRUE(store.ok()) << store.status().to_string();
+  const Layout layout{4096, 4096, 1 << 20};
+  ChunkIds ids;
+  FileContent f(store->get(), &layout, &ids);
+  f.load("", false, "f");
+  ASSERT_EQ(f.truncate(10 * 4096), 0);
+  ASSERT_EQ(f.write(5 * 4096 + 1, "x"), 0);
+  auto seek = [&](uint64_t off, bool data) -> int64_t {
+    uint64_t at = 0;
+    const int err = f.seek(off, data, &at);
+    return err != 0 ? -err : static_cast<int64_t>(at);
+  };
+  for (int round = 0; round < 2; round++) {  // staged, then stored
+    EXPECT_EQ(seek(0, true), 5 * 4096);
+    EXPECT_EQ(seek(5 * 4096 + 7, true), 5 * 4096 + 7);
+    EXPECT_EQ(seek(6 * 4096, true), -ENXIO);
+    EXPECT_EQ(seek(0, false), 0);
+    EXPECT_EQ(seek(5 * 4096, false), 6 * 4096);
+    EXPECT_EQ(seek(10 * 4096 - 1, false), 10 * 4096 - 1);
+    EXPECT_EQ(seek(10 * 4096, false), -ENXIO);  // at the end
+    std::string value;
+    bool chunked = false, wrote = false;
+    ASSERT_EQ(f.prepare(&value, &chunked, &wrote), 0);
+    ASSERT_TRUE(chunked);
+    EXPECT_EQ(f.hole_bytes(), 9u * 4096);
+    std::optional<Manifest> m = decode_manifest(value);
+    ASSERT_TRUE(m);
+    EXPECT_EQ(hole_bytes(m->chunk_bytes, m->size, m->ids), 9u * 4096);
+    (void)f.committed();
+  }
+  // A last chunk that is a hole counts only up to the end.
+  ASSERT_EQ(f.truncate(9 * 4096 + 10), 0);
+  std::string value;
+  bool chunked = false, wrote = false;
+  ASSERT_EQ(f.prepare(&value, &chunked, &wrote), 0);
+  EXPECT_EQ(f.hole_bytes(), 8u * 4096 + 10);
+  (void)f.committed();
+  // Small enough for one value: no holes.
+  ASSERT_EQ(f.truncate(4000), 0);
+  EXPECT_EQ(seek(0, true), 0);
+  EXPECT_EQ(seek(10, false), 4000);
+  ASSERT_EQ(f.prepare(&value, &chunked, &wrote), 0);
+  EXPECT_FALSE(chunked);
+  EXPECT_EQ(f.hole_bytes(), 0u);
+}
+
 }  // namespace
 }  // namespace pmfs

@@ -135,7 +135,10 @@ void Fs::fill_stat(const Node& n, struct stat* st) const {
   }
   st->st_rdev = static_cast<dev_t>(n.meta.rdev);
   st->st_blksize = 4096;
-  st->st_blocks = (st->st_size + 511) / 512;
+  // Holes hold no space (writes into a hole count once stored).
+  const uint64_t held =
+      n.is_dir() ? n.dir->by_cookie.size() : n.size - std::min(n.size, n.hole_bytes);
+  st->st_blocks = static_cast<blkcnt_t>((held + 511) / 512);
   st->st_mtim = to_timespec(n.meta.mtime_ns);
   st->st_atim = to_timespec(n.meta.atime_ns);
   st->st_ctim = to_timespec(n.meta.ctime_ns);
@@ -236,6 +239,7 @@ int Fs::put_content(FileData* d, Node* n, Meta m, Batch* b) {
     return err;
   }
   n->meta.chunked = chunked;
+  n->hole_bytes = d->content.hole_bytes();
   discard_chunks(d->content.committed());
   return 0;
 }
@@ -363,6 +367,7 @@ int Fs::do_setattr(Ino ino, const struct stat& attr, int to_set, Handle* h, cons
     if (int err = load(d.get(), *n)) return err;
     if (int err = d->content.truncate(size)) return err;
     n->size = size;
+    n->hole_bytes = d->content.hole_bytes();
     if (deferred) b.put(meta_key(n->key), encode_meta(m));
   } else if (n->is_dir()) {
     b.put_dir(n->key, m);
@@ -375,6 +380,7 @@ int Fs::do_setattr(Ino ino, const struct stat& attr, int to_set, Handle* h, cons
     const int err = resize && !deferred ? put_content(d.get(), n, m, &b) : commit(b, EFBIG);
     if (err != 0 && resize && !deferred) {  // d shows the store again, without the staged writes
       n->size = n->committed_size;
+      n->hole_bytes = 0;  // unknown until the content is read again: counted as data
       lock.unlock();
       if (dl.owns_lock()) dl.unlock();
       invalidate_content(ino);

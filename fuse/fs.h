@@ -98,6 +98,8 @@ class Fs {
   // are stale then, and the caller invalidates them once it has replied.
   int do_open(Ino ino, int flags, const Caller& c, Handle** out, bool* mode_changed);
   int do_read(Handle* h, size_t size, off_t off, std::string* out);
+  // lseek(2)'s SEEK_DATA and SEEK_HOLE (the kernel serves the others).
+  int do_lseek(Handle* h, off_t off, int whence, off_t* out);
   int do_write(Handle* h, const char* data, size_t size, off_t off, const Caller& c,
                bool* mode_changed);
   // fallocate(2): mode 0 and FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE,
@@ -184,9 +186,12 @@ class Fs {
   void fill_entry(Node* n, fuse_entry_param* e) const;
   int check_new_name(Node* parent, const char* name, std::string* component);
   Meta touched(const Node& dir) const;
+  struct ChunkedSize {
+    uint64_t size, holes;
+  };
   pm::Status index_manifests(const std::unordered_map<std::string, Meta>& records,
                              std::unordered_set<uint64_t>* named,
-                             std::unordered_map<std::string, uint64_t>* sizes);
+                             std::unordered_map<std::string, ChunkedSize>* sizes);
   pm::Status sweep_inodes(const std::unordered_map<uint64_t, uint64_t>& inodes,
                           const std::unordered_set<uint64_t>& linked,
                           std::unordered_map<std::string, Meta>* records);

@@ -55,7 +55,7 @@ int Fs::do_open(Ino ino, int flags, const Caller& c, Handle** out, bool* mode_ch
       err = load(h->data.get(), *n);
       if (err == 0) err = h->data->content.truncate(0);
       if (err == 0) {
-        n->size = 0;
+        n->size = n->hole_bytes = 0;
         n->meta.mtime_ns = n->meta.ctime_ns = now_ns();
         *mode_changed = kill_suid(&n->meta, c);  // stored with the truncated content at flush
       }
@@ -83,6 +83,23 @@ int Fs::do_read(Handle* h, size_t size, off_t off, std::string* out) {
     if (int err = load(d, *n)) return err;
   }
   return d->content.read(static_cast<uint64_t>(off), size, out);
+}
+
+int Fs::do_lseek(Handle* h, off_t off, int whence, off_t* out) {
+  if (whence != SEEK_DATA && whence != SEEK_HOLE) return EINVAL;
+  if (off < 0) return ENXIO;
+  FileData* d = h->data.get();
+  std::lock_guard dl(d->mu);
+  if (!d->content.loaded()) {
+    std::shared_lock lock(mu_);
+    Node* n = table_.get(h->ino);
+    if (n == nullptr) return EBADF;
+    if (int err = load(d, *n)) return err;
+  }
+  uint64_t at = 0;
+  if (int err = d->content.seek(static_cast<uint64_t>(off), whence == SEEK_DATA, &at)) return err;
+  *out = static_cast<off_t>(at);
+  return 0;
 }
 
 int Fs::do_write(Handle* h, const char* data, size_t size, off_t off, const Caller& c,
@@ -133,6 +150,7 @@ int Fs::do_fallocate(Handle* h, int mode, off_t off, off_t len, const Caller& c,
   if (zeros) {
     if (int err = d->content.zero(begin, end - begin)) return err;
   }
+  n->hole_bytes = d->content.hole_bytes();
   if (!grows && !(zeros && d->content.modified())) return 0;  // nothing to store
   n->meta.mtime_ns = n->meta.ctime_ns = now_ns();
   *mode_changed = kill_suid(&n->meta, c);  // stored with the content at flush
@@ -161,6 +179,7 @@ int Fs::store_staged(Handle* h) {
   if (int err = put_content(d, n, n->meta, &b)) {  // every descriptor shows the store again
     h->put_errors_seen = d->put_errors;  // told now
     n->size = n->committed_size;
+    n->hole_bytes = 0;  // unknown until the content is read again: counted as data
     lock.unlock();
     dl.unlock();  // the kernel may write dirty mapped pages back first: a FUSE_WRITE
     invalidate_content(h->ino);

@@ -182,7 +182,7 @@ pm::Status Fs::index_all() {
   PM_TRY(sweep_inodes(inodes, linked, &records));
   uint64_t hidden = 0, nfiles = 0;
   std::unordered_set<uint64_t> named;
-  std::unordered_map<std::string, uint64_t> chunked_sizes;
+  std::unordered_map<std::string, ChunkedSize> chunked_sizes;
   PM_TRY(index_manifests(records, &named, &chunked_sizes));
   std::unordered_map<uint64_t, Node*> by_inode;
   for (size_t i = 0; i < data.size(); i++) {
@@ -219,7 +219,10 @@ pm::Status Fs::index_all() {
     }
     if (m.chunked) {
       auto c = chunked_sizes.find(n->key);
-      if (c != chunked_sizes.end()) n->size = n->committed_size = c->second;
+      if (c != chunked_sizes.end()) {
+        n->size = n->committed_size = c->second.size;
+        n->hole_bytes = c->second.holes;
+      }
       n->meta.chunked = c != chunked_sizes.end();  // a damaged manifest shows as content
     }
     nfiles++;
@@ -252,7 +255,7 @@ pm::Status Fs::index_all() {
 // keeps its chunks); the size of each chunked file to *sizes.
 pm::Status Fs::index_manifests(const std::unordered_map<std::string, Meta>& records,
                                std::unordered_set<uint64_t>* named,
-                               std::unordered_map<std::string, uint64_t>* sizes) {
+                               std::unordered_map<std::string, ChunkedSize>* sizes) {
   std::string value;
   for (const auto& [key, meta] : records) {
     if (!meta.chunked) continue;
@@ -266,7 +269,7 @@ pm::Status Fs::index_manifests(const std::unordered_map<std::string, Meta>& reco
       continue;
     }
     named->insert(m->ids.begin(), m->ids.end());
-    sizes->emplace(key, m->size);
+    sizes->emplace(key, ChunkedSize{m->size, hole_bytes(m->chunk_bytes, m->size, m->ids)});
   }
   return pm::Status();
 }

@@ -252,6 +252,9 @@ pm::Status Fs::load_dir(Node* d) {
     n->has_record = r != nullptr;
     n->has_xattrs = contains_sorted(xattrs, f.component);
     n->size = n->committed_size = m.chunked ? f.manifest->size : f.size;
+    if (m.chunked) {
+      n->hole_bytes = hole_bytes(f.manifest->chunk_bytes, f.manifest->size, f.manifest->ids);
+    }
   }
   d->dir->loaded = true;
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -221,6 +221,16 @@ void sfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_
   }
 }
 
+void sfs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, fuse_file_info* fi) {
+  (void)ino;
+  off_t at = 0;
+  if (int err = fs_of(req).do_lseek(handle_of(fi), off, whence, &at)) {
+    fuse_reply_err(req, err);
+  } else {
+    fuse_reply_lseek(req, at);
+  }
+}
+
 void sfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
                    fuse_file_info* fi) {
   Fs& fs = fs_of(req);
@@ -390,6 +400,7 @@ fuse_lowlevel_ops make_operations() {
   ops.read = Guarded<sfs_read>::call;
   ops.write = Guarded<sfs_write>::call;
   ops.fallocate = Guarded<sfs_fallocate>::call;
+  ops.lseek = Guarded<sfs_lseek>::call;
   ops.flush = Guarded<sfs_flush>::call;
   ops.release = Guarded<sfs_release>::call;
   ops.fsync = Guarded<sfs_fsync>::call;

@@ -246,6 +246,7 @@ class ContainerImpl final : public Container {
   std::vector<PageRun> lines_scratch_;  // line numbers (hints tracker)
   std::vector<Run> runs_scratch_;
   std::vector<Run> fresh_scratch_;
+  std::vector<Run> fresh_kept_scratch_, fresh_still_scratch_;  // take_fresh's
   // Under persist_mu_: the last commit's journal entries (by offset), which
   // a recovery may replay while its header is pending; fresh bytes of a
   // failed commit, already home, which the next commit's diff cannot see.
@@ -588,7 +589,7 @@ Status ContainerImpl::commit_locked() {
   pages.clear();
   runs.clear();
   PM_TRY(tracker_->take_dirty(&pages));
-  if (pages.empty()) return Status();
+  if (pages.empty() && fresh_retry_.empty()) return Status();
   // Out of DRAM before the commit point (diffing, the journal's room): the
   // pages go back to the tracker and nothing is applied, so the commit can
   // be retried; a page list lost here would leave its changes out of every
@@ -602,12 +603,23 @@ Status ContainerImpl::commit_locked() {
     std::vector<Run> lines;
     const bool& committed;
     ~Unnamed() {
-      if (committed) return;
+      if (committed || g_planted_bugs.fresh_retry_forgotten) return;
       sort_and_merge(&lines);
       retry.swap(lines);
     }
   } unnamed{fresh_retry_, {}, committed};
   unnamed.lines.swap(fresh_retry_);
+  // A commit that fails before its commit point gives its pages back to the
+  // tracker; when even that fails, no later commit would hold their
+  // changes, so none may commit.
+  auto give_back = [&](Status s) {
+    if (Status r = tracker_->redirty(pages); !r.ok()) {
+      return break_with(r.with_context(s.message() +
+                                       "; then tracking its pages again failed (reopen the "
+                                       "container, which holds the last commit)"));
+    }
+    return s;
+  };
   try {
     const uint64_t mapped = mapped_.load();
     const std::byte* work = reservation_.base();
@@ -674,10 +686,7 @@ Status ContainerImpl::commit_locked() {
             "failed with it; that commit is durable in the journal: reopen the container to "
             "finish it"));
       }
-      if (!s.ok()) {
-        (void)tracker_->redirty(pages);
-        return s.with_context("commit (nothing applied; retry)");
-      }
+      if (!s.ok()) return give_back(s.with_context("commit (nothing applied; retry)"));
       seq_++;
       committed = true;
       journal_pending_ = true;
@@ -707,8 +716,7 @@ Status ContainerImpl::commit_locked() {
           "commit is durable in the journal but ran out of memory writing it back; reopen the "
           "container to finish it"));
     }
-    (void)tracker_->redirty(pages);
-    return Status::no_space("commit: out of memory (nothing applied; retry)");
+    return give_back(Status::no_space("commit: out of memory (nothing applied; retry)"));
   }
   if (options_.release_after_commit) {
     for (const PageRun& r : pages) {
@@ -767,11 +775,13 @@ void ContainerImpl::take_fresh(std::vector<Run>* runs, std::vector<Run>* fresh) 
   fresh->clear();
   heap_->split_fresh(persist_->view() + heap_off_, persist_->size() - heap_off_, runs, fresh);
   if (journal_pending_) {
-    std::vector<Run> kept;
+    std::vector<Run>& kept = fresh_kept_scratch_;
+    std::vector<Run>& still = fresh_still_scratch_;
+    kept.clear();
+    still.clear();
     const uint64_t body_from = deferred_body_off_ - heap_off_;
     const uint64_t body_to = body_from + deferred_body_len_;
     auto overlap = [](uint64_t a, uint64_t b, uint64_t c, uint64_t d) { return a < d && c < b; };
-    std::vector<Run> still;
     for (const Run& f : *fresh) {
       const uint64_t end = f.off + f.len;
       if (overlap(f.off, end, body_from, body_to)) {
@@ -857,7 +867,12 @@ Status ContainerImpl::abort() {
       return Status::from_errno("abort: madvise", errno);
     }
   }
-  return heap_->reload(mapped_.load());
+  PM_TRY(heap_->reload(mapped_.load()));
+  // The working view now reads the file wherever a failed commit wrote
+  // fresh bytes home: no later commit needs them.
+  std::lock_guard<std::mutex> l(persist_mu_);
+  fresh_retry_.clear();
+  return Status();
 }
 
 Result<void*> ContainerImpl::alloc(size_t n, AllocKind kind) {

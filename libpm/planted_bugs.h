@@ -51,6 +51,10 @@ struct PlantedBugs {
   // Fresh bytes may overlap the previous commit's entries, which a
   // recovery replays over them when that commit's write-back was deferred.
   bool fresh_over_previous_commit = false;
+  // A commit that fails after writing its fresh bytes home forgets them:
+  // the next commit's diff cannot see them (home holds them), so no commit
+  // point ever makes them durable.
+  bool fresh_retry_forgotten = false;
 };
 
 // Read by libpm, written only by tests.

@@ -194,6 +194,7 @@ INSTANTIATE_TEST_SUITE_P(
                            UnitMode::kMsyncPages, 40},
                       Case{"faults_allocator_pmem", make_allocator_workload, UnitMode::kPmemLines, 60},
                       Case{"faults_reuse_pmem", make_reuse_workload, UnitMode::kPmemLines, 40},
+                      Case{"faults_reuse_msync", make_reuse_workload, UnitMode::kMsyncPages, 40},
                       Case{"faults_kvstore_msync", make_kv_workload, UnitMode::kMsyncPages, 60},
                       Case{"faults_kvstore_full_msync", make_kv_full_workload, UnitMode::kMsyncPages,
                            60},
@@ -389,6 +390,8 @@ const Planted kPlanted[] = {
      power(make_reuse_workload, UnitMode::kMsyncPages, 40)},
     {"fresh_over_previous_commit", &g_planted_bugs.fresh_over_previous_commit,
      power(make_reuse_workload, UnitMode::kMsyncPages, 40)},
+    {"fresh_retry_forgotten", &g_planted_bugs.fresh_retry_forgotten,
+     faults(make_reuse_workload, UnitMode::kPmemLines, 40)},
     // Defect 4: found only with an injected EIO.
     {"mutate_after_failed_writeback", &g_planted_bugs.mutate_after_failed_writeback,
      faults(make_allocator_workload, UnitMode::kMsyncPages, 60)},

@@ -423,6 +423,131 @@ TEST(FailedJournalDrain, ACommitThatReportedFailureIsNeverReplayed) {
   EXPECT_TRUE(replayed) << "the planted bug went unseen";
 }
 
+// --- Fresh bytes (libpm/journal.h): a commit that fails before its commit
+// point may already have written its new blocks home, where the next
+// commit's diff cannot see them. They must stay in every later commit until
+// one succeeds, through a second failure too (here: no file room for a
+// large journal body).
+
+// Commits a new block with the n-th sync failing, then with file growth
+// refused, then for good; returns 0 when the durable image holds every
+// byte, 1 when a byte is lost, 2 when the first commit did not fail before
+// its commit point (nothing to check), 3 and up for a step that went wrong.
+int fresh_after_two_failures(const std::string& dir, UnitMode mode, uint64_t n) {
+  constexpr size_t kBlock = 192 << 10, kOld = 2 << 20;
+  struct Root {
+    std::byte* block;
+    std::byte* old;
+  };
+  SimFile f{dir + "/f.pm", mode};
+  Options o;
+  o.initial_size = 1 << 20;
+  o.max_size = 1ull << 30;
+  o.tracker = TrackerKind::kHints;
+  {  // a session of its own, so that no commit's write-back is deferred
+    Result<std::unique_ptr<Container>> c = open_container(f.path, o, true, f.opener());
+    if (!c.ok()) return 3;
+    Container& k = **c;
+    Result<Root*> root = k.make<Root>(Root{nullptr, nullptr});
+    Result<void*> old = k.alloc(kOld);
+    if (!root.ok() || !old.ok() || !k.set_root(*root).ok()) return 4;
+    std::memset(*old, 0x11, kOld);
+    (*root)->old = static_cast<std::byte*>(*old);
+    k.will_write(*old, kOld);
+    k.will_write(*root, sizeof(Root));
+    if (!k.commit().ok()) return 5;
+  }
+  std::vector<std::byte> disk;
+  {
+    Result<std::unique_ptr<Container>> c = open_container(f.path, o, false, f.opener());
+    if (!c.ok()) return 3;
+    Container& k = **c;
+    Root* root = k.root<Root>();
+    Result<void*> block = k.alloc(kBlock);
+    if (!block.ok()) return 6;
+    std::memset(*block, 0x5a, kBlock);
+    k.will_write(*block, kBlock);
+    k.will_write(root, sizeof(Root));
+    root->block = static_cast<std::byte*>(*block);
+    f.sim->fail_at(n);
+    Status s = k.commit();
+    if (s.ok() || s.message().find("nothing applied") == std::string::npos) return 2;
+    // The old block rewritten whole: a body larger than the journal's room.
+    std::memset(root->old, 0x22, kOld);
+    k.will_write(root->old, kOld);
+    SimPersist::set_file_limit(f.sim->durable_image().size());
+    s = k.commit();
+    SimPersist::set_file_limit(0);
+    if (s.code() != Code::kNoSpace) return 7;
+    if (!k.commit().ok()) return 8;
+    disk = f.sim->durable_image();
+  }
+  write_file(f.path, disk);  // a power failure after the third commit
+  Result<std::unique_ptr<Container>> c = open_container(f.path, o, false, open_pmem_file);
+  if (!c.ok()) return 9;
+  const Root* root = (*c)->root<Root>();
+  if (root == nullptr || root->block == nullptr || root->old == nullptr) return 1;
+  for (size_t i = 0; i < kBlock; i++) {
+    if (root->block[i] != std::byte{0x5a}) return 1;
+  }
+  for (size_t i = 0; i < kOld; i++) {
+    if (root->old[i] != std::byte{0x22}) return 1;
+  }
+  return 0;
+}
+
+TEST(FreshBytes, ABlockWhoseCommitFailedTwiceIsWholeAfterTheThird) {
+  for (UnitMode mode : {UnitMode::kPmemLines, UnitMode::kMsyncPages}) {
+    int checked = 0;
+    bool lost = false;
+    for (uint64_t n = 1; n <= 4; n++) {
+      test::TempDir dir;
+      const int r = fresh_after_two_failures(dir.path(), mode, n);
+      if (r == 2) continue;
+      checked++;
+      EXPECT_EQ(r, 0) << "sync " << n << " failing, mode " << static_cast<int>(mode);
+    }
+    EXPECT_GT(checked, 0) << "no sync failed before the commit point";
+    g_planted_bugs.fresh_retry_forgotten = true;
+    for (uint64_t n = 1; n <= 4; n++) {
+      test::TempDir dir;
+      lost |= fresh_after_two_failures(dir.path(), mode, n) == 1;
+    }
+    g_planted_bugs = PlantedBugs();
+    EXPECT_TRUE(lost) << "the planted bug went unseen, mode " << static_cast<int>(mode);
+  }
+}
+
+// After abort() the working view reads the file again, fresh bytes of the
+// failed commit included: no later commit writes them again.
+TEST(FreshBytes, AnAbortForgetsWhatAFailedCommitWroteHome) {
+  test::TempDir dir;
+  SimFile f{dir.file("a.pm"), UnitMode::kPmemLines};
+  Options o;
+  o.initial_size = 1 << 20;
+  o.max_size = 1ull << 30;
+  o.tracker = TrackerKind::kHints;
+  Result<std::unique_ptr<Container>> c = open_container(f.path, o, true, f.opener());
+  ASSERT_TRUE(c.ok());
+  Container& k = **c;
+  Result<void**> root = k.make<void*>(nullptr);
+  ASSERT_TRUE(root.ok() && k.set_root(*root).ok() && k.commit().ok());
+  Result<void*> block = k.alloc(192 << 10);
+  ASSERT_TRUE(block.ok());
+  std::memset(*block, 0x5a, 192 << 10);
+  k.will_write(*block, 192 << 10);
+  k.will_write(*root, sizeof(void*));
+  **root = *block;
+  f.sim->fail_at(1);
+  ASSERT_FALSE(k.commit().ok());
+  ASSERT_TRUE(k.abort().ok());
+  const ContainerInfo before = k.info();
+  ASSERT_TRUE(k.commit().ok());
+  EXPECT_EQ(k.info().fresh_bytes, before.fresh_bytes);
+  EXPECT_EQ(k.info().journaled_bytes, before.journaled_bytes);
+  EXPECT_EQ(*k.root<void*>(), nullptr);
+}
+
 // --- Defect 5: a full disk killed the process with SIGBUS.
 
 // In a child with its own mount namespace and a small tmpfs: create a

@@ -642,6 +642,33 @@ after=$("$PM" kv stats "$S" --json | python3 -c 'import json,sys; print(json.loa
 # (ly, linked once, has its name and the name's record besides.)
 eq "removing two chunked files removes their chunks, manifests and records" \
   "$((chunks - after))" "$((big_mib + 2 + 5 + 2 + 2))"
+# Holes hold no space (st_blocks, du), across a remount too, and SEEK_DATA
+# and SEEK_HOLE find them (cp, tar and rsync keep files sparse so). A hole
+# is a whole chunk (1 MiB here).
+mount_fs
+truncate -s 64M "$M/holes"
+eq "a file of holes holds no blocks" "$(stat -c %b "$M/holes")" 0
+printf x | dd of="$M/holes" bs=1 seek=$((32 << 20)) conv=notrunc 2>/dev/null
+eq "a sparse file's blocks: one chunk" "$(stat -c %b "$M/holes")" 2048
+umount_fs
+mount_fs
+eq "a sparse file's blocks after a remount" "$(stat -c %b "$M/holes"):$(du -k "$M/holes" | cut -f1)" \
+  "2048:1024"
+python3 - "$M/holes" <<'PY' || FAIL "SEEK_DATA and SEEK_HOLE"
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+for off, how, want in [(0, os.SEEK_DATA, 32 << 20), (32 << 20, os.SEEK_HOLE, 33 << 20),
+                       (5, os.SEEK_HOLE, 5), ((32 << 20) + 9, os.SEEK_DATA, (32 << 20) + 9)]:
+    got = os.lseek(fd, off, how)
+    if got != want: sys.exit(f"lseek({off}, {how}) = {got}, not {want}")
+try:
+    os.lseek(fd, 33 << 20, os.SEEK_DATA)
+    sys.exit("SEEK_DATA past the last data found some")
+except OSError as e:
+    if e.errno != errno.ENXIO: raise
+PY
+rm "$M/holes"
+umount_fs
 # A writer killed before its close leaves chunks no manifest names: the
 # next mount removes them.
 mount_fs
