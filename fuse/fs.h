@@ -225,7 +225,12 @@ class Fs {
   // Syncs the store, then removes the chunks discarded before the sync.
   pm::Status sync_and_collect();
   int commit(Batch& b, int size_errno);
-  int rename_tree(Node* src, const std::string& new_key, Batch* b);
+  int move_below(const std::string& from, const std::string& to, Batch* first);
+  int check_moves(const std::string& from, const std::string& to);
+  pm::Result<bool> add_moves(const std::string& from, const std::string& to, Batch* b);
+  pm::Status finish_moves(const std::string& from, const std::string& to);
+  pm::Status finish_rename();
+  uint64_t rename_step_bytes();
   void remove_name(const Node& n, const std::string& name_key, bool last, const Meta& m, Batch* b);
   // Adds to b the move of file n's name old_key to new_key, with record m:
   // a hard-linked name moves alone (its content stays at the inode key); any
@@ -258,6 +263,8 @@ class Fs {
 
   std::unique_ptr<kv::Store> store_;
   const MountOptions o_;
+  uint64_t rename_step_ = 0;      // rename_step_bytes(), once known (under mu_)
+  uint64_t store_key_limit_ = 0;  // with it: the store's longest key
   fuse_session* se_ = nullptr;
   const Meta default_file_, default_dir_;
   // Inode numbers are assigned anew at each mount: the generation, from the

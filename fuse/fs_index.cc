@@ -20,6 +20,7 @@ namespace pmfs {
 
 pm::Status Fs::build_index() {
   std::unique_lock lock(mu_);
+  PM_TRY(finish_rename());
   pm::Result<bool> lazy = o_.index_at_mount ? pm::Result<bool>(false) : can_load_lazily();
   if (!lazy.ok()) return lazy.status();
   PM_TRY(*lazy ? index_root() : index_all());

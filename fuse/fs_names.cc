@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "fuse/errno_map.h"
 #include "fuse/fs.h"
 #include "fuse/fs_internal.h"
@@ -203,30 +205,147 @@ int Fs::do_link(Ino ino, Ino newparent, const char* newname, fuse_entry_param* e
   return 0;
 }
 
-// Adds to b the moves of every key below directory src to below new_key.
-int Fs::rename_tree(Node* src, const std::string& new_key, Batch* b) {
-  std::vector<std::pair<Node*, std::string>> pending{{src, new_key}};
-  std::string value;
-  while (!pending.empty()) {
-    auto [dir, key] = std::move(pending.back());
-    pending.pop_back();
-    b->remove(dir_key(dir->key));
-    b->put_dir(key, dir->meta);
-    if (int err = move_xattrs(*dir, key, b)) return err;
-    for (const auto& [name, ci] : dir->dir->by_name) {
-      Node* c = table_.get(ci.second);
-      const std::string component = *decode_name(name);
-      std::string ck = child_key(key, component);
-      if (c->is_dir()) {
-        pending.emplace_back(c, std::move(ck));
-        continue;
+// ---------------------------------------------------------------- directory renames
+
+namespace {
+// A path names four kinds of keys: data keys, records, directory markers
+// and extended attributes.
+constexpr std::string_view kPathKinds[] = {std::string_view(), kMetaPrefix, kDirPrefix,
+                                           kXattrPrefix};
+// Per moved key, besides its bytes: a put and a remove in a log record.
+constexpr uint64_t kMoveOverhead = 64;
+}  // namespace
+
+uint64_t Fs::rename_step_bytes() {
+  if (rename_step_ == 0) {
+    const kv::StoreStats st = store_->stats();
+    rename_step_ = o_.rename_step_bytes != 0 ? o_.rename_step_bytes
+                                             : std::max<uint64_t>(st.max_record_bytes / 2, 4096);
+    store_key_limit_ = st.max_key_bytes;
+  }
+  return rename_step_;
+}
+
+// Whether every move below `from` can be made, before the first: a
+// failure after it would stop the mount, and one that would always recur
+// (a key over the store's limit) would stop every mount after it too.
+int Fs::check_moves(const std::string& from, const std::string& to) {
+  const uint64_t step = rename_step_bytes();
+  uint64_t bytes = 0;
+  bool too_long = false;
+  for (std::string_view kind : kPathKinds) {
+    const std::string prefix = std::string(kind) + from + '/';
+    pm::Status s = store_->scan(prefix, [&](std::string_view k, std::string_view v) {
+      too_long = k.size() - from.size() + to.size() > store_key_limit_;
+      bytes += 2 * k.size() + v.size() + kMoveOverhead;
+      return !too_long;
+    });
+    if (!s.ok()) return to_errno(s);
+    if (too_long) return ENAMETOOLONG;
+  }
+  // The new copies take room before the old ones are freed.
+  if (bytes > step && space().free < 2 * step) return ENOSPC;
+  return 0;
+}
+
+// Adds to b the moves of the keys below directory key `from` to below `to`
+// until b holds rename_step_bytes() of them (at least one); whether any
+// may be left. Each scan starts at the prefix: the moves committed before
+// removed what they moved.
+pm::Result<bool> Fs::add_moves(const std::string& from, const std::string& to, Batch* b) {
+  const uint64_t budget = rename_step_bytes();
+  uint64_t bytes = 0;
+  for (std::string_view kind : kPathKinds) {
+    const std::string prefix = std::string(kind) + from + '/';
+    const std::string target = std::string(kind) + to;
+    bool full = false;
+    PM_TRY(store_->scan(prefix, [&](std::string_view k, std::string_view v) {
+      const uint64_t n = 2 * k.size() + v.size() + kMoveOverhead;
+      if (bytes != 0 && bytes + n > budget) {
+        full = true;
+        return false;
       }
-      if (int err = move_file(*c, child_key(dir->key, component), ck, c->meta, b, &value)) {
-        return err;
-      }
-    }
+      bytes += n;
+      b->put(target + std::string(k.substr(prefix.size() - 1)), v);  // from the '/'
+      b->remove(k);
+      return true;
+    }));
+    if (full) return true;
+  }
+  return false;
+}
+
+// The keys below directory key `from` move to below `to` (every kind of
+// key a path names); `first` holds the rest of the rename and commits with
+// the first moves. When all fit in rename_step_bytes(), that one
+// transaction is the rename. Otherwise it also puts kRenameKey, naming
+// both, and is made durable before any other transaction of the rename
+// (they may land in other logs); finish_moves does the rest and removes
+// the key. A crash after the first leaves the key, and the next mount
+// finishes the moves: the rename happens whole at its first transaction.
+// The errno of a failure before it (nothing changed); after it, EIO with
+// the mount stopped (the index would no longer match the store), which
+// the next mount finishes.
+int Fs::move_below(const std::string& from, const std::string& to, Batch* first) {
+  if (int err = check_moves(from, to)) return err;
+  pm::Result<bool> more = add_moves(from, to, first);
+  if (!more.ok()) return to_errno(more.status());
+  if (!*more) return commit(*first, EXDEV);
+  if (!g_fuse_planted_bugs.rename_steps_without_intent) {
+    std::string intent(4, '\0');
+    put_le(&intent, 0, static_cast<uint32_t>(from.size()));
+    (intent += from) += to;
+    first->put(kRenameKey, intent);
+  }
+  if (int err = commit(*first, EXDEV)) return err;
+  pm::Status s = store_->sync();
+  if (s.ok()) s = finish_moves(from, to);
+  if (!s.ok()) {
+    const std::string why = fmt::format(
+        "the rename of directory '{}' to '{}' stopped half way ({}); the next mount finishes it",
+        from, to, s.to_string());
+    fail(why.c_str());
+    return EIO;
   }
   return 0;
+}
+
+// After kRenameKey is durable: the moves left, in transactions of
+// rename_step_bytes(); the last also removes the key, after a sync that
+// makes every move before it durable.
+pm::Status Fs::finish_moves(const std::string& from, const std::string& to) {
+  for (;;) {
+    Batch b(store_.get());
+    pm::Result<bool> more = add_moves(from, to, &b);
+    if (!more.ok()) return more.status();
+    if (!*more) {
+      PM_TRY(store_->sync());
+      b.remove(kRenameKey);
+    }
+    PM_TRY(b.commit());
+    if (!*more) return pm::Status();
+  }
+}
+
+// A directory rename that a crash or a failure stopped after its first
+// transaction (move_below): its moves are finished before anything reads
+// the tree.
+pm::Status Fs::finish_rename() {
+  std::string v;
+  pm::Status s = store_->get(kRenameKey, &v);
+  if (s.is_not_found()) return pm::Status();
+  PM_TRY(s.with_context("read the pending directory rename"));
+  const uint32_t n = v.size() >= 4 ? get_le<uint32_t>(v, 0) : 0;
+  if (v.size() < 4 || n > v.size() - 4) {
+    return pm::Status::corruption(fmt::format(
+        "the pending directory rename (key \\0r) is damaged ({} bytes): nothing is renamed",
+        v.size()));
+  }
+  const std::string from = v.substr(4, n), to = v.substr(4 + n);
+  fuse_log(FUSE_LOG_INFO, "pmfs: finishing the rename of directory '%s' to '%s'\n",
+           from.c_str(), to.c_str());
+  return finish_moves(from, to).with_context(
+      fmt::format("finish the rename of directory '{}' to '{}'", from, to));
 }
 
 int Fs::move_file(const Node& n, const std::string& old_key, const std::string& new_key,
@@ -305,9 +424,10 @@ int Fs::do_rename(Ino parent, const char* name, Ino newparent, const char* newna
   if (dst != nullptr && dst->is_dir()) b.remove(dir_key(dst->key));
   if (dst != nullptr && !dst->is_dir()) remove_name(*dst, new_key, dst_last, dm, &b);
   if (dst_last && dst->has_xattrs) b.remove(xattr_key(dst->key));  // src's may replace it
-  if (src->is_dir()) {
-    if (int err = rename_tree(src, new_key, &b)) return err;
+  if (src->is_dir()) {  // the keys below it move last (move_below)
+    b.remove(dir_key(src->key));
     b.put_dir(new_key, sm);
+    if (int err = move_xattrs(*src, new_key, &b)) return err;
   } else {
     std::string value;
     const std::string old_key = child_key(p->key, *decode_name(name));
@@ -326,9 +446,11 @@ int Fs::do_rename(Ino parent, const char* name, Ino newparent, const char* newna
   const Meta pm = touched(*p), npm = np == p ? pm : touched(*np);
   b.put_dir(p->key, pm);
   if (np != p) b.put_dir(np->key, npm);
-  // A tree too large for one log record cannot move atomically: EXDEV makes
-  // mv(1) copy and remove instead.
-  if (int err = commit(b, src->is_dir() ? EXDEV : EFBIG)) return err;
+  if (src->is_dir()) {
+    if (int err = move_below(src->key, new_key, &b)) return err;
+  } else if (int err = commit(b, EFBIG)) {
+    return err;
+  }
   p->meta = pm;
   np->meta = npm;
   p->has_record = np->has_record = src->has_record = true;

@@ -41,6 +41,7 @@ class FsTest : public ::testing::Test {
     store_ = s->get();
     MountOptions m;
     m.max_key_bytes = options_.max_key_bytes;
+    m.rename_step_bytes = rename_step_;
     auto fs = std::make_unique<Fs>(std::move(*s), m);
     EXPECT_TRUE(fs->build_index().ok());
     return fs;
@@ -82,6 +83,7 @@ class FsTest : public ::testing::Test {
   kv::StoreOptions options_;
   kv::Store* store_ = nullptr;  // owned by fs_
   std::unique_ptr<Fs> fs_;
+  uint64_t rename_step_ = 0;  // MountOptions::rename_step_bytes
 };
 
 TEST_F(FsTest, LinkedNamesAreOneInodeAcrossARemount) {
@@ -378,6 +380,104 @@ TEST_F(FsTest, RemovingFilesOnAFullDiskMakesRoomWithoutAnFsync) {
   EXPECT_EQ(st.st_size, 1 << 20);
   EXPECT_TRUE(read(lookup(kRootIno, "new")) == mib.substr(0, 1 << 16));  // the first 64 KiB
   fs_.reset();
+}
+
+// A directory rename larger than one transaction takes several, atomic all
+// the same (docs/fuse.md): every key below moves (names, records, markers,
+// attributes, a hard link's name), none is left under the old name, and a
+// rename that a crash stopped after its first transaction is finished by
+// the next mount.
+TEST_F(FsTest, ADirectoryRenameLargerThanATransactionMovesWhole) {
+  rename_step_ = 4096;
+  fs_ = mount();
+  ASSERT_NE(fs_, nullptr);
+  fuse_entry_param d, sub, e;
+  ASSERT_EQ(fs_->do_make(kRootIno, "d", S_IFDIR | 0755, 0, "", kRoot, &d), 0);
+  ASSERT_EQ(fs_->do_make(d.ino, "sub", S_IFDIR | 0700, 0, "", kRoot, &sub), 0);
+  auto content = [](int i) { return std::string(1000 + i, static_cast<char>('a' + i)); };
+  for (int i = 0; i < 20; i++) {
+    ASSERT_EQ(write_new(i % 2 ? sub.ino : d.ino, ("f" + std::to_string(i)).c_str(), content(i)), 0);
+  }
+  ASSERT_EQ(fs_->do_setxattr(sub.ino, "user.x", "1", 0), 0);
+  ASSERT_EQ(fs_->do_link(lookup(d.ino, "f0"), kRootIno, "l", &e), 0);
+  const uint64_t seq = store_->next_seq();
+  ASSERT_EQ(fs_->do_rename(kRootIno, "d", kRootIno, "e", 0), 0);
+  EXPECT_GT(store_->next_seq() - seq, 3u) << "one transaction: the test needs several";
+  auto check = [&](const char* when) {
+    SCOPED_TRACE(when);
+    EXPECT_EQ(lookup(kRootIno, "d"), 0u);
+    const Ino ie = lookup(kRootIno, "e"), is = lookup(ie, "sub");
+    ASSERT_NE(is, 0u);
+    for (int i = 0; i < 20; i++) {
+      EXPECT_EQ(read(lookup(i % 2 ? is : ie, ("f" + std::to_string(i)).c_str())), content(i)) << i;
+    }
+    std::string x;
+    EXPECT_EQ(fs_->do_getxattr(is, "user.x", &x), 0);
+    EXPECT_EQ(x, "1");
+    EXPECT_EQ(lookup(ie, "f0"), lookup(kRootIno, "l"));
+    int left = 0;
+    for (std::string_view kind : {std::string_view(), kMetaPrefix, kDirPrefix, kXattrPrefix}) {
+      const std::string prefix = std::string(kind) + "d";
+      ASSERT_TRUE(store_->scan(prefix, [&](std::string_view, std::string_view) {
+        left++;
+        return true;
+      }).ok());
+    }
+    EXPECT_EQ(left, 0) << "keys left under the old name";
+    std::string v;
+    EXPECT_TRUE(store_->get(kRenameKey, &v).is_not_found());
+  };
+  check("renamed");
+  fs_ = mount();
+  check("after a remount");
+
+  // Stopped after its first transaction: the key names the rename, the
+  // directory's marker and some keys below it moved, the others not.
+  const std::string marker = std::string(kDirPrefix) + "e";
+  std::string m;
+  ASSERT_TRUE(store_->get(marker, &m).ok());
+  ASSERT_TRUE(store_->put(std::string(kDirPrefix) + "g", m).ok());
+  ASSERT_TRUE(store_->remove(marker).ok());
+  int moved = 0;
+  ASSERT_TRUE(store_->scan("e/sub/", [&](std::string_view k, std::string_view v) {
+    if (moved++ % 2 == 0) {
+      EXPECT_TRUE(store_->put("g/sub/" + std::string(k.substr(6)), v).ok());
+      EXPECT_TRUE(store_->remove(k).ok());
+    }
+    return true;
+  }).ok());
+  std::string intent(4, '\0');
+  put_le(&intent, 0, uint32_t{1});
+  intent += "eg";
+  ASSERT_TRUE(store_->put(kRenameKey, intent).ok());
+  fs_ = mount();
+  const Ino ig = lookup(kRootIno, "g");
+  EXPECT_EQ(lookup(kRootIno, "e"), 0u);
+  ASSERT_NE(ig, 0u);
+  for (int i = 1; i < 20; i += 2) {
+    EXPECT_EQ(read(lookup(lookup(ig, "sub"), ("f" + std::to_string(i)).c_str())), content(i)) << i;
+  }
+  EXPECT_EQ(read(lookup(ig, "f2")), content(2));
+  std::string v;
+  EXPECT_TRUE(store_->get(kRenameKey, &v).is_not_found());
+
+  // A key below that the new name would make longer than the store takes:
+  // refused before anything moves.
+  fuse_entry_param a;
+  ASSERT_EQ(fs_->do_make(kRootIno, "a", S_IFDIR | 0755, 0, "", kRoot, &a), 0);
+  const std::string deep(240, 'n');
+  ASSERT_EQ(write_new(a.ino, deep.c_str(), "x"), 0);
+  EXPECT_EQ(fs_->do_rename(kRootIno, "a", kRootIno, "abcdefghijklmnopqrst", 0), ENAMETOOLONG);
+  EXPECT_EQ(read(lookup(lookup(kRootIno, "a"), deep.c_str())), "x");
+
+  ASSERT_TRUE(store_->put(kRenameKey, "xy").ok());  // damaged: the mount says so
+  fs_.reset();
+  auto s = kv::Store::open(path_, options_);
+  ASSERT_TRUE(s.ok());
+  Fs damaged(std::move(*s), MountOptions{});
+  pm::Status st = damaged.build_index();
+  EXPECT_EQ(st.code(), pm::Code::kCorruption) << st.to_string();
+  EXPECT_NE(st.message().find("rename"), std::string::npos) << st.to_string();
 }
 
 // What the mount shows must be what it stored: a rename within one

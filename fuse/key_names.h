@@ -22,6 +22,10 @@
 //                 "\0x\0i" + id, and each of its names is a data key holding
 //                 the id, with a record whose link flag is set
 //   "\0c" + id    (8 bytes, big-endian) a chunk of a large file (file_content.h)
+//   "\0r"         a directory rename too large for one transaction, from
+//                 its first transaction to its last: u32 length of the
+//                 old directory key (little-endian), the old key, the new
+//                 key. The next mount finishes it (Fs::finish_rename)
 //   "\0u"         put by a mount that ended cleanly (every chunk it discarded
 //                 removed, durably): the store's sequence number its put
 //                 took (8 bytes, little-endian). Unless no update followed
@@ -47,6 +51,7 @@ inline constexpr std::string_view kDirPrefix{"\0d", 2};
 inline constexpr std::string_view kXattrPrefix{"\0x", 2};
 inline constexpr std::string_view kInodePrefix{"\0i", 2};
 inline constexpr std::string_view kCleanKey{"\0u", 2};
+inline constexpr std::string_view kRenameKey{"\0r", 2};
 // Inode and chunk ids count up from 1; one at or above this is a damaged
 // value's, and new ids are not moved above it (the next id would wrap to
 // 0, a chunk id's hole).

@@ -22,6 +22,9 @@ struct FusePlantedBugs {
   // followed it: the chunks a crash orphaned after a clean end are never
   // swept, since the next mount reads directories lazily.
   bool clean_mark_trusted = false;
+  // A directory rename in several transactions puts no kRenameKey in its
+  // first: a crash between them leaves the tree split between both names.
+  bool rename_steps_without_intent = false;
 };
 
 // Read by pm_fuse, written only by tests.

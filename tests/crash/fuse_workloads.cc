@@ -40,6 +40,9 @@ pmfs::MountOptions mount_options() {
   pmfs::MountOptions m;
   m.max_key_bytes = store_options().max_key_bytes;
   m.max_value_bytes = store_options().max_value_bytes;
+  // Directory renames of more than a key or two take several transactions
+  // (fuse/fs_names.cc, move_below): crash points between them.
+  m.rename_step_bytes = 600;
   return m;
 }
 

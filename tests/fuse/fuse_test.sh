@@ -669,6 +669,30 @@ except OSError as e:
 PY
 rm "$M/holes"
 umount_fs
+# A directory larger than one transaction (half a log record: 1 MiB here)
+# moves with one rename(2), in several transactions, atomic all the same.
+mount_fs
+mkdir -p "$M/tree6m/sub"
+python3 - "$M/tree6m" <<'PY' || FAIL "writing a 6 MB tree"
+import sys
+for i in range(60):
+    with open(sys.argv[1] + ("/sub" if i % 2 else "") + f"/f{i}", "wb") as f:
+        f.write(bytes([i]) * 100_000)
+PY
+python3 -c 'import os, sys; os.rename(sys.argv[1], sys.argv[2])' "$M/tree6m" "$M/moved" ||
+  FAIL "rename(2) of a 6 MB directory"
+umount_fs
+mount_fs
+python3 - "$M" <<'PY' || FAIL "a 6 MB directory renamed, after a remount"
+import os, sys
+m = sys.argv[1]
+if os.path.exists(f"{m}/tree6m"): sys.exit("the old name is still there")
+for i in range(60):
+    p = f"{m}/moved" + ("/sub" if i % 2 else "") + f"/f{i}"
+    if open(p, "rb").read() != bytes([i]) * 100_000: sys.exit(f"{p} differs")
+PY
+rm -r "$M/moved"
+umount_fs
 # A writer killed before its close leaves chunks no manifest names: the
 # next mount removes them.
 mount_fs

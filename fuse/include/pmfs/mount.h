@@ -33,6 +33,10 @@ struct MountOptions {
   // The largest file, when smaller than what the store allows: a write or
   // truncate past it gets EFBIG. 0: what the store allows.
   uint64_t max_file_bytes = 0;
+  // A directory rename moves every key below it; when they exceed this
+  // many bytes it takes several transactions (atomic all the same: see
+  // docs/fuse.md). 0: half the store's largest transaction. For tests.
+  uint64_t rename_step_bytes = 0;
 
   // When a change (close() of a written file, create, rename, remove...)
   // is durable. false (kv::Durability::kSyncOnPmem): at once on pmem, where
