@@ -54,34 +54,46 @@ TEST(FileContentTest, TheChunkedFlagRoundTripsInTheMetadataRecord) {
   EXPECT_FALSE(decode_meta(encode_meta(m))->chunked);
 }
 
+// An empty file's content on a store of its own: chunks of 4 KiB, files
+// up to 4 KiB inline.
+class FileContentOnAStore : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = kv::Store::open(dir_.file("s.kv"), pm::test::small_store_options());
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    store_ = std::move(*s);
+    f_ = std::make_unique<FileContent>(store_.get(), &layout_, &ids_);
+    f_->load("", false, "f");
+  }
+
+  pm::test::TempDir dir_;
+  std::unique_ptr<kv::Store> store_;
+  const Layout layout_{4096, 4096, 1 << 20};
+  ChunkIds ids_;
+  std::unique_ptr<FileContent> f_;
+};
+
 // A truncate into a chunk it cannot read (a damaged store) fails and
 // changes nothing: the file keeps its size and every byte.
-TEST(FileContentTest, ATruncateThatCannotReadItsLastChunkChangesNothing) {
-  pm::test::TempDir dir;
-  auto store = kv::Store::open(dir.file("s.kv"), pm::test::small_store_options());
-  ASSERT_TRUE(store.ok()) << store.status().to_string();
-  const Layout layout{4096, 4096, 1 << 20};
-  ChunkIds ids;
-  FileContent f(store->get(), &layout, &ids);
-  f.load("", false, "f");
+TEST_F(FileContentOnAStore, ATruncateThatCannotReadItsLastChunkChangesNothing) {
   std::string data(3 * 4096, '\0');
   for (size_t i = 0; i < data.size(); i++) data[i] = static_cast<char>('a' + i % 26);
-  ASSERT_EQ(f.write(0, data), 0);
+  ASSERT_EQ(f_->write(0, data), 0);
   std::string value;
   bool chunked = false, wrote = false;
-  ASSERT_EQ(f.prepare(&value, &chunked, &wrote), 0);
+  ASSERT_EQ(f_->prepare(&value, &chunked, &wrote), 0);
   ASSERT_TRUE(chunked);
-  EXPECT_TRUE(f.committed().empty());
+  EXPECT_TRUE(f_->committed().empty());
   std::optional<Manifest> m = decode_manifest(value);
   ASSERT_TRUE(m);
   ASSERT_EQ(m->ids.size(), 3u);
-  ASSERT_TRUE((*store)->remove(chunk_key(m->ids[1])).ok());  // the damage
+  ASSERT_TRUE(store_->remove(chunk_key(m->ids[1])).ok());  // the damage
 
-  EXPECT_EQ(f.truncate(4096 + 100), EIO);
-  EXPECT_EQ(f.size(), data.size());
-  EXPECT_FALSE(f.modified());
+  EXPECT_EQ(f_->truncate(4096 + 100), EIO);
+  EXPECT_EQ(f_->size(), data.size());
+  EXPECT_FALSE(f_->modified());
   std::string tail;
-  ASSERT_EQ(f.read(2 * 4096, 4096, &tail), 0);
+  ASSERT_EQ(f_->read(2 * 4096, 4096, &tail), 0);
   EXPECT_EQ(tail, data.substr(2 * 4096));
 }
 
@@ -89,59 +101,44 @@ TEST(FileContentTest, ATruncateThatCannotReadItsLastChunkChangesNothing) {
 // (the manifest names id 0, and their old chunks are garbage after the
 // commit), partial ones are zeroed in place, and nothing past the end
 // changes.
-TEST(FileContentTest, ZeroedRangesReadAsZerosAndWholeChunksBecomeHoles) {
-  pm::test::TempDir dir;
-  auto store = kv::Store::open(dir.file("s.kv"), pm::test::small_store_options());
-  ASSERT_TRUE(store.ok()) << store.status().to_string();
-  const Layout layout{4096, 4096, 1 << 20};
-  ChunkIds ids;
-  FileContent f(store->get(), &layout, &ids);
-  f.load("", false, "f");
+TEST_F(FileContentOnAStore, ZeroedRangesReadAsZerosAndWholeChunksBecomeHoles) {
   std::string data(4 * 4096 + 10, '\0');
   for (size_t i = 0; i < data.size(); i++) data[i] = static_cast<char>('a' + i % 26);
-  ASSERT_EQ(f.write(0, data), 0);
+  ASSERT_EQ(f_->write(0, data), 0);
   std::string value;
   bool chunked = false, wrote = false;
-  ASSERT_EQ(f.prepare(&value, &chunked, &wrote), 0);
-  ASSERT_TRUE(f.committed().empty());
+  ASSERT_EQ(f_->prepare(&value, &chunked, &wrote), 0);
+  ASSERT_TRUE(f_->committed().empty());
 
   // Chunk 0 in part, chunk 1 whole, chunk 2 in part; then the last chunk,
   // a partial one, from its start past the end.
-  ASSERT_EQ(f.zero(100, 2 * 4096 + 50), 0);
-  ASSERT_EQ(f.zero(4 * 4096, 1000), 0);
-  EXPECT_EQ(f.size(), data.size());
+  ASSERT_EQ(f_->zero(100, 2 * 4096 + 50), 0);
+  ASSERT_EQ(f_->zero(4 * 4096, 1000), 0);
+  EXPECT_EQ(f_->size(), data.size());
   std::fill(data.begin() + 100, data.begin() + 100 + 2 * 4096 + 50, '\0');
   std::fill(data.begin() + 4 * 4096, data.end(), '\0');
   std::string back;
-  ASSERT_EQ(f.read(0, data.size() + 10, &back), 0);
+  ASSERT_EQ(f_->read(0, data.size() + 10, &back), 0);
   EXPECT_EQ(back, data);
 
-  ASSERT_EQ(f.prepare(&value, &chunked, &wrote), 0);
+  ASSERT_EQ(f_->prepare(&value, &chunked, &wrote), 0);
   std::optional<Manifest> m = decode_manifest(value);
   ASSERT_TRUE(m);
   ASSERT_EQ(m->ids.size(), 5u);
   EXPECT_EQ(m->ids[1], 0u);
   EXPECT_EQ(m->ids[4], 0u);
-  EXPECT_EQ(f.committed().size(), 4u);  // chunks 0 and 2 rewritten, 1 and 4 holes
+  EXPECT_EQ(f_->committed().size(), 4u);  // chunks 0 and 2 rewritten, 1 and 4 holes
 }
-
 
 // lseek's SEEK_DATA and SEEK_HOLE, and the bytes st_blocks leaves out: a
 // chunked file's holes are its chunks of id 0, staged or stored; a file
 // stored as one value is all data.
-TEST(FileContentTest, SeekAndHoleBytesSeeWholeChunkHoles) {
-  pm::test::TempDir dir;
-  auto store = kv::Store::open(dir.file("s.kv"), pm::test::small_store_options());
-  ASSERT_TRUE(store.ok()) << store.status().to_string();
-  const Layout layout{4096, 4096, 1 << 20};
-  ChunkIds ids;
-  FileContent f(store->get(), &layout, &ids);
-  f.load("", false, "f");
-  ASSERT_EQ(f.truncate(10 * 4096), 0);
-  ASSERT_EQ(f.write(5 * 4096 + 1, "x"), 0);
+TEST_F(FileContentOnAStore, SeekAndHoleBytesSeeWholeChunkHoles) {
+  ASSERT_EQ(f_->truncate(10 * 4096), 0);
+  ASSERT_EQ(f_->write(5 * 4096 + 1, "x"), 0);
   auto seek = [&](uint64_t off, bool data) -> int64_t {
     uint64_t at = 0;
-    const int err = f.seek(off, data, &at);
+    const int err = f_->seek(off, data, &at);
     return err != 0 ? -err : static_cast<int64_t>(at);
   };
   for (int round = 0; round < 2; round++) {  // staged, then stored
@@ -154,28 +151,28 @@ TEST(FileContentTest, SeekAndHoleBytesSeeWholeChunkHoles) {
     EXPECT_EQ(seek(10 * 4096, false), -ENXIO);  // at the end
     std::string value;
     bool chunked = false, wrote = false;
-    ASSERT_EQ(f.prepare(&value, &chunked, &wrote), 0);
+    ASSERT_EQ(f_->prepare(&value, &chunked, &wrote), 0);
     ASSERT_TRUE(chunked);
-    EXPECT_EQ(f.hole_bytes(), 9u * 4096);
+    EXPECT_EQ(f_->hole_bytes(), 9u * 4096);
     std::optional<Manifest> m = decode_manifest(value);
     ASSERT_TRUE(m);
     EXPECT_EQ(hole_bytes(m->chunk_bytes, m->size, m->ids), 9u * 4096);
-    (void)f.committed();
+    (void)f_->committed();
   }
   // A last chunk that is a hole counts only up to the end.
-  ASSERT_EQ(f.truncate(9 * 4096 + 10), 0);
+  ASSERT_EQ(f_->truncate(9 * 4096 + 10), 0);
   std::string value;
   bool chunked = false, wrote = false;
-  ASSERT_EQ(f.prepare(&value, &chunked, &wrote), 0);
-  EXPECT_EQ(f.hole_bytes(), 8u * 4096 + 10);
-  (void)f.committed();
+  ASSERT_EQ(f_->prepare(&value, &chunked, &wrote), 0);
+  EXPECT_EQ(f_->hole_bytes(), 8u * 4096 + 10);
+  (void)f_->committed();
   // Small enough for one value: no holes.
-  ASSERT_EQ(f.truncate(4000), 0);
+  ASSERT_EQ(f_->truncate(4000), 0);
   EXPECT_EQ(seek(0, true), 0);
   EXPECT_EQ(seek(10, false), 4000);
-  ASSERT_EQ(f.prepare(&value, &chunked, &wrote), 0);
+  ASSERT_EQ(f_->prepare(&value, &chunked, &wrote), 0);
   EXPECT_FALSE(chunked);
-  EXPECT_EQ(f.hole_bytes(), 0u);
+  EXPECT_EQ(f_->hole_bytes(), 0u);
 }
 
 }  // namespace

@@ -208,6 +208,7 @@ int Fs::do_getattr(Ino ino, struct stat* st) {
 // REQUIRES: d->mu and mu_ held.
 int Fs::load(FileData* d, const Node& n) {
   if (d->content.loaded()) return 0;
+  if (failed()) return EIO;  // (as in commit)
   std::string value;
   if (n.parent != 0) {
     pm::Status s = store_->get(n.key, &value);
@@ -312,6 +313,9 @@ pm::Status Fs::sync_and_collect() {
 
 // Commits b; a value or transaction too large for the store is size_errno.
 int Fs::commit(Batch& b, int size_errno) {
+  // A request that passed Guarded's check before the mount stopped (it
+  // waited for mu_) must not change a store its index no longer matches.
+  if (failed()) return EIO;
   pm::Status s = b.commit();
   if (s.code() == pm::Code::kInvalidArgument) return size_errno;
   if (!s.ok()) fuse_log(FUSE_LOG_ERR, "pmfs: %s\n", s.to_string().c_str());

@@ -198,6 +198,8 @@ class Fs {
   pm::Status sweep_chunks(const std::vector<uint64_t>& chunks,
                           const std::unordered_set<uint64_t>& named);
   int load(FileData* d, const Node& n);
+  // load() of h's file under a shared index lock. REQUIRES: h->data->mu.
+  int load_shared(Handle* h);
   std::shared_ptr<FileData> new_file_data() {
     return std::make_shared<FileData>(store_.get(), &layout_, &chunk_ids_);
   }

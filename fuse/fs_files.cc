@@ -73,31 +73,27 @@ int Fs::do_open(Ino ino, int flags, const Caller& c, Handle** out, bool* mode_ch
   return 0;
 }
 
+// REQUIRES: h->data->mu.
+int Fs::load_shared(Handle* h) {
+  if (h->data->content.loaded()) return 0;
+  std::shared_lock lock(mu_);
+  Node* n = table_.get(h->ino);
+  return n == nullptr ? EBADF : load(h->data.get(), *n);
+}
+
 int Fs::do_read(Handle* h, size_t size, off_t off, std::string* out) {
-  FileData* d = h->data.get();
-  std::lock_guard dl(d->mu);
-  if (!d->content.loaded()) {
-    std::shared_lock lock(mu_);
-    Node* n = table_.get(h->ino);
-    if (n == nullptr) return EBADF;
-    if (int err = load(d, *n)) return err;
-  }
-  return d->content.read(static_cast<uint64_t>(off), size, out);
+  std::lock_guard dl(h->data->mu);
+  if (int err = load_shared(h)) return err;
+  return h->data->content.read(static_cast<uint64_t>(off), size, out);
 }
 
 int Fs::do_lseek(Handle* h, off_t off, int whence, off_t* out) {
   if (whence != SEEK_DATA && whence != SEEK_HOLE) return EINVAL;
   if (off < 0) return ENXIO;
-  FileData* d = h->data.get();
-  std::lock_guard dl(d->mu);
-  if (!d->content.loaded()) {
-    std::shared_lock lock(mu_);
-    Node* n = table_.get(h->ino);
-    if (n == nullptr) return EBADF;
-    if (int err = load(d, *n)) return err;
-  }
+  std::lock_guard dl(h->data->mu);
+  if (int err = load_shared(h)) return err;
   uint64_t at = 0;
-  if (int err = d->content.seek(static_cast<uint64_t>(off), whence == SEEK_DATA, &at)) return err;
+  if (int err = h->data->content.seek(static_cast<uint64_t>(off), whence == SEEK_DATA, &at)) return err;
   *out = static_cast<off_t>(at);
   return 0;
 }

@@ -243,8 +243,9 @@ int Fs::check_moves(const std::string& from, const std::string& to) {
     if (!s.ok()) return to_errno(s);
     if (too_long) return ENAMETOOLONG;
   }
-  // The new copies take room before the old ones are freed.
-  if (bytes > step && space().free < 2 * step) return ENOSPC;
+  // Room for a whole copy: the new entries are written before the old are
+  // freed, and a full store half way would stop the mount.
+  if (bytes > step && space().free < bytes + 2 * step) return ENOSPC;
   return 0;
 }
 
@@ -323,7 +324,9 @@ pm::Status Fs::finish_moves(const std::string& from, const std::string& to) {
       b.remove(kRenameKey);
     }
     PM_TRY(b.commit());
-    if (!*more) return pm::Status();
+    // Durable before any later change: one in another log that survived a
+    // crash this removal did not would be moved by the next mount.
+    if (!*more) return store_->sync();
   }
 }
 
@@ -342,6 +345,15 @@ pm::Status Fs::finish_rename() {
         v.size()));
   }
   const std::string from = v.substr(4, n), to = v.substr(4 + n);
+  auto below = [](const std::string& a, const std::string& b) {
+    return a.size() > b.size() && a.compare(0, b.size(), b) == 0 && a[b.size()] == '/';
+  };
+  if (from.empty() || to.empty() || from == to || below(to, from) || below(from, to)) {
+    return pm::Status::corruption(fmt::format(
+        "the pending directory rename (key \\0r) names '{}' to '{}', which no rename "
+        "makes (damaged): nothing is renamed",
+        from, to));
+  }
   fuse_log(FUSE_LOG_INFO, "pmfs: finishing the rename of directory '%s' to '%s'\n",
            from.c_str(), to.c_str());
   return finish_moves(from, to).with_context(

@@ -65,6 +65,15 @@ struct SimFile {
   }
 };
 
+// A container that starts at 1 MiB and grows to 1 GiB, tracked by hints.
+Options small_container_options() {
+  Options o;
+  o.initial_size = 1 << 20;
+  o.max_size = 1ull << 30;
+  o.tracker = TrackerKind::kHints;
+  return o;
+}
+
 // Runs fn at the first sync point named `name` reached by another thread.
 class AtPoint {
  public:
@@ -281,10 +290,7 @@ struct Root {
 // first word recovered ("2" is commit 3's).
 uint64_t failed_writeback_then_growth(const std::string& dir, std::string* refused) {
   SimFile f{dir + "/c.pm", UnitMode::kMsyncPages};
-  Options o;
-  o.initial_size = 1 << 20;
-  o.max_size = 1ull << 30;
-  o.tracker = TrackerKind::kHints;
+  const Options o = small_container_options();
   std::vector<std::byte> crash;
   {
     Result<std::unique_ptr<Container>> c = open_container(f.path, o, true, f.opener());
@@ -333,10 +339,7 @@ TEST(Issue11Defect4, AFailedWriteBackRefusesMutationsUntilReopenFinishesIt) {
 TEST(Issue11Defect4, EveryMutationIsRefusedAfterAFailedWriteBack) {
   test::TempDir dir;
   SimFile f{dir.file("c.pm"), UnitMode::kPmemLines};
-  Options o;
-  o.initial_size = 1 << 20;
-  o.max_size = 1ull << 30;
-  o.tracker = TrackerKind::kHints;
+  const Options o = small_container_options();
   Result<std::unique_ptr<Container>> c = open_container(f.path, o, true, f.opener());
   ASSERT_TRUE(c.ok());
   Container& k = **c;
@@ -373,10 +376,7 @@ TEST(Issue11Defect4, EveryMutationIsRefusedAfterAFailedWriteBack) {
 // the commit did not fail before its commit point.
 uint64_t failed_drain_then_kill(const std::string& dir, uint64_t n) {
   SimFile f{dir + "/d.pm", UnitMode::kMsyncPages};
-  Options o;
-  o.initial_size = 1 << 20;
-  o.max_size = 1ull << 30;
-  o.tracker = TrackerKind::kHints;
+  const Options o = small_container_options();
   const pid_t pid = ::fork();
   if (pid == 0) {
     Result<std::unique_ptr<Container>> c = open_container(f.path, o, true, f.opener());
@@ -440,10 +440,7 @@ int fresh_after_two_failures(const std::string& dir, UnitMode mode, uint64_t n) 
     std::byte* old;
   };
   SimFile f{dir + "/f.pm", mode};
-  Options o;
-  o.initial_size = 1 << 20;
-  o.max_size = 1ull << 30;
-  o.tracker = TrackerKind::kHints;
+  const Options o = small_container_options();
   {  // a session of its own, so that no commit's write-back is deferred
     Result<std::unique_ptr<Container>> c = open_container(f.path, o, true, f.opener());
     if (!c.ok()) return 3;
@@ -523,10 +520,7 @@ TEST(FreshBytes, ABlockWhoseCommitFailedTwiceIsWholeAfterTheThird) {
 TEST(FreshBytes, AnAbortForgetsWhatAFailedCommitWroteHome) {
   test::TempDir dir;
   SimFile f{dir.file("a.pm"), UnitMode::kPmemLines};
-  Options o;
-  o.initial_size = 1 << 20;
-  o.max_size = 1ull << 30;
-  o.tracker = TrackerKind::kHints;
+  const Options o = small_container_options();
   Result<std::unique_ptr<Container>> c = open_container(f.path, o, true, f.opener());
   ASSERT_TRUE(c.ok());
   Container& k = **c;
