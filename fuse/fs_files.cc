@@ -93,9 +93,9 @@ int Fs::do_lseek(Handle* h, off_t off, int whence, off_t* out) {
   std::lock_guard dl(h->data->mu);
   if (int err = load_shared(h)) return err;
   uint64_t at = 0;
-  if (int err = h->data->content.seek(static_cast<uint64_t>(off), whence == SEEK_DATA, &at)) return err;
-  *out = static_cast<off_t>(at);
-  return 0;
+  const int err = h->data->content.seek(static_cast<uint64_t>(off), whence == SEEK_DATA, &at);
+  if (err == 0) *out = static_cast<off_t>(at);
+  return err;
 }
 
 int Fs::do_write(Handle* h, const char* data, size_t size, off_t off, const Caller& c,
