@@ -286,11 +286,11 @@ int FileContent::seek(uint64_t off, bool data, uint64_t* out) const {
   return 0;
 }
 
-uint64_t FileContent::hole_bytes() const {
+uint64_t FileContent::hole_bytes(uint64_t from, uint64_t to) const {
   if (size_ <= layout_->inline_max) return 0;
   uint64_t holes = 0;
-  const uint64_t n = chunks_for(size_);
-  for (uint64_t i = 0; i < n; i++) {
+  const uint64_t n = chunks_for(std::min(to, size_));
+  for (uint64_t i = from / chunk_bytes_; i < n; i++) {
     if ((i < ids_.size() && ids_[i] != 0) || dirty_.contains(i)) continue;
     holes += std::min<uint64_t>(chunk_bytes_, size_ - i * chunk_bytes_);
   }

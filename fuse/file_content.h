@@ -104,8 +104,10 @@ class FileContent {
   // ENXIO at or past the end (and for SEEK_DATA past the last data). Holes
   // are whole chunks of a chunked file; a file stored inline is all data.
   int seek(uint64_t off, bool data, uint64_t* out) const;
-  // The bytes holes hold (prepare stores them so: none when inline).
-  uint64_t hole_bytes() const;
+  // The bytes holes hold (prepare stores them so: none when inline), in
+  // the whole file or in the chunks that [from, to) overlaps.
+  uint64_t hole_bytes() const { return hole_bytes(0, size_); }
+  uint64_t hole_bytes(uint64_t from, uint64_t to) const;
 
   // Writes every changed chunk out (a chunked result) and sets *value to
   // what the data key is to hold and *chunked to its form; *wrote_chunks

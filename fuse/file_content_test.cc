@@ -166,6 +166,10 @@ TEST_F(FileContentOnAStore, SeekAndHoleBytesSeeWholeChunkHoles) {
   ASSERT_EQ(f_->prepare(&value, &chunked, &wrote), 0);
   EXPECT_EQ(f_->hole_bytes(), 8u * 4096 + 10);
   (void)f_->committed();
+  // In a range: the chunks it overlaps.
+  EXPECT_EQ(f_->hole_bytes(0, 4096), 4096u);
+  EXPECT_EQ(f_->hole_bytes(5 * 4096, 6 * 4096), 0u);
+  EXPECT_EQ(f_->hole_bytes(8 * 4096 + 1, 1u << 30), 4096u + 10);
   // Small enough for one value: no holes.
   ASSERT_EQ(f_->truncate(4000), 0);
   EXPECT_EQ(seek(0, true), 0);

@@ -135,7 +135,7 @@ void Fs::fill_stat(const Node& n, struct stat* st) const {
   }
   st->st_rdev = static_cast<dev_t>(n.meta.rdev);
   st->st_blksize = 4096;
-  // Holes hold no space (writes into a hole count once stored).
+  // Holes hold no space (Node::hole_bytes: staged or stored).
   const uint64_t held =
       n.is_dir() ? n.dir->by_cookie.size() : n.size - std::min(n.size, n.hole_bytes);
   st->st_blocks = static_cast<blkcnt_t>((held + 511) / 512);

@@ -107,8 +107,17 @@ int Fs::do_write(Handle* h, const char* data, size_t size, off_t off, const Call
   if (n == nullptr) return EBADF;
   if (int err = load(d, *n)) return err;
   const uint64_t o = (h->flags & O_APPEND) ? d->content.size() : static_cast<uint64_t>(off);
+  // The holes it fills or makes: in the chunks from the old end or the
+  // write, whichever is first, to the write's end (all of them when the
+  // file stops being one value).
+  const uint64_t from = std::min(o, d->content.size()), to = o + size;
+  const bool was_inline = d->content.size() <= layout_.inline_max;
+  const uint64_t before = d->content.hole_bytes(from, to);
   const int err = d->content.write(o, std::string_view(data, size));
   n->size = d->content.size();  // a failed write may have extended the file
+  n->hole_bytes = was_inline ? d->content.hole_bytes()
+                             : n->hole_bytes - std::min(n->hole_bytes, before) +
+                                   d->content.hole_bytes(from, to);
   if (err != 0) return err;
   n->meta.mtime_ns = n->meta.ctime_ns = now_ns();
   *mode_changed = kill_suid(&n->meta, c);  // stored with the content at flush

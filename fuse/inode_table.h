@@ -85,7 +85,7 @@ struct Node {
   Meta meta;
   uint64_t size = 0;                 // files: as last written or truncated (may be staged)
   uint64_t committed_size = 0;       // files: size of the stored value
-  uint64_t hole_bytes = 0;           // files: bytes in holes (stored, or staged by a resize)
+  uint64_t hole_bytes = 0;           // files: bytes in holes, staged or stored
   std::atomic<uint64_t> nlookup{0};  // kernel references (lookup, create, readdirplus)
   uint32_t open_count = 0;
   std::shared_ptr<FileData> data;   // files: set while open_count > 0

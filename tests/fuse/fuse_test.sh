@@ -668,6 +668,16 @@ except OSError as e:
     if e.errno != errno.ENXIO: raise
 PY
 rm "$M/holes"
+python3 - "$M/holes2" <<'PY' || FAIL "st_blocks of a sparse file open for writing"
+import os, sys
+with open(sys.argv[1], "wb") as f:   # staged, not yet stored: counted all the same
+    f.truncate(64 << 20); f.seek(32 << 20); f.write(b"x"); f.flush()
+    if os.fstat(f.fileno()).st_blocks != 2048: sys.exit(f"{os.fstat(f.fileno()).st_blocks} blocks")
+    f.seek(0); f.write(b"y"); f.flush()
+    if os.fstat(f.fileno()).st_blocks != 4096: sys.exit(f"{os.fstat(f.fileno()).st_blocks} blocks")
+if os.stat(sys.argv[1]).st_blocks != 4096: sys.exit("after close")
+os.unlink(sys.argv[1])
+PY
 umount_fs
 # A directory larger than one transaction (half a log record: 1 MiB here)
 # moves with one rename(2), in several transactions, atomic all the same.
