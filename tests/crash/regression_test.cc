@@ -46,6 +46,15 @@ void write_file(const std::string& path, const std::vector<std::byte>& bytes) {
   ::close(fd);
 }
 
+// A container that starts at 1 MiB and grows to 1 GiB, tracked by hints.
+Options small_container_options() {
+  Options o;
+  o.initial_size = 1 << 20;
+  o.max_size = 1ull << 30;
+  o.tracker = TrackerKind::kHints;
+  return o;
+}
+
 // A container file on simulated persistence: `sim` tells what a power
 // failure would keep at any moment.
 struct SimFile {
@@ -63,16 +72,15 @@ struct SimFile {
       return std::unique_ptr<Persist>(std::move(sp));
     };
   }
+  // The file as a small container, through the simulation.
+  Result<std::unique_ptr<Container>> open(bool create) {
+    return open_container(path, small_container_options(), create, opener());
+  }
+  // After a simulated power failure: the file as it is, without the simulation.
+  Result<std::unique_ptr<Container>> open_real() const {
+    return open_container(path, small_container_options(), false, open_pmem_file);
+  }
 };
-
-// A container that starts at 1 MiB and grows to 1 GiB, tracked by hints.
-Options small_container_options() {
-  Options o;
-  o.initial_size = 1 << 20;
-  o.max_size = 1ull << 30;
-  o.tracker = TrackerKind::kHints;
-  return o;
-}
 
 // Runs fn at the first sync point named `name` reached by another thread.
 class AtPoint {
@@ -290,10 +298,9 @@ struct Root {
 // first word recovered ("2" is commit 3's).
 uint64_t failed_writeback_then_growth(const std::string& dir, std::string* refused) {
   SimFile f{dir + "/c.pm", UnitMode::kMsyncPages};
-  const Options o = small_container_options();
   std::vector<std::byte> crash;
   {
-    Result<std::unique_ptr<Container>> c = open_container(f.path, o, true, f.opener());
+    Result<std::unique_ptr<Container>> c = f.open(true);
     EXPECT_TRUE(c.ok());
     auto* r = static_cast<Root*>(*(*c)->alloc(sizeof(Root)));
     (*c)->will_write(r, sizeof *r);
@@ -319,7 +326,7 @@ uint64_t failed_writeback_then_growth(const std::string& dir, std::string* refus
     crash = f.sim->durable_image();
   }
   write_file(f.path, crash);
-  Result<std::unique_ptr<Container>> c = open_container(f.path, o, false, open_pmem_file);
+  Result<std::unique_ptr<Container>> c = f.open_real();
   EXPECT_TRUE(c.ok());
   return c.ok() ? (*c)->root<Root>()->words[0] : 0;
 }
@@ -339,8 +346,7 @@ TEST(Issue11Defect4, AFailedWriteBackRefusesMutationsUntilReopenFinishesIt) {
 TEST(Issue11Defect4, EveryMutationIsRefusedAfterAFailedWriteBack) {
   test::TempDir dir;
   SimFile f{dir.file("c.pm"), UnitMode::kPmemLines};
-  const Options o = small_container_options();
-  Result<std::unique_ptr<Container>> c = open_container(f.path, o, true, f.opener());
+  Result<std::unique_ptr<Container>> c = f.open(true);
   ASSERT_TRUE(c.ok());
   Container& k = **c;
   auto* p = static_cast<uint64_t*>(*k.alloc(64));
@@ -361,7 +367,7 @@ TEST(Issue11Defect4, EveryMutationIsRefusedAfterAFailedWriteBack) {
   EXPECT_FALSE(k.abort().ok());
   EXPECT_FALSE(k.collect().ok());
   c->reset();
-  Result<std::unique_ptr<Container>> again = open_container(f.path, o, false, open_pmem_file);
+  Result<std::unique_ptr<Container>> again = f.open_real();
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*(*again)->root<uint64_t>(), 6u);
 }
@@ -376,10 +382,9 @@ TEST(Issue11Defect4, EveryMutationIsRefusedAfterAFailedWriteBack) {
 // the commit did not fail before its commit point.
 uint64_t failed_drain_then_kill(const std::string& dir, uint64_t n) {
   SimFile f{dir + "/d.pm", UnitMode::kMsyncPages};
-  const Options o = small_container_options();
   const pid_t pid = ::fork();
   if (pid == 0) {
-    Result<std::unique_ptr<Container>> c = open_container(f.path, o, true, f.opener());
+    Result<std::unique_ptr<Container>> c = f.open(true);
     if (!c.ok()) ::_exit(1);
     Container& k = **c;
     auto* p = static_cast<uint64_t*>(*k.alloc(64));
@@ -399,7 +404,7 @@ uint64_t failed_drain_then_kill(const std::string& dir, uint64_t n) {
   ::waitpid(pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) == 10) return 0;
   if (WEXITSTATUS(status) != 0) return 100 + WEXITSTATUS(status);
-  Result<std::unique_ptr<Container>> again = open_container(f.path, o, false, open_pmem_file);
+  Result<std::unique_ptr<Container>> again = f.open_real();
   return again.ok() ? *(*again)->root<uint64_t>() : 4;
 }
 
@@ -440,9 +445,8 @@ int fresh_after_two_failures(const std::string& dir, UnitMode mode, uint64_t n) 
     std::byte* old;
   };
   SimFile f{dir + "/f.pm", mode};
-  const Options o = small_container_options();
   {  // a session of its own, so that no commit's write-back is deferred
-    Result<std::unique_ptr<Container>> c = open_container(f.path, o, true, f.opener());
+    Result<std::unique_ptr<Container>> c = f.open(true);
     if (!c.ok()) return 3;
     Container& k = **c;
     Result<Root*> root = k.make<Root>(Root{nullptr, nullptr});
@@ -456,7 +460,7 @@ int fresh_after_two_failures(const std::string& dir, UnitMode mode, uint64_t n) 
   }
   std::vector<std::byte> disk;
   {
-    Result<std::unique_ptr<Container>> c = open_container(f.path, o, false, f.opener());
+    Result<std::unique_ptr<Container>> c = f.open(false);
     if (!c.ok()) return 3;
     Container& k = **c;
     Root* root = k.root<Root>();
@@ -480,7 +484,7 @@ int fresh_after_two_failures(const std::string& dir, UnitMode mode, uint64_t n) 
     disk = f.sim->durable_image();
   }
   write_file(f.path, disk);  // a power failure after the third commit
-  Result<std::unique_ptr<Container>> c = open_container(f.path, o, false, open_pmem_file);
+  Result<std::unique_ptr<Container>> c = f.open_real();
   if (!c.ok()) return 9;
   const Root* root = (*c)->root<Root>();
   if (root == nullptr || root->block == nullptr || root->old == nullptr) return 1;
@@ -520,8 +524,7 @@ TEST(FreshBytes, ABlockWhoseCommitFailedTwiceIsWholeAfterTheThird) {
 TEST(FreshBytes, AnAbortForgetsWhatAFailedCommitWroteHome) {
   test::TempDir dir;
   SimFile f{dir.file("a.pm"), UnitMode::kPmemLines};
-  const Options o = small_container_options();
-  Result<std::unique_ptr<Container>> c = open_container(f.path, o, true, f.opener());
+  Result<std::unique_ptr<Container>> c = f.open(true);
   ASSERT_TRUE(c.ok());
   Container& k = **c;
   Result<void**> root = k.make<void*>(nullptr);
