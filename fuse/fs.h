@@ -175,6 +175,11 @@ class Fs {
   // of the records and chunk keys, the first time; nothing after an index
   // read at mount).
   pm::Status learn_ids();
+  // Reads kInoKey: where the stable inode numbers of new files start.
+  pm::Status read_ino_counter();
+  // A stable inode number for a new file or directory, in *ino (0: none).
+  // REQUIRES: mu_ exclusive.
+  int take_ino(uint64_t* ino);
   // Whether the store holds the clean-end mark (kCleanKey) and no update
   // followed it: no chunk is then left that no manifest names.
   pm::Result<bool> ended_cleanly();
@@ -269,10 +274,10 @@ class Fs {
   uint64_t store_key_limit_ = 0;  // with it: the store's longest key
   fuse_session* se_ = nullptr;
   const Meta default_file_, default_dir_;
-  // Inode numbers are assigned anew at each mount: the generation, from the
-  // mount's clock, makes file handles of an earlier mount stale (ESTALE)
-  // instead of naming whatever has their number now. (The kernel keeps 32
-  // bits of it.)
+  // Node ids are a mount's own (the stable ones of the nodes it has read,
+  // numbers of its own for the rest): the generation, from the mount's
+  // clock, makes file handles of an earlier mount stale (ESTALE) instead of
+  // naming whatever has their number now. (The kernel keeps 32 bits of it.)
   const uint32_t generation_;
   Layout layout_;                            // set once, in the constructor
   bool commits_durable_ = false;             // kv::Durability::kSync in force
@@ -285,6 +290,10 @@ class Fs {
   std::atomic<bool> ids_known_{true};
   std::mutex ids_mu_;
   std::atomic<uint64_t> inode_floor_{1};     // set by learn_ids
+  // Stable inode numbers: the next one to give, and the end of the block
+  // kInoKey reserves; 0 and 0 when kInoKey is damaged (new files are then
+  // numbered by each mount). GUARDED_BY(mu_)
+  uint64_t next_stable_ino_ = 0, stable_ino_end_ = 0;
   bool indexed_ = false;                     // build_index succeeded
   std::atomic<bool> failed_{false};          // fail()
   std::mutex garbage_mu_;

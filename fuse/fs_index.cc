@@ -21,10 +21,31 @@ namespace pmfs {
 pm::Status Fs::build_index() {
   std::unique_lock lock(mu_);
   PM_TRY(finish_rename());
+  PM_TRY(read_ino_counter());
   pm::Result<bool> lazy = o_.index_at_mount ? pm::Result<bool>(false) : can_load_lazily();
   if (!lazy.ok()) return lazy.status();
   PM_TRY(*lazy ? index_root() : index_all());
   indexed_ = true;
+  return pm::Status();
+}
+
+pm::Status Fs::read_ino_counter() {
+  std::string v;
+  pm::Status s = store_->get(kInoKey, &v);
+  if (s.is_not_found()) {
+    next_stable_ino_ = stable_ino_end_ = kRootIno + 1;  // a new store (or one older than them)
+    return pm::Status();
+  }
+  if (!s.ok()) return s.with_context("read the next inode number");
+  const uint64_t next = v.size() == 8 ? get_le<uint64_t>(v, 0) : 0;
+  if (next <= kRootIno || next > kStableInoEnd) {
+    fuse_log(FUSE_LOG_ERR,
+             "pmfs: the next inode number (key \\0n) is damaged: the files this mount "
+             "creates keep their inode numbers only while it lasts\n");
+    next_stable_ino_ = stable_ino_end_ = 0;
+    return pm::Status();
+  }
+  next_stable_ino_ = stable_ino_end_ = next;
   return pm::Status();
 }
 
@@ -74,6 +95,7 @@ pm::Status Fs::index_root() {
   if (s.ok()) {
     root->meta = decode_meta(value).value_or(default_dir_);
     root->meta.mode = S_IFDIR | (root->meta.mode & 07777);
+    root->meta.ino = 0;  // always kRootIno
     root->has_record = true;
   } else if (!s.is_not_found()) {
     return s.with_context("read the root's record");
@@ -125,12 +147,13 @@ pm::Status Fs::index_all() {
             [](const DataKey& a, const DataKey& b) { return a.key < b.key; });
   uint64_t unnamable = 0;
   for (auto& [key, m] : markers) {
-    Node* d = key_to_names(key) ? table_.ensure_dir(key, default_dir_) : nullptr;
+    Node* d = key_to_names(key) ? table_.ensure_dir(key, default_dir_, &m) : nullptr;
     if (d == nullptr) {
       unnamable++;
       continue;
     }
     d->meta = m;
+    if (d->ino != m.ino) d->meta.ino = 0;  // numbered already (see InodeTable::add)
     d->meta.mode = S_IFDIR | (m.mode & 07777);  // a damaged marker: still a directory
     d->has_record = true;
   }

@@ -88,6 +88,7 @@ class Fs::Batch {
   void put_link(std::string_view name_key, uint64_t id, Meta m) {
     m.link = true;
     m.chunked = false;
+    m.ino = 0;  // the inode's record holds it
     put(name_key, id_key("", id));
     put(meta_key(name_key), encode_meta(m));
   }

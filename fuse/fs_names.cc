@@ -41,6 +41,32 @@ Meta Fs::touched(const Node& dir) const {
   return m;
 }
 
+// Stable numbers are reserved in blocks: kInoKey moves past a block, and
+// the move is durable, before any number of the block is written into a
+// record. A record's transaction may land in another log than the move's,
+// and a crash keeps a prefix of each log, not an order across them: with
+// the move lost, a later mount would hand the record's number out again.
+int Fs::take_ino(uint64_t* ino) {
+  constexpr uint64_t kBlock = 4096;
+  *ino = 0;
+  if (next_stable_ino_ == 0) return 0;  // kInoKey damaged
+  if (next_stable_ino_ == stable_ino_end_) {
+    const uint64_t end = std::min(next_stable_ino_ + kBlock, kStableInoEnd);
+    if (end == next_stable_ino_) return 0;  // every stable number given
+    std::string v(8, '\0');
+    put_le(&v, 0, end);
+    Batch b(store_.get());
+    if (!g_fuse_planted_bugs.ino_block_unsaved) b.put(kInoKey, v);
+    if (int err = commit(b, EIO)) return err;
+    if (!commits_durable_) {
+      if (int err = to_errno(store_->sync())) return err;
+    }
+    stable_ino_end_ = end;
+  }
+  *ino = next_stable_ino_++;
+  return 0;
+}
+
 int Fs::do_make(Ino parent, const char* name, mode_t mode, dev_t rdev, std::string_view value,
                 const Caller& c, fuse_entry_param* e) {
   const bool dir = S_ISDIR(mode);
@@ -54,6 +80,7 @@ int Fs::do_make(Ino parent, const char* name, mode_t mode, dev_t rdev, std::stri
   const int64_t now = now_ns();
   Meta m{static_cast<uint32_t>((mode & S_IFMT) | (mode & 07777)), c.uid, c.gid, now, now, now, 0};
   if (S_ISCHR(mode) || S_ISBLK(mode)) m.rdev = rdev;
+  if (int err = take_ino(&m.ino)) return err;
   if (p->meta.mode & S_ISGID) {  // BSD group semantics, as ext4 gives them
     m.gid = p->meta.gid;
     if (dir) m.mode |= S_ISGID;

@@ -42,6 +42,7 @@ class FsTest : public ::testing::Test {
     MountOptions m;
     m.max_key_bytes = options_.max_key_bytes;
     m.rename_step_bytes = rename_step_;
+    m.index_at_mount = index_at_mount_;
     auto fs = std::make_unique<Fs>(std::move(*s), m);
     EXPECT_TRUE(fs->build_index().ok());
     return fs;
@@ -84,6 +85,7 @@ class FsTest : public ::testing::Test {
   kv::Store* store_ = nullptr;  // owned by fs_
   std::unique_ptr<Fs> fs_;
   uint64_t rename_step_ = 0;  // MountOptions::rename_step_bytes
+  bool index_at_mount_ = false;
 };
 
 TEST_F(FsTest, LinkedNamesAreOneInodeAcrossARemount) {
@@ -115,6 +117,72 @@ TEST_F(FsTest, LinkedNamesAreOneInodeAcrossARemount) {
   ASSERT_TRUE(store_->get("d/b", &holder).ok());
   ASSERT_EQ(fs_->do_remove(id, "b", false), 0);
   EXPECT_TRUE(store_->get(id_key(kInodePrefix, *key_id("", holder)), &holder).is_not_found());
+}
+
+// What a mount made keeps its inode number across remounts (a directory
+// read at first use or the whole index at mount), renames and hard links.
+// A key put outside the mount has a number of each mount's own, from a
+// range of its own; a record copied under another name gives its number
+// to one of the two only.
+TEST_F(FsTest, InodeNumbersStayAcrossRemounts) {
+  fs_ = mount();
+  fuse_entry_param f, d, g, l;
+  ASSERT_EQ(fs_->do_make(kRootIno, "f", S_IFREG | 0644, 0, "x", kRoot, &f), 0);
+  ASSERT_EQ(fs_->do_make(kRootIno, "d", S_IFDIR | 0755, 0, "", kRoot, &d), 0);
+  ASSERT_EQ(fs_->do_make(d.ino, "g", S_IFREG | 0644, 0, "y", kRoot, &g), 0);
+  EXPECT_LT(f.ino, kStableInoEnd);
+  EXPECT_EQ(f.attr.st_ino, f.ino);
+  ASSERT_TRUE(store_->put("kv/key", "z").ok());
+  // The next number is reserved ahead, durably, for a block of them.
+  std::string next;
+  ASSERT_TRUE(store_->get(kInoKey, &next).ok());
+  ASSERT_EQ(next.size(), 8u);
+  EXPECT_GT(get_le<uint64_t>(next, 0), g.ino);
+
+  fs_ = mount();  // directories read at first use
+  EXPECT_EQ(lookup(kRootIno, "f"), f.ino);
+  EXPECT_EQ(lookup(kRootIno, "d"), d.ino);
+  EXPECT_EQ(lookup(d.ino, "g"), g.ino);
+  const Ino kv = lookup(kRootIno, "kv");
+  EXPECT_GE(kv, kStableInoEnd);
+  EXPECT_GE(lookup(kv, "key"), kStableInoEnd);
+  ASSERT_EQ(fs_->do_rename(kRootIno, "d", kv, "e", 0), 0);  // its keys move
+  ASSERT_EQ(fs_->do_rename(d.ino, "g", kRootIno, "h", 0), 0);
+  ASSERT_EQ(fs_->do_link(f.ino, kRootIno, "f2", &l), 0);
+  // A copy of h's record under another key.
+  const std::string meta(kMetaPrefix);
+  std::string record;
+  ASSERT_TRUE(store_->put("copy", "c").ok());
+  ASSERT_TRUE(store_->get(meta + "h", &record).ok());
+  ASSERT_TRUE(store_->put(meta + "copy", record).ok());
+
+  for (bool whole : {false, true}) {
+    SCOPED_TRACE(whole ? "index at mount" : "read at first use");
+    index_at_mount_ = whole;
+    fs_ = mount();
+    EXPECT_EQ(lookup(kRootIno, "f"), f.ino);
+    EXPECT_EQ(lookup(kRootIno, "f2"), f.ino);
+    EXPECT_EQ(lookup(lookup(kRootIno, "kv"), "e"), d.ino);
+    const Ino h = lookup(kRootIno, "h"), copy = lookup(kRootIno, "copy");
+    EXPECT_NE(h, copy);
+    EXPECT_TRUE(h == g.ino || copy == g.ino);
+  }
+}
+
+// A damaged kInoKey: new files are numbered by the mount, as keys put
+// outside it are, and the key is left as it is.
+TEST_F(FsTest, ADamagedInodeCounterLeavesNewFilesNumberedPerMount) {
+  fs_ = mount();
+  ASSERT_TRUE(store_->put(kInoKey, "bad").ok());
+  fs_ = mount();
+  fuse_entry_param f;
+  ASSERT_EQ(fs_->do_make(kRootIno, "f", S_IFREG | 0644, 0, "x", kRoot, &f), 0);
+  EXPECT_GE(f.ino, kStableInoEnd);
+  std::string v;
+  ASSERT_TRUE(store_->get(std::string(kMetaPrefix) + "f", &v).ok());
+  EXPECT_EQ(decode_meta(v)->ino, 0u);
+  ASSERT_TRUE(store_->get(kInoKey, &v).ok());
+  EXPECT_EQ(v, "bad");
 }
 
 // `pm kv del` of every name leaves an inode key: the next mount removes it

@@ -40,15 +40,17 @@ bool InodeTable::insert_entry(DirEntries* d, std::string name, uint64_t cookie, 
 
 Node* InodeTable::add(Node* parent, std::string name, std::string key, bool dir, const Meta& m) {
   assert(parent->is_dir());
-  const Ino ino = next_ino_;
+  const bool stable = m.ino > kRootIno && m.ino < kStableInoEnd && !nodes_.contains(m.ino);
+  const Ino ino = stable ? m.ino : next_ino_;
   if (!insert_entry(parent->dir.get(), name, cookie_of(ino), ino)) return nullptr;
-  next_ino_++;
+  if (!stable) next_ino_++;
   auto n = std::make_unique<Node>();
   Node* raw = n.get();
   raw->ino = ino;
   raw->parent = parent->ino;
   raw->key = std::move(key);
   raw->meta = m;
+  if (!stable) raw->meta.ino = 0;  // another node's (a copied record): not written on
   if (dir) raw->dir = std::make_unique<DirEntries>();
   if (dir) parent->dir->subdirs++;
   raw->name = std::move(name);
@@ -117,7 +119,7 @@ void InodeTable::erase_if_unused(Node* n) {
   }
 }
 
-Node* InodeTable::ensure_dir(std::string_view key, const Meta& m) {
+Node* InodeTable::ensure_dir(std::string_view key, const Meta& m, const Meta* last) {
   Node* cur = get(kRootIno);
   if (key.empty()) return cur;
   size_t start = 0;
@@ -129,7 +131,8 @@ Node* InodeTable::ensure_dir(std::string_view key, const Meta& m) {
     std::string name = encode_name(comp);
     Node* next = child(*cur, name);
     if (next == nullptr) {
-      next = add(cur, std::move(name), prefix, /*dir=*/true, m);
+      const bool at_key = slash == std::string_view::npos;
+      next = add(cur, std::move(name), prefix, /*dir=*/true, at_key && last ? *last : m);
     } else if (!next->is_dir()) {
       return nullptr;
     }

@@ -2,8 +2,11 @@
 // (each directory at its first use, or every key at mount) and kept up to
 // date by every operation; never stored (docs/fuse.md, "The index").
 //
-// Inode numbers are assigned at mount, increasing, never reused while
-// mounted (so one generation per mount is enough: Fs's). An entry's readdir cookie is derived
+// Inode numbers: a node whose record holds a stable number (Meta::ino,
+// given at creation) has it, unless another node of the index has it
+// already (a copied record); the others are numbered at mount from
+// kStableInoEnd up. None is reused while mounted (so one generation per
+// mount is enough: Fs's). An entry's readdir cookie is derived
 // from its inode number (cookie_of), not from where or when it was linked:
 // readdir resumes after the cookie of the last entry it returned, so
 // removals never shift the entries that follow, and an entry renamed during
@@ -108,8 +111,9 @@ class InodeTable {
   Node* get(Ino ino) const;
   // nullptr when `parent` has no entry `name`.
   Node* child(const Node& parent, std::string_view name) const;
-  // Adds a file (dir == false) or directory; nullptr (and nothing added)
-  // when `parent` already has an entry `name`.
+  // Adds a file (dir == false) or directory, numbered m.ino when it can
+  // be (else its meta.ino is cleared); nullptr (and nothing added) when
+  // `parent` already has an entry `name`.
   Node* add(Node* parent, std::string name, std::string key, bool dir, const Meta& m);
   // Gives the file n one more name. REQUIRES: n a linked file with a
   // name; no entry `name` in parent.
@@ -128,8 +132,9 @@ class InodeTable {
   void erase_if_unused(Node* n);
 
   // Directory at `key` ("" root), creating missing ones with `m` (implied
-  // directories). nullptr when a file is in the way.
-  Node* ensure_dir(std::string_view key, const Meta& m);
+  // directories), or with `last` the directory at `key` itself when given.
+  // nullptr when a file is in the way.
+  Node* ensure_dir(std::string_view key, const Meta& m, const Meta* last = nullptr);
 
   uint64_t nodes() const { return nodes_.size(); }
   // Room for `n` nodes in all (an index about to be filled).
@@ -140,7 +145,7 @@ class InodeTable {
   bool insert_entry(DirEntries* d, std::string name, uint64_t cookie, Ino ino);
 
   std::unordered_map<Ino, std::unique_ptr<Node>> nodes_;
-  Ino next_ino_ = kRootIno + 1;
+  Ino next_ino_ = kStableInoEnd;
 };
 
 }  // namespace pmfs

@@ -106,9 +106,11 @@ std::optional<uint64_t> key_id(std::string_view prefix, std::string_view key) {
 
 std::string encode_meta(const Meta& m) {
   const bool v2 = m.atime_ns != m.mtime_ns || m.rdev != 0;
-  std::string r(v2 ? kMetaRecordV2Bytes : kMetaRecordBytes, '\0');
+  const size_t body = v2 ? kMetaRecordV2Bytes : kMetaRecordBytes;
+  std::string r(body + (m.ino != 0 ? sizeof m.ino : 0), '\0');
   r[0] = static_cast<char>(v2 ? kMetaVersion2 : kMetaVersion);
-  r[1] = static_cast<char>((m.chunked ? kMetaChunked : 0) | (m.link ? kMetaLink : 0));
+  r[1] = static_cast<char>((m.chunked ? kMetaChunked : 0) | (m.link ? kMetaLink : 0) |
+                           (m.ino != 0 ? kMetaIno : 0));
   put_le(&r, 4, m.mode);
   put_le(&r, 8, m.uid);
   put_le(&r, 12, m.gid);
@@ -118,6 +120,7 @@ std::string encode_meta(const Meta& m) {
     put_le(&r, 32, m.atime_ns);
     put_le(&r, 40, m.rdev);
   }
+  if (m.ino != 0) put_le(&r, body, m.ino);
   return r;
 }
 
@@ -140,6 +143,11 @@ std::optional<Meta> decode_meta(std::string_view record) {
   if (version == kMetaVersion2) {
     m.atime_ns = get_le<int64_t>(record, 32);
     m.rdev = get_le<uint64_t>(record, 40);
+  }
+  // A number out of range is a damaged record's: the mount numbers it.
+  if ((static_cast<uint8_t>(record[1]) & kMetaIno) != 0 && record.size() >= need + 8) {
+    const auto ino = get_le<uint64_t>(record, need);
+    if (ino > 1 && ino < kStableInoEnd) m.ino = ino;
   }
   return m;
 }

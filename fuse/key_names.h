@@ -26,6 +26,9 @@
 //                 its first transaction to its last: u32 length of the
 //                 old directory key (little-endian), the old key, the new
 //                 key. The next mount finishes it (Fs::finish_rename)
+//   "\0n"         the next stable inode number a mount may hand out (8
+//                 bytes, little-endian): every number a record holds is
+//                 below it (Fs::take_ino)
 //   "\0u"         put by a mount that ended cleanly (every chunk it discarded
 //                 removed, durably): the store's sequence number its put
 //                 took (8 bytes, little-endian). Unless no update followed
@@ -52,6 +55,10 @@ inline constexpr std::string_view kXattrPrefix{"\0x", 2};
 inline constexpr std::string_view kInodePrefix{"\0i", 2};
 inline constexpr std::string_view kCleanKey{"\0u", 2};
 inline constexpr std::string_view kRenameKey{"\0r", 2};
+inline constexpr std::string_view kInoKey{"\0n", 2};
+// Stable inode numbers (Meta::ino) are below this; a mount numbers the
+// nodes without one from here up (InodeTable), so the two never meet.
+inline constexpr uint64_t kStableInoEnd = uint64_t{1} << 40;
 // Inode and chunk ids count up from 1; one at or above this is a damaged
 // value's, and new ids are not moved above it (the next id would wrap to
 // 0, a chunk id's hole).
@@ -91,20 +98,27 @@ struct Meta {
   uint64_t rdev = 0;     // device nodes: the device number
   bool chunked = false;  // regular files: the data key holds a manifest (file_content.h)
   bool link = false;     // a name of a file with hard links: the data key holds the id
+  // The inode number the file or directory keeps across mounts (its
+  // st_ino), given at creation; 0: none (a key put by 'pm kv', an older
+  // record), numbered by each mount instead.
+  uint64_t ino = 0;
 };
 
 // The stored form of Meta (little-endian, docs/fuse.md "Records"):
 //   u8 version (1), u8 flags, u16 reserved, u32 mode, u32 uid, u32 gid,
 //   i64 mtime_ns, i64 ctime_ns                              -> 32 bytes
 // flags: bit 0 (kMetaChunked) is Meta::chunked, bit 1 (kMetaLink)
-// Meta::link; the others are 0.
+// Meta::link, bit 2 (kMetaIno): a u64 Meta::ino ends the record; the
+// others are 0.
 // Version 2 appends i64 atime_ns, u64 rdev (48 bytes). It is written only
 // when atime differs from mtime or rdev is set; version 1 means atime ==
-// mtime and no device, so most records stay 32 bytes.
+// mtime and no device, so most records stay 32 bytes (40 with an inode
+// number, which readers older than it ignore).
 inline constexpr size_t kMetaRecordBytes = 32;
 inline constexpr size_t kMetaRecordV2Bytes = 48;
 inline constexpr uint8_t kMetaChunked = 1;
 inline constexpr uint8_t kMetaLink = 2;
+inline constexpr uint8_t kMetaIno = 4;
 std::string encode_meta(const Meta& m);
 // nullopt when the record is too short or of an unknown version.
 std::optional<Meta> decode_meta(std::string_view record);

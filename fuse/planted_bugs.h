@@ -25,6 +25,9 @@ struct FusePlantedBugs {
   // A directory rename in several transactions puts no kRenameKey in its
   // first: a crash between them leaves the tree split between both names.
   bool rename_steps_without_intent = false;
+  // A block of stable inode numbers is handed out without moving kInoKey
+  // past it: a later mount gives the numbers records hold to new files.
+  bool ino_block_unsaved = false;
 };
 
 // Read by pm_fuse, written only by tests.

@@ -404,8 +404,10 @@ Result<DeltaResult> Cache::delta(std::string_view key, bool incr, uint64_t by, u
 
 Status Cache::flush_all(int64_t delay) {
   n_->cmd_flush++;
-  if (delay > 0) {
-    flush_time_ = now() + delay;
+  // A delay is an exptime: past 30 days, a unix time (one passed: now).
+  const int64_t at = delay > 0 ? absolute(delay) : 0;
+  if (at > now()) {
+    flush_time_ = at;
   } else {
     // As memcached: a flush now replaces a delayed one still to come (what
     // one that already came removed, this one removes too).

@@ -125,6 +125,20 @@ TEST_F(CacheTest, FlushAllNowAndLaterSurvivesRestart) {
   EXPECT_EQ(get(*c, "new"), "y");
 }
 
+// As an exptime: a delay past 30 days is a unix time, and one passed
+// flushes now.
+TEST_F(CacheTest, AFlushAtAUnixTimeComesThen) {
+  auto c = open();
+  set(*c, StoreMode::kSet, "a", "1");
+  ASSERT_TRUE(c->flush_all(now_ + 5).ok());
+  EXPECT_EQ(get(*c, "a"), "1");
+  now_ += 6;
+  EXPECT_EQ(get(*c, "a"), "<none>");
+  set(*c, StoreMode::kSet, "b", "2");
+  ASSERT_TRUE(c->flush_all(now_ - 1).ok());
+  EXPECT_EQ(get(*c, "b"), "<none>");
+}
+
 TEST_F(CacheTest, AFlushNowReplacesADelayedOneStillToCome) {
   auto c = open();
   ASSERT_TRUE(c->flush_all(10).ok());

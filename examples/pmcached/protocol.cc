@@ -248,7 +248,8 @@ void Session::await_data(Pending p, int64_t bytes, std::string* out) {
     if (p.mode == StoreMode::kSet) {
       Result<DeleteResult> r = cache_->remove(p.key);
       if (!r.ok()) return server_error(out, r.status());
-      wrote_ = *r == DeleteResult::kDeleted;
+      // (Or'ed: the changes before it in this batch still wait for the sync.)
+      if (*r == DeleteResult::kDeleted) wrote_ = true;
     }
     return reply(out, kTooLarge);
   }

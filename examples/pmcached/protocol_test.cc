@@ -98,6 +98,16 @@ TEST_F(ProtocolTest, AnOversizedSetRemovesTheValueItReplacesAndAMetaMissKeepsIts
             "STORED\r\nSERVER_ERROR object too large for cache\r\nEND\r\nEN kk O123\r\nMN\r\n");
 }
 
+// A batch's replies wait for one sync when any command in it changed the
+// store: an oversized set after a stored one must not clear that.
+TEST_F(ProtocolTest, AnOversizedSetLeavesTheBatchsEarlierChangeWaitingForTheSync) {
+  Session s(cache_.get(), &info_);
+  EXPECT_EQ(run(s, "set b 0 0 1\r\ny\r\nset none 0 0 5000\r\n" + std::string(5000, 'x') +
+                       "\r\n"),
+            "STORED\r\nSERVER_ERROR object too large for cache\r\n");
+  EXPECT_TRUE(s.take_wrote());
+}
+
 TEST_F(ProtocolTest, OversizedValuesAreSwallowedAndLongLinesClose) {
   const std::string big(5000, 'x');
   EXPECT_EQ(run("set k 0 0 5000\r\n" + big + "\r\nget k\r\n", 100),

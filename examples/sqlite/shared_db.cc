@@ -170,6 +170,12 @@ void SharedDb::release(std::shared_ptr<SharedDb>* db) {
 // BUSY, which a commit never returns), by writing the old pages back and
 // syncing again; that must not need the file space that just ran out,
 // which the failed transaction's growth of the heap would still hold.
+void SharedDb::drop_uncommitted() {
+  if (!dirty_.load(std::memory_order_relaxed)) return;
+  (void)c_->abort();  // fails only on a broken container, which refuses everything
+  dirty_.store(false, std::memory_order_relaxed);
+}
+
 Status SharedDb::commit_if_dirty() {
   if (!dirty_.load(std::memory_order_relaxed)) return Status();
   Status s = committer_ ? committer_(*c_) : c_->commit();

@@ -4,14 +4,14 @@
 // container, the page image, SQLite's lock levels between those
 // connections, and the rule that makes transactions atomic:
 //
-//   The container is committed when SQLite syncs the database file, and
-//   when a writer that never synced (synchronous=OFF) gives up its lock.
-//   At both moments the file holds a whole transaction (SQLite writes a
-//   transaction's pages and then syncs; a rolled-back one has been written
-//   back): so a crash recovers the last commit, never part of one. What a
-//   writer writes after its sync (SQLite's trim of the file) rides with
-//   the next commit or the last close (vfs.cc: db_unlock, db_close); a
-//   failed commit is aborted (commit_if_dirty).
+//   The container is committed when SQLite syncs the database file; then
+//   the file holds a whole transaction (SQLite writes a transaction's
+//   pages and then syncs): so a crash recovers the last commit, never part
+//   of one. What a writer that never synced leaves when it gives up its
+//   lock (a failed transaction's pages) is dropped. What a writer writes
+//   after its sync (SQLite's trim of the file) rides with the next commit
+//   or the last close (vfs.cc: db_unlock, db_close); a failed commit is
+//   aborted (commit_if_dirty).
 //
 // Thread safety: lock levels and the registry under mutexes; the image is
 // written only by the connection that holds EXCLUSIVE.
@@ -66,6 +66,9 @@ class SharedDb {
   void mark_dirty() { dirty_.store(true, std::memory_order_relaxed); }
   // Commits when something changed (SQLite's sync).
   pm::Status commit_if_dirty();
+  // Drops what changed since the last commit (the image is then the
+  // committed one).
+  void drop_uncommitted();
 
   // SQLite's xLock / xUnlock / xCheckReservedLock; `mine` is the
   // connection's level. Return SQLite codes.

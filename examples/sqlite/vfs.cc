@@ -87,13 +87,20 @@ int db_unlock(sqlite3_file* f, int level) {
   DbFile* d = db_of(f);
   int rc = SQLITE_OK;
   if (d->lock > kShared && level <= kShared) {
-    // A writer that never synced (synchronous=OFF) leaves a whole
-    // transaction in the file: commit it now. One that synced may have
-    // written since only to trim the file after its commit point (SQLite
-    // truncates after committing); that rides with the next commit, or
-    // the close: a crash before then leaves a longer file, which SQLite
-    // reads as the same database.
-    if (!d->synced || g_sqlite_planted_bugs.commit_trim_at_unlock) rc = db_commit(d);
+    // SQLite syncs every transaction it commits (SQLITE_FCNTL_SYNC comes
+    // with synchronous=OFF too): a writer that never synced leaves what a
+    // failed transaction wrote (a cache spill before SQLITE_FULL, say; its
+    // journal, in DRAM, is replayed only by the next statement), so that
+    // is dropped, never committed. One that synced may have written since
+    // only to trim the file after its commit point (SQLite truncates after
+    // committing); that rides with the next commit, or the close: a crash
+    // before then leaves a longer file, which SQLite reads as the same
+    // database.
+    if (g_sqlite_planted_bugs.commit_trim_at_unlock) {
+      rc = db_commit(d);
+    } else if (!d->synced) {
+      d->db->drop_uncommitted();
+    }
     d->synced = false;
   }
   d->db->unlock(&d->lock, level);

@@ -353,6 +353,8 @@ const Planted kPlanted[] = {
      power(make_fuse_workload, UnitMode::kPmemLines, 100)},
     {"fuse_rename_steps_without_intent", &pmfs::g_fuse_planted_bugs.rename_steps_without_intent,
      power(make_fuse_workload, UnitMode::kPmemLines, 100)},
+    {"fuse_ino_block_unsaved", &pmfs::g_fuse_planted_bugs.ino_block_unsaved,
+     power(make_fuse_workload, UnitMode::kPmemLines, 100)},
     // Found only across sessions: a clean close, then a crash amid a large
     // write in the next session, whose orphaned chunks no mount then sweeps.
     {"fuse_clean_mark_trusted", &pmfs::g_fuse_planted_bugs.clean_mark_trusted,

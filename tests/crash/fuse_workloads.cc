@@ -124,6 +124,31 @@ Status check_clean_end(kv::Store& store) {
       left->front()));
 }
 
+// Stable inode numbers (fuse/key_names.h): every number a record holds is
+// below the one kInoKey gives next, and no two records hold one, so no
+// mount can give a number out twice.
+Status check_inos(kv::Store& store) {
+  std::string v;
+  Status s = store.get(pmfs::kInoKey, &v);
+  if (!s.ok() && !s.is_not_found()) return s;
+  const uint64_t next = s.ok() && v.size() == 8 ? pmfs::get_le<uint64_t>(v, 0) : pmfs::kRootIno + 1;
+  std::set<uint64_t> held;
+  Status bad;
+  for (std::string_view prefix : {pmfs::kMetaPrefix, pmfs::kDirPrefix}) {
+    PM_TRY(store.scan(prefix, kv::Store::prefix_end(prefix), 0,
+                      [&](std::string_view key, std::string_view value) {
+                        std::optional<pmfs::Meta> m = pmfs::decode_meta(value);
+                        if (!m || m->ino == 0) return true;
+                        if (m->ino < next && held.insert(m->ino).second) return true;
+                        bad = Status::corruption(fmt::format(
+                            "record {:?} holds inode number {}, given twice (next: {})",
+                            std::string(key), m->ino, next));
+                        return false;
+                      }));
+  }
+  return bad;
+}
+
 // ------------------------------------------------------------------ the workload
 
 class FuseWorkload final : public Workload {
@@ -200,6 +225,7 @@ class FuseWorkload final : public Workload {
     Result<std::unique_ptr<kv::Store>> s = kv::open_store_on(&c, options_);
     if (!s.ok()) return 0xbad0;
     if (!check_clean_end(**s).ok()) return 0xbad3;
+    if (!check_inos(**s).ok()) return 0xbad5;
     kv::Store* store = s->get();
     pmfs::Fs fs(std::move(*s), mount_options());
     if (!fs.build_index().ok()) return 0xbad1;
@@ -221,6 +247,7 @@ class FuseWorkload final : public Workload {
       Result<std::unique_ptr<kv::Store>> s = kv::open_store_on(&c, options_);
       if (!s.ok()) return s.status();
       PM_TRY(check_clean_end(**s));
+      PM_TRY(check_inos(**s));
       store_ = s->get();
       fs_ = std::make_unique<pmfs::Fs>(std::move(*s), mount_options());
       return fs_->build_index();

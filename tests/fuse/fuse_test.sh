@@ -502,12 +502,18 @@ PY
 fi
 
 # ---------------------------------------------------------------- remount
+# What the mount made keeps its inode numbers (git's index, tar's and
+# backup tools' incremental state compare them); the listing says the same.
+inos="$(stat -c %i "$M/f" "$M/t2" "$M/t2/u/v" | tr '\n' ' ')"
+[ "$(ls -i "$M/t2/u" | awk '{print $1}')" = "$(stat -c %i "$M/t2/u/v")" ] ||
+  FAIL "readdir's inode number is not stat's"
 umount_fs
 eq "pm kv get sees a file written through the mount" "$("$PM" kv get "$S" f)" new
 "$PM" kv put "$S" "later/added" "after" >/dev/null
 mount_fs
 eq "pm kv put appears after remount" "$(cat "$M/later/added")" after
 eq "mode survives remount" "$(stat -c %a "$M/f")" 600
+eq "inode numbers survive remount" "$(stat -c %i "$M/f" "$M/t2" "$M/t2/u/v" | tr '\n' ' ')" "$inos"
 eq "mtime survives remount" "$(stat -c %Y "$M/f")" 981173106
 [ -d "$M/keep/empty" ] || FAIL "empty directory did not survive remount"
 eq "renamed tree survives remount" "$(cat "$M/t2/u/v")" deep
@@ -749,8 +755,8 @@ dd if="$M/a40" of="$dir/a40" bs=1M skip=3 seek=3 count=20 conv=notrunc status=no
 cp "$dir/a40" "$M/b40"
 rm "$M/b40"
 umount_fs
-eq "off pmem: one 40 MB file is 39 chunks, a manifest, a record, the root and the clean end (\\0u)" \
-  "$("$PM" kv stats "$S" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["keys"])')" 43
+eq "off pmem: one 40 MB file is 39 chunks, a manifest, a record, the root, the next inode number (\\0n) and the clean end (\\0u)" \
+  "$("$PM" kv stats "$S" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["keys"])')" 44
 PMEM_IS_PMEM_FORCE=0 mount_fs
 cmp -s "$dir/a40" "$M/a40" || FAIL "off pmem: a chunked file rewritten in place, after remount"
 umount_fs
