@@ -147,6 +147,8 @@ int pm_is_data(pm_container* c, const void* p) {
 void* pm_root(pm_container* c, const char* name) {
   return made<void>([&](void** out) {
     PM_TRY(non_null(c, "container"));
+    t_code = PM_OK;  // NULL with PM_OK: no such root (pm.h)
+    t_error.clear();
     *out = c->c->root(root_name(name));
     return pm::Status();
   });
@@ -180,6 +182,10 @@ void pm_begin_mutation(pm_container* c) {
 void pm_end_mutation(pm_container* c) {
   guarded([&] {
     PM_TRY(non_null(c, "container"));
+    if (!c->c->in_mutation()) {
+      return pm::Status::invalid_argument(
+          "pm_end_mutation: this thread is in no pm_begin_mutation of this container");
+    }
     c->c->end_mutation();
     return pm::Status();
   });
@@ -228,8 +234,10 @@ pm_errcode pm_check(pm_container* c, pm_check_result* out) {
       msg += (msg.empty() ? "" : "; ") + std::string("escaping pointer at object ") +
              std::to_string(e.object) + " + " + std::to_string(e.offset) + " to " + e.where;
     }
-    const size_t more = r.problems.size() + r.escaping.size();
-    if (more > 6) msg += "; and " + std::to_string(more - std::min<size_t>(more, 6)) + " more";
+    const size_t shown = std::min<size_t>(r.problems.size(), 3) +
+                         std::min<size_t>(r.escaping.size(), 3);
+    const size_t more = r.problems.size() + r.escaping.size() - shown;
+    if (more > 0) msg += "; and " + std::to_string(more) + " more";
     return pm::Status::corruption(msg);
   });
 }

@@ -147,6 +147,21 @@ int c_api_misuse(const char* path) {
   if (!c) return 16;
   x = pm_root(c, NULL);
   if (!x || *x != 5) return 17;
+  /* An end without a begin is an error, and commits still work after it. */
+  pm_end_mutation(c);
+  if (pm_lasterror() != PM_EINVAL || strstr(pm_errormsg(), "pm_begin_mutation") == NULL) return 18;
+  if (pm_commit(c) != PM_OK) return 19;
+  /* No such root: NULL, and no error (not the last failure's code). */
+  if (pm_free(c, (void*)8) != PM_EINVAL) return 20;
+  if (pm_root(c, "nosuch") != NULL || pm_lasterror() != PM_OK) return 21;
+  /* A container closed amid a mutation leaves nothing held for the next. */
+  for (int i = 0; i < 20; i++) {
+    pm_begin_mutation(c);
+    pm_close(c);
+    c = pm_open(path, NULL);
+    if (!c) return 22;
+    if (pm_commit(c) != PM_OK) return 23;
+  }
   pm_close(c);
   return 0;
 }

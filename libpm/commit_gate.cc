@@ -8,17 +8,17 @@ namespace pm {
 int& CommitGate::depth() const {
   // Per thread, per gate. A thread is inside few gates at once, so a short
   // vector beats a hash map.
-  thread_local std::vector<std::pair<const CommitGate*, int>> depths;
+  thread_local std::vector<std::pair<uint64_t, int>> depths;
   for (auto& d : depths) {
-    if (d.first == this) return d.second;
+    if (d.first == id_) return d.second;
   }
   for (auto& d : depths) {
     if (d.second == 0) {
-      d.first = this;
+      d.first = id_;
       return d.second;
     }
   }
-  depths.emplace_back(this, 0);
+  depths.emplace_back(id_, 0);
   return depths.back().second;
 }
 
@@ -39,10 +39,12 @@ void CommitGate::enter() {
   }
 }
 
-void CommitGate::leave() {
+bool CommitGate::leave() {
   int& d = depth();
-  if (--d > 0) return;
+  if (d == 0) return false;
+  if (--d > 0) return true;
   if (active_.fetch_sub(1) == 1 && closed_.load() != 0) active_.notify_all();
+  return true;
 }
 
 void CommitGate::close() {

@@ -16,7 +16,9 @@ namespace pm {
 class CommitGate {
  public:
   void enter();
-  void leave();
+  // False (and nothing changed) when this thread is not inside the gate:
+  // an unbalanced leave must not wrap the count a closer waits on.
+  bool leave();
   // True if the calling thread is inside the gate (would deadlock in close()).
   bool held_by_this_thread() const;
 
@@ -27,6 +29,11 @@ class CommitGate {
  private:
   int& depth() const;
 
+  // Names this gate in the threads' depth tables: never reused, unlike an
+  // address, so a gate destroyed while a thread was inside it (a container
+  // closed amid a mutation) leaves no depth for a later gate to inherit.
+  const uint64_t id_ = next_id_.fetch_add(1, std::memory_order_relaxed);
+  static inline std::atomic<uint64_t> next_id_{1};
   std::mutex closer_mu_;  // one closer at a time
   std::atomic<uint32_t> closed_{0};
   std::atomic<uint32_t> active_{0};

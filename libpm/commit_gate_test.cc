@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -20,6 +21,22 @@ TEST(CommitGateTest, EnterIsReentrantAndTracksTheThread) {
   g.leave();
   EXPECT_FALSE(g.held_by_this_thread());
   ClosedGate c(g);  // does not block: nobody inside
+}
+
+// An unbalanced leave changes nothing (a closer would wait for ever); a
+// gate destroyed while this thread was inside leaves no depth to a gate
+// made later, at the same address or not.
+TEST(CommitGateTest, MisuseNeitherWrapsNorOutlivesTheGate) {
+  {
+    CommitGate g;
+    EXPECT_FALSE(g.leave());
+    ClosedGate c(g);  // does not block
+  }
+  for (int i = 0; i < 20; i++) {
+    auto g = std::make_unique<CommitGate>();
+    EXPECT_FALSE(g->held_by_this_thread());
+    g->enter();
+  }
 }
 
 // While the gate is closed no mutator is inside; commits are not starved by

@@ -144,7 +144,8 @@ class ContainerImpl final : public Container {
   void begin_mutation() override { gate_.enter(); }
   // The file a failed create must remove ("" if none).
   const std::string& created_file() const { return created_file_; }
-  void end_mutation() override { gate_.leave(); }
+  void end_mutation() override { (void)gate_.leave(); }
+  bool in_mutation() const override { return gate_.held_by_this_thread(); }
   RawRegion& raw() override { return *raw_; }
 
  private:

@@ -67,11 +67,14 @@ pm_errcode pm_free(pm_container* c, void* p);
 /* 1 if p lies in a data block, 0 in an object block, -1 in no block of c. */
 int pm_is_data(pm_container* c, const void* p);
 
-void* pm_root(pm_container* c, const char* name); /* name NULL or "" = the root */
+/* name NULL or "" = the root. NULL with pm_lasterror() PM_OK: no such root. */
+void* pm_root(pm_container* c, const char* name);
 pm_errcode pm_set_root(pm_container* c, const char* name, void* p);
 
 void pm_will_write(pm_container* c, const void* p, size_t n);
 void pm_begin_mutation(pm_container* c);
+/* Without a pm_begin_mutation of c on this thread: nothing, and
+   pm_lasterror() PM_EINVAL. */
 void pm_end_mutation(pm_container* c);
 
 /* --- inspection and maintenance (pm::Container::info, check, collect) --- */

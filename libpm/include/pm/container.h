@@ -288,6 +288,9 @@ class Container {
   // Shared side of the commit gate; prefer MutationGuard. Re-entrant.
   virtual void begin_mutation() = 0;
   virtual void end_mutation() = 0;
+  // True while this thread is inside begin_mutation() (an end_mutation()
+  // without one does nothing).
+  virtual bool in_mutation() const = 0;
 
   // Typed helpers.
   template <typename T>
