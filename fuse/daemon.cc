@@ -171,16 +171,16 @@ void log_to_syslog() { fuse_set_log_func(syslog_line); }
 
 pm::Status mount(const MountOptions& o) {
   PM_TRY(check_mountpoint(o.mountpoint));
-  // Every file and directory keeps a metadata record (up to 48 bytes) as a
+  // Every file and directory keeps a metadata record (up to 56 bytes) as a
   // value: a store whose values cannot hold one cannot hold a file.
   auto too_small = [&](uint64_t max_value) {
     return pm::Status::invalid_argument(fmt::format(
         "{}: values of at most {} bytes cannot hold a file's metadata record ({} bytes); "
         "a mounted store needs --max-value {} or more (set when the store is created)",
-        o.store_path, max_value, kMetaRecordV2Bytes, kMetaRecordV2Bytes));
+        o.store_path, max_value, kMetaRecordMaxBytes, kMetaRecordMaxBytes));
   };
   struct stat st;
-  if (::stat(o.store_path.c_str(), &st) != 0 && o.max_value_bytes < kMetaRecordV2Bytes) {
+  if (::stat(o.store_path.c_str(), &st) != 0 && o.max_value_bytes < kMetaRecordMaxBytes) {
     return too_small(o.max_value_bytes);
   }
   // Right after fusermount3 -u returns, the previous daemon may still hold
@@ -195,7 +195,7 @@ pm::Status mount(const MountOptions& o) {
     store = kv::Store::open(o.store_path, store_options(o));
   }
   if (!store.ok()) return store.status().with_context(fmt::format("open {}", o.store_path));
-  if (const uint64_t mv = (*store)->stats().max_value_bytes; mv < kMetaRecordV2Bytes) {
+  if (const uint64_t mv = (*store)->stats().max_value_bytes; mv < kMetaRecordMaxBytes) {
     return too_small(mv);
   }
   Fs fs(std::move(*store), o);

@@ -50,18 +50,23 @@ int Fs::take_ino(uint64_t* ino) {
   constexpr uint64_t kBlock = 4096;
   *ino = 0;
   if (next_stable_ino_ == 0) return 0;  // kInoKey damaged
-  if (next_stable_ino_ == stable_ino_end_) {
-    const uint64_t end = std::min(next_stable_ino_ + kBlock, kStableInoEnd);
-    if (end == next_stable_ino_) return 0;  // every stable number given
-    std::string v(8, '\0');
-    put_le(&v, 0, end);
-    Batch b(store_.get());
-    if (!g_fuse_planted_bugs.ino_block_unsaved) b.put(kInoKey, v);
-    if (int err = commit(b, EIO)) return err;
-    if (!commits_durable_) {
-      if (int err = to_errno(store_->sync())) return err;
+  // A number a node of this mount has (kInoKey behind the records: deleted,
+  // copied from elsewhere) is skipped.
+  for (;; next_stable_ino_++) {
+    if (next_stable_ino_ == stable_ino_end_) {
+      const uint64_t end = std::min(next_stable_ino_ + kBlock, kStableInoEnd);
+      if (end == next_stable_ino_) return 0;  // every stable number given
+      std::string v(8, '\0');
+      put_le(&v, 0, end);
+      Batch b(store_.get());
+      if (!g_fuse_planted_bugs.ino_block_unsaved) b.put(kInoKey, v);
+      if (int err = commit(b, EIO)) return err;
+      if (!commits_durable_) {
+        if (int err = to_errno(store_->sync())) return err;
+      }
+      stable_ino_end_ = end;
     }
-    stable_ino_end_ = end;
+    if (table_.stable_ino_free(next_stable_ino_)) break;
   }
   *ino = next_stable_ino_++;
   return 0;

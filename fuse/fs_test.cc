@@ -167,6 +167,15 @@ TEST_F(FsTest, InodeNumbersStayAcrossRemounts) {
     EXPECT_NE(h, copy);
     EXPECT_TRUE(h == g.ino || copy == g.ino);
   }
+  // With kInoKey gone, numbering starts over; a new file skips the
+  // numbers this mount's nodes have.
+  ASSERT_TRUE(store_->remove(kInoKey).ok());
+  fs_ = mount();
+  ASSERT_EQ(lookup(kRootIno, "f"), f.ino);
+  fuse_entry_param n;
+  ASSERT_EQ(fs_->do_make(kRootIno, "n", S_IFREG | 0644, 0, "", kRoot, &n), 0);
+  EXPECT_LT(n.ino, kStableInoEnd);
+  EXPECT_NE(n.ino, f.ino);
 }
 
 // A damaged kInoKey: new files are numbered by the mount, as keys put

@@ -40,7 +40,7 @@ bool InodeTable::insert_entry(DirEntries* d, std::string name, uint64_t cookie, 
 
 Node* InodeTable::add(Node* parent, std::string name, std::string key, bool dir, const Meta& m) {
   assert(parent->is_dir());
-  const bool stable = m.ino > kRootIno && m.ino < kStableInoEnd && !nodes_.contains(m.ino);
+  const bool stable = m.ino > kRootIno && m.ino < kStableInoEnd && stable_ino_free(m.ino);
   const Ino ino = stable ? m.ino : next_ino_;
   if (!insert_entry(parent->dir.get(), name, cookie_of(ino), ino)) return nullptr;
   if (!stable) next_ino_++;
@@ -115,6 +115,7 @@ void InodeTable::move(Node* parent, std::string_view name, Node* new_parent, std
 
 void InodeTable::erase_if_unused(Node* n) {
   if (n->parent == 0 && n->nlookup.load() == 0 && n->open_count == 0 && n->ino != kRootIno) {
+    if (n->ino < kStableInoEnd) retired_.insert(n->ino);
     nodes_.erase(n->ino);
   }
 }

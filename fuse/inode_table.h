@@ -28,6 +28,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "fuse/file_content.h"
@@ -137,6 +138,9 @@ class InodeTable {
   Node* ensure_dir(std::string_view key, const Meta& m, const Meta* last = nullptr);
 
   uint64_t nodes() const { return nodes_.size(); }
+  // Whether stable number `ino` can be a node's: no node of this mount has
+  // had it (an id is never reused within a mount: file handles name it).
+  bool stable_ino_free(Ino ino) const { return !nodes_.contains(ino) && !retired_.contains(ino); }
   // Room for `n` nodes in all (an index about to be filled).
   void reserve(uint64_t n) { nodes_.reserve(n); }
 
@@ -145,6 +149,7 @@ class InodeTable {
   bool insert_entry(DirEntries* d, std::string name, uint64_t cookie, Ino ino);
 
   std::unordered_map<Ino, std::unique_ptr<Node>> nodes_;
+  std::unordered_set<Ino> retired_;  // stable numbers of erased nodes
   Ino next_ino_ = kStableInoEnd;
 };
 

@@ -21,6 +21,30 @@ TEST(InodeTableTest, EnsureDirCreatesImpliedParents) {
   EXPECT_EQ(t.ensure_dir("a/b/c", kDir), c);
 }
 
+// A record's stable number is the node's id unless another node has it, or
+// had it in this table (a file handle names an id: never two files).
+TEST(InodeTableTest, AStableNumberNamesOneFileOnly) {
+  InodeTable t(kDir);
+  Node* root = t.get(kRootIno);
+  Meta m = kFile;
+  m.ino = 7;
+  Node* a = t.add(root, "a", "a", false, m);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->ino, 7u);
+  Node* b = t.add(root, "b", "b", false, m);  // a copied record
+  ASSERT_NE(b, nullptr);
+  EXPECT_GE(b->ino, kStableInoEnd);
+  EXPECT_EQ(b->meta.ino, 0u);  // not written on
+  t.unlink(root, "a");
+  t.erase_if_unused(a);
+  EXPECT_FALSE(t.stable_ino_free(7));
+  Node* c = t.add(root, "c", "c", false, m);
+  ASSERT_NE(c, nullptr);
+  EXPECT_GE(c->ino, kStableInoEnd);
+  m.ino = 8;
+  EXPECT_EQ(t.add(root, "d", "d", false, m)->ino, 8u);
+}
+
 TEST(InodeTableTest, FileInTheWayOfADirectoryIsReported) {
   InodeTable t(kDir);
   t.add(t.get(kRootIno), "f", "f", false, kFile);

@@ -58,7 +58,8 @@ inline constexpr std::string_view kRenameKey{"\0r", 2};
 inline constexpr std::string_view kInoKey{"\0n", 2};
 // Stable inode numbers (Meta::ino) are below this; a mount numbers the
 // nodes without one from here up (InodeTable), so the two never meet.
-inline constexpr uint64_t kStableInoEnd = uint64_t{1} << 40;
+// (2^32: both fit 32-bit programs' stat for the first 4 billion creations.)
+inline constexpr uint64_t kStableInoEnd = uint64_t{1} << 32;
 // Inode and chunk ids count up from 1; one at or above this is a damaged
 // value's, and new ids are not moved above it (the next id would wrap to
 // 0, a chunk id's hole).
@@ -119,6 +120,7 @@ inline constexpr size_t kMetaRecordV2Bytes = 48;
 inline constexpr uint8_t kMetaChunked = 1;
 inline constexpr uint8_t kMetaLink = 2;
 inline constexpr uint8_t kMetaIno = 4;
+inline constexpr size_t kMetaRecordMaxBytes = kMetaRecordV2Bytes + 8;  // with an inode number
 std::string encode_meta(const Meta& m);
 // nullopt when the record is too short or of an unknown version.
 std::optional<Meta> decode_meta(std::string_view record);

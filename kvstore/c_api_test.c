@@ -56,9 +56,9 @@ int kv_c_api_roundtrip(const char* path) {
   o.read_only = 0;
 
   o.must_exist = 1;
-  if (kv_open("/nonexistent/dir/kv.pm", &o) != NULL) return 15;
-  if (strstr(kv_errormsg(), "no such store") == NULL) return 16;
-  if (kv_lasterror() != PM_ENOTFOUND) return 17;
+  if (kv_open("/nonexistent/dir/kv.pm", &o) != NULL) return 20;
+  if (strstr(kv_errormsg(), "no such store") == NULL) return 21;
+  if (kv_lasterror() != PM_ENOTFOUND) return 22;
   return 0;
 }
 

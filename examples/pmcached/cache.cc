@@ -48,14 +48,18 @@ uint64_t entry_bytes(std::string_view key, size_t data) { return key.size() + si
 }  // namespace
 
 bool parse_u64(std::string_view s, uint64_t* out) {
-  if (s.empty() || s.size() > 20) return false;
+  auto space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
+  size_t i = 0;
+  while (i < s.size() && space(s[i])) i++;
+  if (i < s.size() && s[i] == '+') i++;
+  const size_t first = i;
   uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    const uint64_t d = static_cast<uint64_t>(c - '0');
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; i++) {
+    const auto d = static_cast<uint64_t>(s[i] - '0');
     if (v > (UINT64_MAX - d) / 10) return false;
     v = v * 10 + d;
   }
+  if (i == first || (i < s.size() && !space(s[i]))) return false;
   *out = v;
   return true;
 }
@@ -253,8 +257,8 @@ Result<bool> Cache::get(std::string_view key, Item* out, const int64_t* touch) {
 }
 
 Result<StoreResult> Cache::store(StoreMode mode, std::string_view key, uint32_t flags,
-                                 int64_t exptime, std::string_view data, uint64_t cas,
-                                 uint64_t* cas_out) {
+                                 int64_t exptime, std::string_view data,
+                                 std::optional<uint64_t> cas, uint64_t* cas_out) {
   n_->cmd_set++;
   if (data.size() > o_.item_max) return StoreResult::kTooLarge;
   Shard& s = shard_of(key);
@@ -277,13 +281,17 @@ Result<StoreResult> Cache::store(StoreMode mode, std::string_view key, uint32_t 
       case StoreMode::kAppend:
       case StoreMode::kPrepend:
         if (!found) return StoreResult::kNotStored;
+        if (cas.value_or(0) != 0 && cur.cas != *cas) {  // ms with C (C0: no compare, as memcached)
+          n_->cas_badval++;
+          return StoreResult::kExists;
+        }
         break;
       case StoreMode::kCas:
         if (!found) {
           n_->cas_misses++;
           return StoreResult::kNotFound;
         }
-        if (cur.cas != cas) {
+        if (cur.cas != cas.value_or(0)) {
           n_->cas_badval++;
           return StoreResult::kExists;
         }
@@ -324,7 +332,7 @@ Result<StoreResult> Cache::store(StoreMode mode, std::string_view key, uint32_t 
   return StoreResult::kStored;
 }
 
-Result<DeleteResult> Cache::remove(std::string_view key, uint64_t cas) {
+Result<DeleteResult> Cache::remove(std::string_view key, std::optional<uint64_t> cas) {
   Shard& s = shard_of(key);
   std::lock_guard<std::mutex> l(s.mu);
   Item cur;
@@ -332,7 +340,7 @@ Result<DeleteResult> Cache::remove(std::string_view key, uint64_t cas) {
   if (!found.ok()) return found.status();
   (*found ? n_->delete_hits : n_->delete_misses)++;
   if (!*found) return DeleteResult::kNotFound;
-  if (cas != 0 && cur.cas != cas) return DeleteResult::kExists;
+  if (cas && cur.cas != *cas) return DeleteResult::kExists;
   PM_TRY(remove_locked(s, key));
   return DeleteResult::kDeleted;
 }
@@ -379,13 +387,13 @@ Result<DeltaResult> Cache::delta(std::string_view key, bool incr, uint64_t by, u
     (incr ? n_->incr_misses : n_->decr_misses)++;
     return DeltaResult::kNotFound;
   }
-  if (o.compare_cas != 0 && it.cas != o.compare_cas) return DeltaResult::kExists;
+  // (C0: no compare, as memcached's do_add_delta.)
+  if (o.compare_cas.value_or(0) != 0 && it.cas != *o.compare_cas) return DeltaResult::kExists;
   if (o.touch != nullptr) it.exptime = absolute(*o.touch);
-  // memcached takes the leading number; trailing spaces are its own padding.
-  std::string_view digits = it.data;
-  while (!digits.empty() && digits.back() == ' ') digits.remove_suffix(1);
+  // memcached takes the leading number (what follows white space is
+  // ignored: its own padding, below, is spaces).
   uint64_t v;
-  if (!parse_u64(digits, &v)) return DeltaResult::kNonNumeric;
+  if (!parse_u64(it.data, &v)) return DeltaResult::kNonNumeric;
   (incr ? n_->incr_hits : n_->decr_hits)++;
   v = incr ? v + by : (by > v ? 0 : v - by);  // incr wraps at 2^64, decr stops at 0
   std::string out = std::to_string(v);

@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -66,7 +67,7 @@ enum class DeleteResult { kDeleted, kNotFound, kExists };
 
 // The meta protocol's extras for incr/decr (ma).
 struct DeltaOptions {
-  uint64_t compare_cas = 0;      // nonzero: only if the item's CAS is this (else kExists)
+  std::optional<uint64_t> compare_cas;  // only if the item's CAS is this (else kExists)
   bool vivify = false;           // a missing item is created with `initial`
   int64_t vivify_exptime = 0;
   uint64_t initial = 0;
@@ -97,13 +98,17 @@ class Cache {
   // expiry to *touch first (gat).
   Result<bool> get(std::string_view key, Item* out, const int64_t* touch = nullptr);
   // `exptime` as the protocol gives it (relative, absolute or negative);
-  // `cas` is compared for kCas only.
+  // With `cas` (required by kCas; the meta protocol's C flag for the
+  // others), only an item whose CAS unique is *cas is changed, else
+  // kExists. As memcached: 0 matches no item for kCas, and compares
+  // nothing for the other modes.
   // *cas_out: the stored item's CAS unique.
   Result<StoreResult> store(StoreMode mode, std::string_view key, uint32_t flags,
-                            int64_t exptime, std::string_view data, uint64_t cas = 0,
+                            int64_t exptime, std::string_view data,
+                            std::optional<uint64_t> cas = std::nullopt,
                             uint64_t* cas_out = nullptr);
-  // Removes the item, if its CAS is `cas` when that is nonzero.
-  Result<DeleteResult> remove(std::string_view key, uint64_t cas = 0);
+  // Removes the item; with `cas`, only if its CAS unique is *cas.
+  Result<DeleteResult> remove(std::string_view key, std::optional<uint64_t> cas = std::nullopt);
   Result<bool> touch(std::string_view key, int64_t exptime);
   // incr (or decr): *value is the new value; *result (if given) the item.
   Result<DeltaResult> delta(std::string_view key, bool incr, uint64_t by, uint64_t* value,
@@ -194,8 +199,9 @@ class Cache {
   std::thread rebuild_, background_;
 };
 
-// Parses a decimal uint64 (memcached's safe_strtoull): digits only, no sign,
-// fits 64 bits.
+// Parses a decimal uint64 as memcached's safe_strtoull does: strtoull's
+// syntax (leading white space, a '+', leading zeros), then the end or white
+// space (what follows is ignored); no '-', fits 64 bits.
 bool parse_u64(std::string_view s, uint64_t* out);
 
 }  // namespace pmcached

@@ -30,6 +30,14 @@ bool parse_u32(std::string_view s, uint32_t* out) {
   return true;
 }
 
+// A CAS unique given by the client (0 too: it then matches no item).
+bool parse_cas(std::string_view s, std::optional<uint64_t>* out) {
+  uint64_t v;
+  if (!parse_u64(s, &v)) return false;
+  *out = v;
+  return true;
+}
+
 // A key memcached accepts: 1..250 bytes, no control characters (the
 // tokenizer already split on spaces).
 bool valid_key(std::string_view k) {
@@ -80,10 +88,13 @@ size_t Session::feed(std::string_view in, std::string* out, size_t out_limit) {
       used += pending_.bytes + 2;
       continue;
     }
-    if (static_cast<unsigned char>(rest[0]) == 0x80) {  // a binary protocol request
+    // A binary protocol request, which memcached tells by the connection's
+    // first byte only (later, 0x80 starts an unknown command).
+    if (!started_ && static_cast<unsigned char>(rest[0]) == 0x80) {
       closing_ = true;
       break;
     }
+    started_ = true;
     const size_t nl = rest.find('\n');
     if (nl == std::string_view::npos) {
       // memcached closes a connection whose line grows past its limit; long
@@ -232,7 +243,7 @@ void Session::storage(StoreMode mode, std::string_view* tok, size_t n, std::stri
   int64_t bytes;
   if (!parse_u32(tok[2], &p.flags) || !parse_i64(tok[3], &p.exptime) ||
       !parse_i64(tok[4], &bytes) || bytes < 0 || bytes > INT32_MAX - 2 ||
-      (cas && !parse_u64(tok[5], &p.cas))) {
+      (cas && !parse_cas(tok[5], &p.cas))) {
     return reply(out, kBadFormat);
   }
   // As memcached: after a bad key the data block is read as commands.
@@ -245,7 +256,8 @@ void Session::await_data(Pending p, int64_t bytes, std::string* out) {
     swallow_ = static_cast<uint64_t>(bytes) + 2;  // read past it, not as commands
     // As memcached: a set that cannot be stored removes the old value, so
     // that a reader does not go on seeing data its writer replaced.
-    if (p.mode == StoreMode::kSet) {
+    // (ms: in any mode, as memcached's process_mset_command.)
+    if (p.mode == StoreMode::kSet || p.meta) {
       Result<DeleteResult> r = cache_->remove(p.key);
       if (!r.ok()) return server_error(out, r.status());
       // (Or'ed: the changes before it in this batch still wait for the sync.)
@@ -436,7 +448,7 @@ void Session::meta_set(std::string_view* tok, size_t n, std::string* out) {
   bool ok = true;
   if (const std::string* f = flag(p.meta_flags, 'F')) ok &= parse_u32(std::string_view(*f).substr(1), &p.flags);
   if (const std::string* f = flag(p.meta_flags, 'T')) ok &= parse_i64(std::string_view(*f).substr(1), &p.exptime);
-  if (const std::string* f = flag(p.meta_flags, 'C')) ok &= parse_u64(std::string_view(*f).substr(1), &p.cas);
+  if (const std::string* f = flag(p.meta_flags, 'C')) ok &= parse_cas(std::string_view(*f).substr(1), &p.cas);
   if (const std::string* f = flag(p.meta_flags, 'M')) {
     static const std::pair<char, StoreMode> kModes[] = {
         {'S', StoreMode::kSet}, {'E', StoreMode::kAdd}, {'A', StoreMode::kAppend},
@@ -454,7 +466,7 @@ void Session::meta_set(std::string_view* tok, size_t n, std::string* out) {
     swallow_ = static_cast<uint64_t>(bytes) + 2;
     return reply(out, kBadToken);
   }
-  if (p.cas != 0 && p.mode == StoreMode::kSet) p.mode = StoreMode::kCas;
+  if (p.cas && p.mode == StoreMode::kSet) p.mode = StoreMode::kCas;
   await_data(std::move(p), bytes, out);
 }
 
@@ -462,8 +474,8 @@ void Session::meta_delete(std::string_view* tok, size_t n, std::string* out) {
   std::vector<std::string> flags;
   if (n < 2 || !valid_key(tok[1])) return reply(out, kBadFormat);
   if (!meta_flags(tok, 2, n, "CkOqIxT", &flags)) return reply(out, "CLIENT_ERROR invalid flag");
-  uint64_t cas = 0;
-  if (const std::string* f = flag(flags, 'C'); f && !parse_u64(std::string_view(*f).substr(1), &cas)) {
+  std::optional<uint64_t> cas;
+  if (const std::string* f = flag(flags, 'C'); f && !parse_cas(std::string_view(*f).substr(1), &cas)) {
     return reply(out, kBadToken);
   }
   Result<DeleteResult> r = cache_->remove(tok[1], cas);
@@ -485,7 +497,7 @@ void Session::meta_arithmetic(std::string_view* tok, size_t n, std::string* out)
   for (const std::string& f : flags) {
     const std::string_view arg = std::string_view(f).substr(1);
     switch (f[0]) {
-      case 'C': ok &= parse_u64(arg, &o.compare_cas); break;
+      case 'C': ok &= parse_cas(arg, &o.compare_cas); break;
       case 'N': o.vivify = true; ok &= parse_i64(arg, &o.vivify_exptime); break;
       case 'J': ok &= parse_u64(arg, &o.initial); break;
       case 'D': ok &= parse_u64(arg, &by); break;

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -70,7 +71,7 @@ class Session {
     std::string key;
     uint32_t flags = 0;
     int64_t exptime = 0;
-    uint64_t cas = 0;
+    std::optional<uint64_t> cas;  // cas, or ms with C
     size_t bytes = 0;
     bool noreply = false;
     bool meta = false;   // ms: replies with meta codes and flags
@@ -105,6 +106,7 @@ class Session {
   bool noreply_ = false;  // the current command's replies are suppressed
   bool closing_ = false;
   bool wrote_ = false;
+  bool started_ = false;  // a first byte came
 };
 
 }  // namespace pmcached

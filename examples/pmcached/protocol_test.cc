@@ -108,6 +108,43 @@ TEST_F(ProtocolTest, AnOversizedSetLeavesTheBatchsEarlierChangeWaitingForTheSync
   EXPECT_TRUE(s.take_wrote());
 }
 
+// As memcached: ms's C compares in every mode (C0 matches no item in set
+// mode, and compares nothing in the others), md's too; an oversized ms
+// removes the old value in any mode.
+TEST_F(ProtocolTest, MetaCasGuardsEveryModeAndAnOversizedMsRemovesInAny) {
+  EXPECT_EQ(run("ms m 1\r\na\r\nms m 1 C999999 MA\r\nb\r\nms m 1 C999999 MP\r\nb\r\n"
+                "ms m 1 C999999 MR\r\nb\r\nms m 1 C0\r\nb\r\nmg m v\r\n"),
+            "HD\r\nEX\r\nEX\r\nEX\r\nEX\r\nVA 1\r\na\r\n");
+  EXPECT_EQ(run("ms c 1\r\na\r\nms c 1 C0 MA\r\nb\r\nmg c v\r\n"), "HD\r\nHD\r\nVA 2\r\nab\r\n");
+  EXPECT_EQ(run("md m C0\r\nmg m v\r\nmd m C999999\r\nmd m\r\nmg m v\r\n"),
+            "EX\r\nVA 1\r\na\r\nEX\r\nHD\r\nEN\r\n");
+  EXPECT_EQ(run("set t 0 0 1\r\nx\r\nms t 5000 MA\r\n" + std::string(5000, 'y') +
+                "\r\nget t\r\n"),
+            "STORED\r\nSERVER_ERROR object too large for cache\r\nEND\r\n");
+}
+
+// Only a connection's first byte tells the binary protocol.
+TEST_F(ProtocolTest, ByteEightyLaterIsAnUnknownCommand) {
+  EXPECT_EQ(run("mn\r\n\x80" "abc\r\nmn\r\n"), "MN\r\nERROR\r\nMN\r\n");
+  Session s(cache_.get(), &info_);
+  EXPECT_EQ(run(s, "\x80" "abc\r\n"), "");
+  EXPECT_TRUE(s.closing());
+}
+
+// incr reads a value as memcached's strtoull does.
+TEST_F(ProtocolTest, IncrReadsNumbersAsMemcachedDoes) {
+  for (const char* v : {"+5", " 12", "12 ab", "0000000000000000000012"}) {
+    const std::string value(v);
+    EXPECT_EQ(run("set n 0 0 " + std::to_string(value.size()) + "\r\n" + value +
+                  "\r\nincr n 1\r\n"),
+              std::string("STORED\r\n") + (value == "+5" ? "6" : "13") + "\r\n")
+        << v;
+  }
+  EXPECT_EQ(run("incr n 000000000000000000001\r\n"), "14\r\n");
+  EXPECT_EQ(run("set n 0 0 2\r\n-1\r\nincr n 1\r\n"),
+            "STORED\r\nCLIENT_ERROR cannot increment or decrement non-numeric value\r\n");
+}
+
 TEST_F(ProtocolTest, OversizedValuesAreSwallowedAndLongLinesClose) {
   const std::string big(5000, 'x');
   EXPECT_EQ(run("set k 0 0 5000\r\n" + big + "\r\nget k\r\n", 100),

@@ -60,6 +60,7 @@ class SharedDb {
   static void release(std::shared_ptr<SharedDb>* db);
 
   DbImage& image() { return image_; }
+  const std::string& path() const { return path_; }
   bool read_only() const { return read_only_; }
 
   // Records that the image changed since the last commit.

@@ -43,6 +43,13 @@ int fail(const Status& s, int io_code) {
   return rc;
 }
 
+// SQLITE_CANTOPEN, saying why.
+int cant_open(std::string why) {
+  t_last_error = std::move(why);
+  sqlite3_log(SQLITE_CANTOPEN, "pm vfs: %s", t_last_error.c_str());
+  return SQLITE_CANTOPEN;
+}
+
 // SQLite calls the methods below from C: nothing may throw out of them.
 // Out of DRAM (the table of a growing database, a journal's bytes, a
 // name) is SQLite's own out-of-memory code; the operation did nothing.
@@ -69,7 +76,8 @@ struct DbFile {
   sqlite3_file base;
   std::shared_ptr<SharedDb> db;
   int lock = kNone;
-  bool synced = false;  // SQLite synced since this connection took a write lock
+  bool unsynced_writes = false;  // xWrite since SQLite last synced
+  sqlite3_int64 mmap_size = 0;  // SQLite's mmap limit, for PRAGMA mmap_size
 };
 DbFile* db_of(sqlite3_file* f) { return reinterpret_cast<DbFile*>(f); }
 
@@ -79,7 +87,7 @@ int db_commit(DbFile* d) {
 }
 
 int db_sync_commit(DbFile* d) {
-  d->synced = true;
+  d->unsynced_writes = false;
   return db_commit(d);
 }
 
@@ -88,20 +96,21 @@ int db_unlock(sqlite3_file* f, int level) {
   int rc = SQLITE_OK;
   if (d->lock > kShared && level <= kShared) {
     // SQLite syncs every transaction it commits (SQLITE_FCNTL_SYNC comes
-    // with synchronous=OFF too): a writer that never synced leaves what a
-    // failed transaction wrote (a cache spill before SQLITE_FULL, say; its
-    // journal, in DRAM, is replayed only by the next statement), so that
-    // is dropped, never committed. One that synced may have written since
-    // only to trim the file after its commit point (SQLite truncates after
-    // committing); that rides with the next commit, or the close: a crash
-    // before then leaves a longer file, which SQLite reads as the same
-    // database.
+    // with synchronous=OFF too; SQLITE_FCNTL_SYNC_OMITTED before 3.8):
+    // pages written since the last sync are a failed transaction's (a
+    // cache spill before SQLITE_FULL, say; its journal, in DRAM, is
+    // replayed only by the next statement), so they are dropped, never
+    // committed. This also covers locking_mode=EXCLUSIVE, whose only
+    // unlock is the close. After a sync SQLite changes the file only to
+    // trim it (it truncates after committing); that rides with the next
+    // commit, or the close: a crash before then leaves a longer file,
+    // which SQLite reads as the same database.
     if (g_sqlite_planted_bugs.commit_trim_at_unlock) {
       rc = db_commit(d);
-    } else if (!d->synced) {
+    } else if (d->unsynced_writes) {
       d->db->drop_uncommitted();
     }
-    d->synced = false;
+    d->unsynced_writes = false;
   }
   d->db->unlock(&d->lock, level);
   return rc;
@@ -110,8 +119,13 @@ int db_unlock(sqlite3_file* f, int level) {
 int db_close(sqlite3_file* f) {
   DbFile* d = db_of(f);
   int rc = d->lock > kNone ? db_unlock(f, kNone) : SQLITE_OK;
-  // What the last writer left (a trim after its commit) goes out now.
-  if (rc == SQLITE_OK && d->db.use_count() == 1) rc = db_commit(d);
+  // What the last writer left (a trim after its commit) goes out now, and
+  // its journal goes from DRAM (journal_mode=PERSIST or TRUNCATE never
+  // deletes it; the file holds the last commit, so no journal is hot).
+  if (d->db.use_count() == 1) {
+    if (rc == SQLITE_OK) rc = db_commit(d);
+    mem_files::remove(d->db->path() + "-journal");
+  }
   SharedDb::release(&d->db);
   d->~DbFile();
   return rc;
@@ -131,6 +145,7 @@ int db_write(sqlite3_file* f, const void* buf, int n, sqlite3_int64 off) {
   SharedDb& db = *db_of(f)->db;
   if (db.read_only()) return SQLITE_READONLY;
   db.mark_dirty();
+  db_of(f)->unsynced_writes = true;
   const void* src = buf;
   std::string rollback_page1;
   if (off == 0 && n >= 20) {
@@ -187,9 +202,17 @@ int db_pragma(char** arg) {
 int db_file_control(sqlite3_file* f, int op, void* arg) {
   switch (op) {
     case SQLITE_FCNTL_SYNC:  // sent just before xSync
+    case SQLITE_FCNTL_SYNC_OMITTED:  // instead of it, with synchronous=OFF before 3.8
       return db_sync_commit(db_of(f));
     case SQLITE_FCNTL_PRAGMA:
       return db_pragma(static_cast<char**>(arg));
+    case SQLITE_FCNTL_MMAP_SIZE: {  // set by the pager (0: no xFetch), read by the pragma
+      auto* size = static_cast<sqlite3_int64*>(arg);
+      const sqlite3_int64 want = *size;
+      *size = db_of(f)->mmap_size;
+      if (want >= 0) db_of(f)->mmap_size = want;
+      return SQLITE_OK;
+    }
     case SQLITE_FCNTL_VFSNAME:
       *static_cast<char**>(arg) = sqlite3_mprintf("%s", PMSQLITE_VFS_NAME);
       return SQLITE_OK;
@@ -332,22 +355,25 @@ int open_db(const char* name, sqlite3_file* f, int flags, int* out_flags) {
   p.read_only = (flags & SQLITE_OPEN_READONLY) != 0;
   for (auto [key, value] : {std::pair{"max_size", &p.max_size}, {"initial_size", &p.initial_size}}) {
     if (!size_parameter(name, key, value)) {
-      t_last_error = std::string("the URI parameter ") + key + "=" +
-                     sqlite3_uri_parameter(name, key) +
-                     " is not a size (bytes, or a number with K, M or G, up to 1 PiB)";
-      sqlite3_log(SQLITE_CANTOPEN, "pm vfs: %s", t_last_error.c_str());
-      return SQLITE_CANTOPEN;
+      return cant_open(std::string("the URI parameter ") + key + "=" +
+                       sqlite3_uri_parameter(name, key) +
+                       " is not a size (bytes, or a number with K, M or G, up to 1 PiB)");
     }
   }
   if (p.initial_size < (1ull << 20)) {
-    t_last_error = "the URI parameter initial_size must be at least 1M";
-    sqlite3_log(SQLITE_CANTOPEN, "pm vfs: %s", t_last_error.c_str());
-    return SQLITE_CANTOPEN;
+    return cant_open("the URI parameter initial_size must be at least 1M");
   }
   pm::Result<std::shared_ptr<SharedDb>> db = SharedDb::open(name, p);
   if (!db.ok()) return fail(db.status(), SQLITE_CANTOPEN);
   auto* d = new (f) DbFile{};
   d->db = std::move(*db);
+  if (d->db->read_only() && !p.read_only) {
+    sqlite3_log(SQLITE_READONLY,
+                "pm vfs: %s opens read-only (no write permission, or a mode=ro connection of "
+                "this process has it open: one container per process); writes get "
+                "SQLITE_READONLY",
+                name);
+  }
   d->base.pMethods = &kDbMethods;
   if (out_flags != nullptr) {
     *out_flags = d->db->read_only() ? (flags & ~(SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)) |
@@ -384,8 +410,10 @@ int vfs_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* f, int flags, in
     return g_base->xOpen(g_base, name, f, flags, out_flags);
   }
   if (flags & SQLITE_OPEN_WAL) {
-    return fail(Status::not_supported("a write-ahead log is not available with the pm VFS"),
-                SQLITE_CANTOPEN);
+    // (PRAGMA journal_mode=WAL without a schema name is refused for main
+    // only: SQLite asks no other database, so an attached one gets here.)
+    return cant_open("a write-ahead log is not available with the pm VFS: set "
+                     "PRAGMA <schema>.journal_mode=DELETE");
   }
   // Temporary databases, statement journals, sort files: SQLite's own
   // VFS, in the space SQLite allocated for us (szOsFile covers it).

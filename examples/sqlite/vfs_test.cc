@@ -11,10 +11,12 @@
 #include <thread>
 #include <vector>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include "mem_file.h"
 #include "pm/container.h"
 #include "test_db.h"
 #include "testutil/temp_dir.h"
@@ -80,6 +82,42 @@ TEST(SqliteVfsTest, TheJournalLivesInDramAndWalIsRefused) {
   EXPECT_EQ(db.one("PRAGMA journal_mode=MEMORY"), "memory");
   ASSERT_EQ(db.exec("BEGIN; INSERT INTO t VALUES(2); ROLLBACK"), SQLITE_OK);
   EXPECT_EQ(db.one("SELECT sum(x) FROM t"), "1");
+}
+
+// journal_mode=PERSIST never deletes its journal: the last close drops it
+// from DRAM. PRAGMA mmap_size says what SQLite set.
+TEST(SqliteVfsTest, APersistedJournalGoesWithTheLastCloseAndMmapSizeReads) {
+  TempDir dir;
+  const std::string path = dir.file("p.db");
+  {
+    Db db(path);
+    ASSERT_EQ(db.exec("PRAGMA journal_mode=PERSIST; CREATE TABLE t(x); INSERT INTO t VALUES(1)"),
+              SQLITE_OK);
+    EXPECT_TRUE(mem_files::known(path + "-journal"));
+    ASSERT_EQ(db.exec("PRAGMA mmap_size=1048576"), SQLITE_OK);
+    EXPECT_EQ(db.one("PRAGMA mmap_size"), "1048576");
+  }
+  EXPECT_FALSE(mem_files::known(path + "-journal"));
+  Db db(path);
+  EXPECT_EQ(db.one("SELECT x FROM t"), "1");
+}
+
+// PRAGMA journal_mode=WAL without a schema name reaches an attached pm
+// database unasked: its log cannot open, and says so (not "not a database").
+TEST(SqliteVfsTest, WalReachingAnAttachedDatabaseCannotOpenAndIsUndone) {
+  TempDir dir;
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(dir.file("main.db").c_str(), &db), SQLITE_OK);
+  pmsqlite_register(0);
+  auto exec = [&](const std::string& sql) {
+    return sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr);
+  };
+  ASSERT_EQ(exec("ATTACH 'file:" + dir.file("aux.db") + "?vfs=pm' AS aux"), SQLITE_OK);
+  ASSERT_EQ(exec("CREATE TABLE aux.t(x); PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL"),
+            SQLITE_OK);
+  EXPECT_EQ(exec("INSERT INTO aux.t VALUES(1)"), SQLITE_CANTOPEN);
+  EXPECT_EQ(exec("PRAGMA aux.journal_mode=DELETE; INSERT INTO aux.t VALUES(1)"), SQLITE_OK);
+  sqlite3_close(db);
 }
 
 TEST(SqliteVfsTest, ConnectionsInOneProcessShareTheFileWithSqliteLocking) {
@@ -245,45 +283,50 @@ TEST(SqliteVfsTest, AFullFileSystemFailsTheTransactionAndLosesNothing) {
 // before its commit (a spill); one that then fails (SQLITE_FULL) gives up
 // its lock unsynced, with its journal in DRAM. A kill then (before another
 // statement replays that journal) must find the last commit, not part of
-// the failed transaction.
+// the failed transaction; so must a close in locking_mode=EXCLUSIVE, which
+// unlocks only then, after earlier transactions synced.
 TEST(SqliteVfsTest, ASpillThatFailsLeavesNoPartOfItsTransaction) {
   TempDir dir;
-  const std::string path = dir.file("spill.db");
-  pid_t pid = fork();
-  if (pid == 0) {
-    signal(SIGXFSZ, SIG_IGN);
-    Db db("file:" + path + "?initial_size=4M");
-    const std::string n = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i<";
-    if (db.exec("CREATE TABLE acct(id INTEGER PRIMARY KEY, bal INTEGER, pad BLOB);"
-                "CREATE TABLE big(x BLOB); CREATE TABLE filler(id INTEGER PRIMARY KEY, pad BLOB);" +
-                n + "20000) INSERT INTO acct SELECT i, 0, randomblob(150) FROM n;" + n +
-                "40000) INSERT INTO filler SELECT i, randomblob(150) FROM n;"
-                "BEGIN; UPDATE acct SET pad=randomblob(150); UPDATE filler SET pad=randomblob(150);"
-                "COMMIT") != SQLITE_OK) {
-      _exit(2);  // (the last transaction leaves the container room for the next)
+  for (const std::string mode : {"NORMAL", "EXCLUSIVE"}) {
+    const std::string path = dir.file(mode + ".db");
+    pid_t pid = fork();
+    if (pid == 0) {
+      signal(SIGXFSZ, SIG_IGN);
+      auto db = std::make_unique<Db>("file:" + path + "?initial_size=4M");
+      const std::string n = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i<";
+      if (db->exec("PRAGMA locking_mode=" + mode + ";"
+                   "CREATE TABLE acct(id INTEGER PRIMARY KEY, bal INTEGER, pad BLOB);"
+                   "CREATE TABLE big(x BLOB); CREATE TABLE filler(id INTEGER PRIMARY KEY, pad BLOB);" +
+                   n + "20000) INSERT INTO acct SELECT i, 0, randomblob(150) FROM n;" + n +
+                   "40000) INSERT INTO filler SELECT i, randomblob(150) FROM n;"
+                   "BEGIN; UPDATE acct SET pad=randomblob(150); UPDATE filler SET pad=randomblob(150);"
+                   "COMMIT") != SQLITE_OK) {
+        _exit(2);  // (the last transaction leaves the container room for the next)
+      }
+      struct stat st {};
+      stat(path.c_str(), &st);
+      rlimit lim{static_cast<rlim_t>(st.st_size), static_cast<rlim_t>(st.st_size)};
+      setrlimit(RLIMIT_FSIZE, &lim);  // the disk is full now
+      if (db->exec("PRAGMA cache_size=20; BEGIN; UPDATE acct SET bal=bal+1, pad=randomblob(170)") !=
+          SQLITE_OK) {
+        _exit(3);
+      }
+      int rc = SQLITE_OK;
+      for (int i = 0; i < 3000 && rc == SQLITE_OK; i++) {
+        rc = db->exec("INSERT INTO big VALUES(randomblob(8000))");
+      }
+      if (mode == "EXCLUSIVE") db.reset();  // a close; NORMAL: as a kill, no statement after
+      _exit(rc == SQLITE_FULL ? 0 : 4);
     }
-    struct stat st {};
-    stat(path.c_str(), &st);
-    rlimit lim{static_cast<rlim_t>(st.st_size), static_cast<rlim_t>(st.st_size)};
-    setrlimit(RLIMIT_FSIZE, &lim);  // the disk is full now
-    if (db.exec("PRAGMA cache_size=20; BEGIN; UPDATE acct SET bal=bal+1, pad=randomblob(170)") !=
-        SQLITE_OK) {
-      _exit(3);
-    }
-    int rc = SQLITE_OK;
-    for (int i = 0; i < 3000 && rc == SQLITE_OK; i++) {
-      rc = db.exec("INSERT INTO big VALUES(randomblob(8000))");
-    }
-    _exit(rc == SQLITE_FULL ? 0 : 4);  // as a kill: no close, no statement after
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status)) << mode << ": signal " << WTERMSIG(status);
+    ASSERT_EQ(WEXITSTATUS(status), 0) << mode;
+    Db db(path);
+    ASSERT_EQ(db.rc(), SQLITE_OK) << db.error();
+    EXPECT_EQ(db.one("PRAGMA integrity_check"), "ok") << mode;
+    EXPECT_EQ(db.one("SELECT sum(bal) FROM acct"), "0") << mode;
   }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status)) << "signal " << WTERMSIG(status);
-  ASSERT_EQ(WEXITSTATUS(status), 0);
-  Db db(path);
-  ASSERT_EQ(db.rc(), SQLITE_OK) << db.error();
-  EXPECT_EQ(db.one("PRAGMA integrity_check"), "ok");
-  EXPECT_EQ(db.one("SELECT sum(bal) FROM acct"), "0");
 }
 
 // Without the unlock's commit, synchronous=OFF still commits each

@@ -30,7 +30,7 @@ typedef enum pm_errcode {
   PM_EBUSY = 5,
   PM_ENOSPC = 6,
   PM_ENOTSUP = 7,
-  PM_EROFS = 8, /* needs write access: the file, or pm_options.read_only */
+  PM_EROFS = 8 /* needs write access: the file, or pm_options.read_only */
 } pm_errcode;
 
 /* Options for pm_create/pm_open; zero-initialise and set what you need.

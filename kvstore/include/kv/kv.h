@@ -32,7 +32,7 @@ typedef struct kv_store kv_store;
 typedef enum kv_durability {
   KV_DURABILITY_SYNC = 0,         /* a put is durable when it returns */
   KV_DURABILITY_ASYNC = 1,        /* durable after kv_sync or the background sync */
-  KV_DURABILITY_SYNC_ON_PMEM = 2, /* SYNC on pmem, ASYNC on other file systems */
+  KV_DURABILITY_SYNC_ON_PMEM = 2  /* SYNC on pmem, ASYNC on other file systems */
 } kv_durability;
 
 /* Options for kv_open; zero-initialise and set what you need. Zero fields
@@ -57,9 +57,9 @@ typedef struct kv_options {
  * PM_EINVAL (options out of range, or not a store). */
 kv_store* kv_open(const char* path, const kv_options* opts);
 /* Stops the store's threads and closes it; s may be NULL. Acknowledged puts
- * are already logged: the next open replays them. Commit or abort its
- * transactions and close its iterators first: they use the store (cursors
- * hold copies and may outlive it). */
+ * are already logged: the next open replays them. Its open transactions are
+ * aborted and its iterators ended (see the top of this file): free them
+ * with kv_commit or kv_abort, and kv_iter_close. */
 void kv_close(kv_store* s);
 
 /* PM_EINVAL when the key is empty or over max_key_bytes, or the value is
@@ -82,7 +82,7 @@ pm_errcode kv_checkpoint(kv_store* s);
  * record: a crash keeps all of them or none). Reads do not see a
  * transaction's pending writes. One thread at a time per transaction. */
 typedef struct kv_txn kv_txn;
-/* NULL only when out of memory. */
+/* NULL when s is NULL or closed (PM_EINVAL), or out of memory. */
 kv_txn* kv_begin(kv_store* s);
 pm_errcode kv_txn_put(kv_txn* t, const char* key, size_t klen, const char* val, size_t vlen);
 pm_errcode kv_txn_remove(kv_txn* t, const char* key, size_t klen);
