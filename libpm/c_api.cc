@@ -132,6 +132,56 @@ pm_errcode pm_free(pm_container* c, void* p) {
   });
 }
 
+pm_errcode pm_shrink(pm_container* c, void* p, size_t n) {
+  return guarded([&] {
+    PM_TRY(non_null(c, "container"));
+    return c->c->shrink(p, n);
+  });
+}
+
+pm_errcode pm_find_block(pm_container* c, const void* p, void** start, size_t* size) {
+  return guarded([&] {
+    PM_TRY(non_null(c, "container"));
+    pm::Result<pm::BlockInfo> b = c->c->find_block(p);
+    if (!b.ok()) return b.status();
+    if (start != nullptr) *start = b->start;
+    if (size != nullptr) *size = b->size;
+    return pm::Status();
+  });
+}
+
+pm_errcode pm_reserve(pm_container* c, uint64_t heap_bytes) {
+  return guarded([&] {
+    PM_TRY(non_null(c, "container"));
+    return c->c->reserve(heap_bytes);
+  });
+}
+
+uint64_t pm_generation(pm_container* c) { return c != nullptr ? c->c->generation() : 0; }
+
+pm_errcode pm_raw_write(pm_container* c, uint64_t off, const void* src, size_t n) {
+  return guarded([&] {
+    PM_TRY(non_null(c, "container"));
+    PM_TRY(non_null(src, "source"));
+    return c->c->raw().write(off, src, n);
+  });
+}
+
+pm_errcode pm_raw_persist(pm_container* c, uint64_t off, size_t n) {
+  return guarded([&] {
+    PM_TRY(non_null(c, "container"));
+    return c->c->raw().persist(off, n);
+  });
+}
+
+pm_errcode pm_raw_read(pm_container* c, uint64_t off, void* dst, size_t n) {
+  return guarded([&] {
+    PM_TRY(non_null(c, "container"));
+    PM_TRY(non_null(dst, "destination"));
+    return c->c->raw().read(off, dst, n);
+  });
+}
+
 int pm_is_data(pm_container* c, const void* p) {
   int kind = -1;
   guarded([&] {

@@ -165,3 +165,41 @@ int c_api_misuse(const char* path) {
   pm_close(c);
   return 0;
 }
+
+/* Blocks (find, shrink), growth, the generation and the raw region from C. */
+int c_api_blocks_and_raw(const char* path) {
+  pm_options o;
+  memset(&o, 0, sizeof o);
+  o.initial_size = 4u << 20;
+  o.max_size = 1ull << 30;
+  o.raw_bytes = 1u << 20;
+  pm_container* c = pm_create(path, &o);
+  if (!c) return 1;
+  char* run = pm_alloc_data(c, 256u << 10);
+  if (!run) return 2;
+  void* start = NULL;
+  size_t size = 0;
+  if (pm_find_block(c, run + 100, &start, &size) != PM_OK || start != run || size < (256u << 10)) {
+    return 3;
+  }
+  int local = 0;
+  if (pm_find_block(c, &local, NULL, NULL) == PM_OK) return 4;
+  if (pm_shrink(c, run, 4096) != PM_OK || pm_commit(c) != PM_OK) return 5;
+  if (pm_find_block(c, run, NULL, &size) != PM_OK || size >= (256u << 10)) return 6;
+  if (pm_reserve(c, 64u << 20) != PM_OK) return 7;
+  pm_info info;
+  if (pm_get_info(c, &info) != PM_OK || info.heap_bytes < (64u << 20)) return 8;
+  if (pm_raw_write(c, 10, "hello", 5) != PM_OK || pm_raw_persist(c, 10, 5) != PM_OK) return 9;
+  if (pm_raw_write(c, (1u << 20) - 2, "hello", 5) == PM_OK) return 10; /* past the end */
+  const uint64_t generation = pm_generation(c);
+  if (generation == 0 || pm_generation(NULL) != 0) return 11;
+  pm_close(c);
+  c = pm_open(path, NULL);
+  if (!c) return 12;
+  char back[6] = {0};
+  if (pm_raw_read(c, 10, back, 5) != PM_OK || strcmp(back, "hello") != 0) return 13;
+  if (pm_raw_read(c, 0, NULL, 5) != PM_EINVAL) return 14;
+  if (pm_generation(c) == generation) return 15;
+  pm_close(c);
+  return 0;
+}

@@ -28,3 +28,10 @@ TEST(CApiTest, MisuseFromCIsAnErrorNotACrash) {
   pm::test::TempDir dir;
   EXPECT_EQ(c_api_misuse(dir.file("m.pm").c_str()), 0);
 }
+
+extern "C" int c_api_blocks_and_raw(const char* path);
+
+TEST(CApiTest, BlocksGrowthGenerationAndTheRawRegionFromC) {
+  pm::test::TempDir dir;
+  EXPECT_EQ(c_api_blocks_and_raw(dir.file("b.pm").c_str()), 0);
+}

@@ -64,6 +64,19 @@ void* pm_alloc(pm_container* c, size_t n);
  * block alive. The kind is kept in the file. Freed with pm_free. */
 void* pm_alloc_data(pm_container* c, size_t n);
 pm_errcode pm_free(pm_container* c, void* p);
+/* Shrinks the block starting at p in place to at least n bytes: a page run
+   gives its pages past that back (allocated again after the commit);
+   smaller blocks stay as they are. */
+pm_errcode pm_shrink(pm_container* c, void* p, size_t n);
+/* The block containing p: its start and usable bytes (either out pointer
+   may be NULL). PM_ENOTFOUND when p is in no allocated block. */
+pm_errcode pm_find_block(pm_container* c, const void* p, void** start, size_t* size);
+/* Grows the heap to at least heap_bytes now (it also grows on demand). */
+pm_errcode pm_reserve(pm_container* c, uint64_t heap_bytes);
+/* Differs in every session that opens the container (a lock word kept in a
+   persistent object remembers it: one of another generation is free).
+   0 when c is NULL. */
+uint64_t pm_generation(pm_container* c);
 /* 1 if p lies in a data block, 0 in an object block, -1 in no block of c. */
 int pm_is_data(pm_container* c, const void* p);
 
@@ -76,6 +89,13 @@ void pm_begin_mutation(pm_container* c);
 /* Without a pm_begin_mutation of c on this thread: nothing, and
    pm_lasterror() PM_EINVAL. */
 void pm_end_mutation(pm_container* c);
+
+/* --- the raw region (pm_options.raw_bytes at create; pm/raw_region.h):
+   bytes outside the heap, written and persisted directly, not by commit,
+   for logs. Offsets from 0 to pm_info.raw_bytes. --- */
+pm_errcode pm_raw_write(pm_container* c, uint64_t off, const void* src, size_t n);
+pm_errcode pm_raw_persist(pm_container* c, uint64_t off, size_t n);
+pm_errcode pm_raw_read(pm_container* c, uint64_t off, void* dst, size_t n);
 
 /* --- inspection and maintenance (pm::Container::info, check, collect) --- */
 typedef struct pm_info {
