@@ -106,7 +106,9 @@ class Session {
       if (c == ',' || c == '\\') fsname += '\\';
       fsname += c;
     }
-    std::string opts = "default_permissions,subtype=pmfs,fsname=" + fsname;
+    // noatime: reads never change atime here (a store write each), so the
+    // mount says so (mount and findmnt showed relatime).
+    std::string opts = "default_permissions,noatime,subtype=pmfs,fsname=" + fsname;
     if (o.allow_other) opts += ",allow_other";
     args_ = {"pm", "-o", opts};
     if (o.debug) args_.push_back("-d");

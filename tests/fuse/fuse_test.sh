@@ -120,6 +120,7 @@ mount_fs --max-file-size 256KiB
 mkdir "$dir/mnt2"
 errs "store mounted already" "Busy" "$PM" mount "$S" "$dir/mnt2" --wait 0.2
 grep -q "^$S $M fuse.pmfs " /proc/mounts || FAIL "the mount's source is not the store's path: $(grep " $M " /proc/mounts)"
+grep " $M " /proc/mounts | grep -q "noatime" || FAIL "the mount does not say noatime: $(grep " $M " /proc/mounts)"
 errs "--max-value below a metadata record" "metadata record" "$PM" mount "$dir/tiny.kv" "$dir/mnt2" --max-value 16
 [ -e "$dir/tiny.kv" ] && FAIL "a refused mount created its store"
 errs "mount point in use" "mounted there already" "$PM" mount "$dir/other.kv" "$M"
