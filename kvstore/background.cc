@@ -44,6 +44,13 @@ Status StoreImpl::start_threads() {
 // keep their timer (maintenance_loop), so a full log is the writer's to
 // handle until the timer comes (StoreImpl::log_for).
 void StoreImpl::wake_background_if(uint32_t log, uint64_t end) {
+  // (seq_cst, with the sequence number this update took before: see note_quiet.)
+  if (deep_idle_.load()) {
+    deep_idle_.store(false);
+    wakes_.fetch_add(1, std::memory_order_relaxed);
+    bell_.ring();
+    return;
+  }
   std::atomic<bool>* idle = nullptr;
   if (gleaners_idle_.load(std::memory_order_relaxed) &&
       end - gleaner_->applied_to(log) > logs_->at(log)->log->capacity() / 8) {
@@ -57,15 +64,36 @@ void StoreImpl::wake_background_if(uint32_t log, uint64_t end) {
   bell_.ring();
 }
 
-// Sleeps until rung or ms pass; `idle` (when given) announces it, so that a
-// writer with work for it rings.
+// Sleeps until rung or ms pass (kDeepIdleMs when the store is deeply
+// idle); `idle` (when given) announces it, so that a writer with work for
+// it rings.
 void StoreImpl::sleep_background(uint32_t ms, std::atomic<bool>* idle) {
   const uint32_t seen = bell_.seen();
   // The destructor sets stopping_ and then rings: a ring before `seen`
   // would not wake us, so look again.
   if (stopping_.load()) return;
   if (idle != nullptr) idle->store(true, std::memory_order_relaxed);
+  // Read after `seen`: a writer that clears it rings after, so a long
+  // sleep chosen here ends at that ring.
+  if (deep_idle_.load()) ms = kDeepIdleMs;
   bell_.wait(seen, ms);
+}
+
+// Quiet: no update took a number since the last round, and the logs hold
+// nothing (all applied and committed). The flag is set, then the number
+// read again (both seq_cst): an update that took its number before that
+// read is seen here and clears it; one after it reads the flag in
+// wake_background_if and rings.
+void StoreImpl::note_quiet(uint64_t* seq_seen, uint32_t* rounds) {
+  const uint64_t seq = next_seq_.load();
+  if (seq != *seq_seen || logs_->occupancy() > 0) {
+    *seq_seen = seq;
+    *rounds = 0;
+    return;
+  }
+  if (++*rounds * o_.epoch_ms < kDeepIdleMs || deep_idle_.load()) return;
+  deep_idle_.store(true);
+  if (next_seq_.load() != seq) deep_idle_.store(false);
 }
 
 void StoreImpl::gleaner_loop(int id) {
@@ -94,6 +122,8 @@ void StoreImpl::gleaner_loop(int id) {
 
 void StoreImpl::maintenance_loop() {
   uint64_t last_sync = now_us(), last_epoch = now_us();
+  uint64_t quiet_seq = 0;
+  uint32_t quiet_rounds = 0;
   while (!stopping_.load()) {
     uint32_t ms = o_.epoch_ms;
     if (durability_ == Durability::kAsync) ms = std::min(ms, o_.async_sync_ms);
@@ -127,6 +157,7 @@ void StoreImpl::maintenance_loop() {
       last_sync = now;
       if (!sync().ok()) return;  // the store is stopped
     }
+    note_quiet(&quiet_seq, &quiet_rounds);
   }
 }
 

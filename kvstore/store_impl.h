@@ -155,6 +155,13 @@ class StoreImpl final : public Store {
   // A background thread sleeps with nothing to do: a writer with work for
   // it rings (wake_background_if).
   std::atomic<bool> gleaners_idle_{false}, maintenance_idle_{false};
+  // No update for a while and nothing left in the logs: the background
+  // threads sleep kDeepIdleMs at a time (an idle daemon woke 120 times a
+  // second), and the next update rings them (wake_background_if).
+  static constexpr uint32_t kDeepIdleMs = 1000;
+  std::atomic<bool> deep_idle_{false};
+  // Sets deep_idle_ once the store has been quiet for a second of rounds.
+  void note_quiet(uint64_t* seq_seen, uint32_t* rounds);
   std::atomic<uint64_t> wakes_{0};  // rings by wake_background_if (StoreStats)
   double last_occupancy_ = 0;
 };

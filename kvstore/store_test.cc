@@ -382,6 +382,27 @@ TEST(StoreWakeTest, PutsWakeTheBackgroundOnlyWhenThereIsWork) {
   EXPECT_GT(st.records_applied + st.records_collapsed, 0u);
 }
 
+// A store with nothing to do lets its background threads sleep a second at
+// a time (an idle mount woke 120 times a second); the next put rings them,
+// so an asynchronous put is still synced within its interval.
+TEST(StoreWakeTest, AnIdleStoreSleepsLongAndTheNextPutWakesIt) {
+  pm::test::TempDir dir;
+  StoreOptions o = small_store(true);
+  o.durability = Durability::kAsync;
+  auto s = must(Store::open(dir.file("i.pm"), o));
+  ASSERT_NE(s, nullptr);
+  ASSERT_TRUE(s->put("a", "1").ok());
+  // Quiet for a second, the store sleeps long: a put then rings (once).
+  bool rang = false;
+  for (int i = 0; i < 10 && !rang; i++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    const uint64_t wakes = s->stats().background_wakes;
+    ASSERT_TRUE(s->put("k" + std::to_string(i), "2").ok());
+    rang = s->stats().background_wakes == wakes + 1;
+  }
+  EXPECT_TRUE(rang) << "the background never went to a long sleep";
+}
+
 // ... and the test sees a gleaner that skips the record it had no room for.
 TEST(StorePlantedBugTest, AFullDiskTestCatchesASkippedRecord) {
   pm::test::TempDir dir;
