@@ -81,10 +81,15 @@ Result<std::unique_ptr<pm::Container>> open_container(const std::string& path, c
     if (!p.create || p.read_only) return Status::not_found(path + ": no such database");
     return create_container(path, p);
   }
-  // SQLite treats an empty file as an empty database; so do we.
-  if (st.st_size == 0 && p.create && !p.read_only) {
+  // SQLite treats an empty file as an empty database, SQLITE_OPEN_CREATE
+  // or not; so do we, and the file keeps its permissions.
+  if (st.st_size == 0 && !p.read_only) {
     if (::unlink(path.c_str()) != 0) return Status::from_errno("unlink empty " + path, errno);
-    return create_container(path, p);
+    Result<std::unique_ptr<pm::Container>> c = create_container(path, p);
+    if (c.ok() && ::chmod(path.c_str(), st.st_mode & 07777) != 0) {
+      return Status::from_errno("chmod " + path, errno);
+    }
+    return c;
   }
   PM_TRY(check_is_container(path));
   pm::Options o;

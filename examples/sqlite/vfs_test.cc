@@ -84,6 +84,25 @@ TEST(SqliteVfsTest, TheJournalLivesInDramAndWalIsRefused) {
   EXPECT_EQ(db.one("SELECT sum(x) FROM t"), "1");
 }
 
+// An existing empty file is an empty database, with or without
+// SQLITE_OPEN_CREATE (as with SQLite's own VFS), and keeps its permissions.
+TEST(SqliteVfsTest, AnEmptyFileIsAnEmptyDatabase) {
+  TempDir dir;
+  const std::string path = dir.file("e.db");
+  ::close(::open(path.c_str(), O_CREAT | O_WRONLY, 0640));
+  ASSERT_EQ(::chmod(path.c_str(), 0640), 0);  // whatever the umask
+  {
+    Db db(path, SQLITE_OPEN_READWRITE);
+    ASSERT_EQ(db.rc(), SQLITE_OK) << db.error();
+    ASSERT_EQ(db.exec("CREATE TABLE t(x); INSERT INTO t VALUES(3)"), SQLITE_OK);
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  Db db(path, SQLITE_OPEN_READONLY);
+  EXPECT_EQ(db.one("SELECT x FROM t"), "3");
+}
+
 // journal_mode=PERSIST never deletes its journal: the last close drops it
 // from DRAM. PRAGMA mmap_size says what SQLite set.
 TEST(SqliteVfsTest, APersistedJournalGoesWithTheLastCloseAndMmapSizeReads) {
