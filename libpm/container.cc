@@ -81,6 +81,7 @@ Status check_create_options(const Options& o) {
   }
   if (o.layout.size() > 31) return Status::invalid_argument("layout name longer than 31 bytes");
   if (o.raw_bytes > kMaxRawBytes) return Status::invalid_argument("raw_bytes over 16 GiB");
+  if (o.file_mode > 07777) return Status::invalid_argument("file_mode has bits past 07777");
   return Status();
 }
 
@@ -287,9 +288,9 @@ std::string creating_name(const std::string& path) {
 
 // Locks the temporary of a create: a new one, or one a killed create left
 // behind (a live creator holds its lock: kBusy).
-Result<FileLock> lock_creating(const std::string& tmp) {
+Result<FileLock> lock_creating(const std::string& tmp, mode_t mode) {
   for (int attempt = 0; attempt < 3; attempt++) {
-    Result<FileLock> l = FileLock::acquire(tmp, /*create=*/true);
+    Result<FileLock> l = FileLock::acquire(tmp, /*create=*/true, /*shared=*/false, mode);
     if (l.ok() || l.status().code() != Code::kInvalidArgument) return l;
     Result<FileLock> stale = FileLock::acquire(tmp, /*create=*/false);
     if (!stale.ok()) {
@@ -316,7 +317,7 @@ Status ContainerImpl::init_new(const PersistOpener& opener) {
   // Built under a temporary name, published by a rename once complete: a
   // crash never leaves a half-made file at the path (options.h).
   const std::string tmp = creating_name(path_);
-  Result<FileLock> lock = lock_creating(tmp);
+  Result<FileLock> lock = lock_creating(tmp, static_cast<mode_t>(options_.file_mode));
   if (!lock.ok()) return lock.status();
   lock_ = std::move(*lock);
   created_file_ = tmp;

@@ -637,6 +637,21 @@ TEST_F(ContainerTest, NewFilesAreCreatedPrivate) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
+// Options::file_mode is open(2)'s mode: the umask still applies.
+TEST_F(ContainerTest, FileModeIsTheNewFilesPermissionsLessTheUmask) {
+  Options o = small();
+  o.file_mode = 0666;
+  const mode_t old = umask(027);
+  auto c = Container::create(path_, o);
+  umask(old);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  struct stat st;
+  ASSERT_EQ(stat(path_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+  o.file_mode = 010000;
+  EXPECT_EQ(Container::create(dir_.file("bad.pm"), o).status().code(), Code::kInvalidArgument);
+}
+
 TEST_F(ContainerTest, LayoutIsCheckedAtOpen) {
   Options o = small();
   o.layout = "linked-list-v1";

@@ -90,9 +90,10 @@ FileLock::~FileLock() {
   if (map_fd_ >= 0) ::close(map_fd_);
 }
 
-Result<FileLock> FileLock::acquire(const std::string& path, bool create, bool shared) {
+Result<FileLock> FileLock::acquire(const std::string& path, bool create, bool shared,
+                                   mode_t mode) {
   int flags = (shared ? O_RDONLY : O_RDWR) | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0);
-  int fd = ::open(path.c_str(), flags, 0600);
+  int fd = ::open(path.c_str(), flags, mode);
   if (fd < 0) {
     int err = errno;
     if (err == ENOENT && !create) {

@@ -3,6 +3,8 @@
 #ifndef LIBPM_FILE_LOCK_H_
 #define LIBPM_FILE_LOCK_H_
 
+#include <sys/types.h>
+
 #include <string>
 
 #include "pm/status.h"
@@ -16,11 +18,13 @@ class FileLock {
   FileLock& operator=(FileLock&& o) noexcept;
   ~FileLock();
 
-  // Opens `path` read-write (creating it with mode 0600 when `create`; then
-  // the file must not exist) and locks it exclusively; kReadOnly when the
-  // user may not write it. With `shared`, opens it read-only under a shared
-  // lock: readers exclude only writers. kBusy names the holder's pid.
-  static Result<FileLock> acquire(const std::string& path, bool create, bool shared = false);
+  // Opens `path` read-write (creating it with `mode`, less the umask, when
+  // `create`; then the file must not exist) and locks it exclusively;
+  // kReadOnly when the user may not write it. With `shared`, opens it
+  // read-only under a shared lock: readers exclude only writers. kBusy
+  // names the holder's pid.
+  static Result<FileLock> acquire(const std::string& path, bool create, bool shared = false,
+                                  mode_t mode = 0600);
 
   int fd() const { return fd_; }
   // The same file opened again, to map it: a mapping holds its open file

@@ -103,6 +103,18 @@ TEST(SqliteVfsTest, AnEmptyFileIsAnEmptyDatabase) {
   EXPECT_EQ(db.one("SELECT x FROM t"), "3");
 }
 
+// A new database gets SQLite's permissions, 0644 less the umask.
+TEST(SqliteVfsTest, ANewDatabaseHasSqlitesPermissions) {
+  TempDir dir;
+  const std::string path = dir.file("n.db");
+  const mode_t old = umask(022);
+  { Db db(path); EXPECT_EQ(db.exec("CREATE TABLE t(x)"), SQLITE_OK); }
+  umask(old);
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+}
+
 // journal_mode=PERSIST never deletes its journal: the last close drops it
 // from DRAM. PRAGMA mmap_size says what SQLite set.
 TEST(SqliteVfsTest, APersistedJournalGoesWithTheLastCloseAndMmapSizeReads) {

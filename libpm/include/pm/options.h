@@ -62,6 +62,11 @@ struct Options {
   // another's. Default empty (not checked).
   std::string layout;
 
+  // Permission bits of a new container file, as open(2)'s mode: the
+  // process's umask applies. Default 0600: a container holds a program's
+  // heap, which is nobody else's to read. At most 07777.
+  uint32_t file_mode = 0600;
+
   // Runs on a new container before it appears at its path (roots, first
   // objects); its changes are committed with the creation. A create is
   // atomic: the file is built under a temporary name beside the path
