@@ -251,14 +251,10 @@ Result<SalvageReport> salvage(const std::string& from, const std::string& to) {
   }
   pm::Options co;
   co.tracker = pm::TrackerKind::kHints;  // nothing is written
-  // Read-only: `from` is left as it is, unless its last session died inside
-  // a commit, which only a writable open can finish (then it is written).
+  // Read-only: `from` is left as it is (a commit its last session left
+  // pending is applied in this process's memory only).
   co.read_only = true;
   Result<std::unique_ptr<pm::Container>> c = pm::Container::open(from, co);
-  if (!c.ok() && c.status().code() == pm::Code::kReadOnly) {
-    co.read_only = false;
-    c = pm::Container::open(from, co);
-  }
   if (!c.ok() && !c.status().is_corruption()) return c.status().with_context("salvage " + from);
   if (!c.ok()) {
     return Status::corruption("salvage " + from + ": it does not open as a container (" +

@@ -974,6 +974,7 @@ Result<std::unique_ptr<VersionTree>> VersionTree::create(const std::string& path
     return s.with_context("create " + path);
   };
   const uint64_t bytes = std::max<uint64_t>(o.initial_nodes, 2) * o.node_bytes;
+  if (Status lim = pm::check_file_size_limit(bytes, tmp); !lim.ok()) return undo(lim);
   if (::ftruncate(lock->fd(), static_cast<off_t>(bytes)) != 0) {
     return undo(Status::from_errno("size " + tmp, errno));
   }

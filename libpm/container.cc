@@ -117,6 +117,7 @@ class ContainerImpl final : public Container {
 
   Status init_new(const PersistOpener& opener);
   Status init_existing(const PersistOpener& opener);
+  Status check_same_file(const std::string& path) const;
   Status read_superblock(uint64_t file_size);
   Status repair_superblock();
 
@@ -155,6 +156,7 @@ class ContainerImpl final : public Container {
   }
   Status recover();
   Status map_and_attach();
+  void replay_into_working_view();
   // OK, or why the container takes no changes: opened read-only, or a
   // write-back failure broke it (see commit()).
   Status usable() const {
@@ -236,6 +238,9 @@ class ContainerImpl final : public Container {
   std::atomic<uint64_t> seq_{0};  // last commit's journal sequence number
   bool journal_pending_ = false;     // header says pending (not yet marked applied)
   std::atomic<JournalState> journal_state_{JournalState::kEmpty};
+  // A read-only open of a pending journal: the commits applied in this
+  // process's copies only (recover(), map_and_attach()).
+  std::vector<JournalHeader> read_only_replay_;
   bool is_pmem_ = false;
   Status failed_;                    // write-back failed after a commit point (persist_mu_)
   std::atomic<bool> broken_{false};  // failed_ is set
@@ -323,6 +328,7 @@ Status ContainerImpl::init_new(const PersistOpener& opener) {
   created_file_ = tmp;
   const uint64_t heap_size = align_up(options_.initial_size, kPage);
   heap_off_ = kHeapOffset + align_up(options_.raw_bytes, kPage);
+  PM_TRY(check_file_size_limit(heap_off_ + heap_size, path_));
   if (::ftruncate(lock_.fd(), static_cast<off_t>(heap_off_ + heap_size)) != 0) {
     return Status::from_errno("size " + tmp, errno);
   }
@@ -337,6 +343,7 @@ Status ContainerImpl::init_new(const PersistOpener& opener) {
   Result<std::unique_ptr<Persist>> p = opener(tmp);
   if (!p.ok()) return p.status();
   persist_ = std::move(*p);
+  PM_TRY(check_same_file(tmp));
 
   // The heap image first, the superblock last.
   std::vector<std::byte> image(kPage * 2 + heap_size / kPage * 4);
@@ -392,6 +399,14 @@ Status ContainerImpl::repair_superblock() {
   return Status();
 }
 
+// The home view opens the file by name after the lock did: the same file,
+// unless the path was renamed over meanwhile.
+Status ContainerImpl::check_same_file(const std::string& path) const {
+  if (persist_->same_file(lock_.fd())) return Status();
+  return Status::busy(path + " was replaced by another file while it was being opened; "
+                      "open it again");
+}
+
 Status ContainerImpl::init_existing(const PersistOpener& opener) {
   const bool ro = options_.read_only;
   Result<FileLock> lock = FileLock::acquire(path_, /*create=*/false, /*shared=*/ro);
@@ -412,6 +427,7 @@ Status ContainerImpl::init_existing(const PersistOpener& opener) {
   Result<std::unique_ptr<Persist>> p = ro ? open_read_only_file(path_) : opener(path_);
   if (!p.ok()) return p.status();
   persist_ = std::move(*p);
+  PM_TRY(check_same_file(path_));
   PM_TRY(repair_superblock());
   PM_TRY(recover());
   Result<AddressReservation> res = AddressReservation::at(sb_.base_address, sb_.max_size);
@@ -438,10 +454,21 @@ Status ContainerImpl::recover() {
   if (js.state != JournalState::kPending) return Status();
   if (!js.why.empty()) log(LogLevel::kWarn, "ignored the journal of " + js.why);
   if (options_.read_only) {
-    return Status::read_only("the last session ended inside commit " +
-                             std::to_string(js.header.seq) +
-                             ", which only a writable open can finish; open it with write "
-                             "access once");
+    // The commit is complete in the journal, its write-back maybe not (a
+    // kill, or the deferred write-back): this process sees it applied in
+    // its private copies, the home view now and the working view once
+    // mapped (map_and_attach); the file is left for a writable open.
+    if (js.has_previous) read_only_replay_.push_back(js.previous);
+    read_only_replay_.push_back(js.header);
+    for (const JournalHeader& h : read_only_replay_) {
+      for_each_journal_entry(*persist_, h, [&](uint64_t off, const std::byte* src, uint64_t len) {
+        persist_->write(heap_off_ + off, src, len);
+      });
+    }
+    log(LogLevel::kInfo, "read-only: commit " + std::to_string(js.header.seq) +
+                             " is applied in this process's view only; a writable open "
+                             "finishes it in the file");
+    return Status();
   }
   auto t0 = std::chrono::steady_clock::now();
   if (js.has_previous) {
@@ -456,6 +483,17 @@ Status ContainerImpl::recover() {
                            std::to_string(js.header.body_len) + " journal bytes) in " +
                            std::to_string(us) + " us");
   return Status();
+}
+
+// A read-only open of a pending journal (recover()): the working view,
+// mapped from the file, gets the commits too.
+void ContainerImpl::replay_into_working_view() {
+  const uint64_t size = mapped_.load();
+  for (const JournalHeader& h : read_only_replay_) {
+    for_each_journal_entry(*persist_, h, [&](uint64_t off, const std::byte* src, uint64_t len) {
+      if (off <= size && len <= size - off) std::memcpy(reservation_.base() + off, src, len);
+    });
+  }
 }
 
 Status ContainerImpl::map_and_attach() {
@@ -473,6 +511,7 @@ Status ContainerImpl::map_and_attach() {
   }
   PM_TRY(reservation_.map_private(0, heap_size, lock_.map_fd(), heap_off_));
   mapped_ = heap_size;
+  replay_into_working_view();
   is_pmem_ = persist_->is_pmem();
   raw_ = std::make_unique<RawRegionImpl>(&persist_, &view_mu_, kHeapOffset, heap_off_ - kHeapOffset);
   std::string why;
@@ -869,6 +908,7 @@ Status ContainerImpl::abort() {
       return Status::from_errno("abort: madvise", errno);
     }
   }
+  if (options_.read_only) replay_into_working_view();
   PM_TRY(heap_->reload(mapped_.load()));
   // The working view now reads the file wherever a failed commit wrote
   // fresh bytes home: no later commit needs them.

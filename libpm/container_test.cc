@@ -426,6 +426,73 @@ TEST_F(ContainerTest, CommitsAfterAFailedGrowthStillWork) {
   EXPECT_TRUE(c->check().problems.empty());
 }
 
+// A file size limit (ulimit -f) is a full disk, not SIGXFSZ: the create
+// or growth that would pass it fails with kNoSpace, naming the limit, and
+// the process lives (here with SIGXFSZ's default action, which kills).
+TEST_F(ContainerTest, AFileSizeLimitIsAFullDiskNotASignal) {
+  const int code = test::exit_code_in_child([this] {
+    rlimit lim{8u << 20, RLIM_INFINITY};
+    if (setrlimit(RLIMIT_FSIZE, &lim) != 0) return 2;
+    Options big = small();
+    big.initial_size = 16u << 20;
+    Result<std::unique_ptr<Container>> refused = Container::create(path_, big);
+    if (refused.status().code() != Code::kNoSpace) return 3;
+    if (refused.status().message().find("ulimit -f") == std::string::npos) return 4;
+    if (std::ifstream(path_).good() || std::ifstream(dir_.file(".c.pm.creating")).good()) return 5;
+    auto c = Container::create(path_, small());
+    if (!c.ok()) return 6;
+    Result<void*> p = (*c)->alloc(size_t{16} << 20, AllocKind::kData);
+    if (p.status().code() != Code::kNoSpace) return 7;
+    Result<void*> q = (*c)->alloc(4096);
+    if (!q.ok() || !(*c)->set_root(*q).ok() || !(*c)->commit().ok()) return 8;
+    return 0;
+  });
+  ASSERT_EQ(code, 0) << "the step that went wrong (above 128: a signal)";
+}
+
+// The container keeps to its own file whatever becomes of its path: growth
+// of one whose path was renamed over by another container goes into its
+// own file (it used to reopen the path: the other file was cut short and
+// overwritten, and the first one's commits were lost), and one whose path
+// was removed still grows.
+TEST_F(ContainerTest, AContainerWhosePathIsReplacedKeepsToItsOwnFile) {
+  const std::string moved = dir_.file("moved.pm");
+  auto a = must(Container::create(path_, small()));
+  ASSERT_EQ(::rename(path_.c_str(), moved.c_str()), 0);
+  {
+    auto b = must(Container::create(path_, small()));
+    Result<void*> p = b->alloc(sizeof(uint64_t));
+    ASSERT_TRUE(p.ok());
+    auto* v = static_cast<uint64_t*>(*p);
+    put(*b, v, uint64_t{42});
+    ASSERT_TRUE(b->set_root(v).ok());
+    ASSERT_TRUE(b->commit().ok());
+  }
+  const size_t big = size_t{24} << 20;  // past the initial heap: a growth
+  Result<void*> p = a->alloc(big, AllocKind::kData);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  auto* blob = static_cast<std::byte*>(*p);
+  a->will_write(blob, big);
+  std::memset(blob, 0x5a, big);
+  ASSERT_TRUE(a->set_root(blob).ok());
+  ASSERT_TRUE(a->commit().ok());
+  a.reset();
+  {
+    auto b = must(Container::open(path_));
+    EXPECT_EQ(*b->root<uint64_t>(), 42u);
+    EXPECT_TRUE(b->check().problems.empty());
+  }
+  a = must(Container::open(moved));
+  auto* r = a->root<std::byte>();
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r[0], std::byte{0x5a});
+  EXPECT_EQ(r[big - 1], std::byte{0x5a});
+  // Removed: growth still works, on the unlinked file.
+  ASSERT_EQ(::unlink(moved.c_str()), 0);
+  EXPECT_TRUE(a->alloc(big, AllocKind::kData).ok());
+  EXPECT_TRUE(a->commit().ok());
+}
+
 // In a child with its own mount namespace and a 16 MiB tmpfs: fill the
 // disk with another file, allocate until growth fails, remove the other
 // file, allocate again with no commit between. Exit codes: 0 good, 77 no
@@ -1327,22 +1394,55 @@ TEST_F(ContainerTest, ReadOnlyOpenReadsEverythingAndChangesNothing) {
   EXPECT_EQ(Container::create(path_, read_only()).status().code(), Code::kInvalidArgument);
 }
 
-TEST_F(ContainerTest, ReadOnlyOpenOfAnUnfinishedCommitSaysToOpenWritableOnce) {
+// A read-only open after a kill (or inside a deferred write-back) sees the
+// last commit, applied in its own memory, and leaves the file as it is
+// (it used to refuse: kReadOnly, "open it writable once").
+TEST_F(ContainerTest, ReadOnlyOpenOfAnUnfinishedCommitSeesItAndLeavesTheFile) {
   {
     auto c = must(Container::create(path_, small()));
     ASSERT_TRUE(c->set_root(push(*c, nullptr, 1)).ok());
     ASSERT_TRUE(c->commit().ok());
   }
-  {
-    // The open's drain and the journal's reach the file, the write-back not.
-    auto c = must(open_container(path_, Options(), false, crash_after_drains(2)));
-    put(*c, &c->root<Node>()->value, uint64_t{42});
-    ASSERT_TRUE(c->commit().ok());
+  // A session that commits and dies (no close: its header stays pending);
+  // the commit grows the heap too, so the heap's header is in its journal.
+  const int code = test::exit_code_in_child([this] {
+    Result<std::unique_ptr<Container>> c = Container::open(path_);
+    if (!c.ok()) return 2;
+    Node* root = (*c)->root<Node>();
+    put(**c, &root->value, uint64_t{42});
+    Result<void*> big = (*c)->alloc(size_t{8} << 20, AllocKind::kData);
+    if (!big.ok()) return 3;
+    (*c)->will_write(*big, size_t{8} << 20);
+    std::memset(*big, 0x3c, size_t{8} << 20);
+    put(**c, &root->next, static_cast<Node*>(*big));
+    if (!(*c)->commit().ok()) return 4;
+    _exit(0);
+  });
+  ASSERT_EQ(code, 0);
+  auto bytes = [&] {
+    std::ifstream f(path_, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  const std::string before = bytes();
+  for (int i = 0; i < 2; i++) {
+    std::string said;
+    Options o = read_only();
+    o.logger = [&](LogLevel, std::string_view m) { said.append(m).append("\n"); };
+    auto ro = must(Container::open(path_, o));
+    EXPECT_NE(said.find("in this process's view only"), std::string::npos) << said;
+    ASSERT_NE(ro, nullptr);
+    EXPECT_EQ(ro->root<Node>()->value, 42u);
+    const auto* b = reinterpret_cast<const std::byte*>(ro->root<Node>()->next);
+    ASSERT_NE(b, nullptr);
+    EXPECT_EQ(b[0], std::byte{0x3c});
+    EXPECT_EQ(b[(size_t{8} << 20) - 1], std::byte{0x3c});
+    EXPECT_TRUE(ro->check().problems.empty());
+    ro->root<Node>()->value = 7;  // a store of its own, dropped by abort: the commit stays
+    ASSERT_TRUE(ro->abort().ok());
+    EXPECT_EQ(ro->root<Node>()->value, 42u);
+    EXPECT_EQ(b[(size_t{8} << 20) - 1], std::byte{0x3c});
   }
-  Result<std::unique_ptr<Container>> ro = Container::open(path_, read_only());
-  ASSERT_FALSE(ro.ok());
-  EXPECT_EQ(ro.status().code(), Code::kReadOnly);
-  EXPECT_NE(ro.status().message().find("write access"), std::string::npos) << ro.status().to_string();
+  EXPECT_EQ(bytes(), before) << "a read-only open wrote the file";
   must(Container::open(path_)).reset();  // recovers
   auto c = must(Container::open(path_, read_only()));
   EXPECT_EQ(c->root<Node>()->value, 42u);

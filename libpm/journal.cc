@@ -295,16 +295,23 @@ Status replay_journal(Persist& p, const JournalHeader& h, uint64_t heap_offset, 
     p.flush(h.body_offset, h.body_len);
     PM_TRY(p.drain());
   }
+  for_each_journal_entry(p, h, [&](uint64_t off, const std::byte* src, uint64_t len) {
+    p.write_flushed(heap_offset + off, src, len);
+  });
+  p.kill_point("journal.replay_written");
+  PM_TRY(p.drain());
+  return mark_journal_applied(p, h, slots);
+}
+
+void for_each_journal_entry(const Persist& p, const JournalHeader& h,
+                            const std::function<void(uint64_t, const std::byte*, uint64_t)>& fn) {
   const std::byte* body = p.view() + h.body_offset;
   for (uint64_t at = 0; at < h.body_len;) {
     JournalEntry e;
     std::memcpy(&e, body + at, sizeof e);
-    p.write_flushed(heap_offset + e.heap_off, body + at + sizeof e, e.len);
+    fn(e.heap_off, body + at + sizeof e, e.len);
     at += sizeof e + e.len;
   }
-  p.kill_point("journal.replay_written");
-  PM_TRY(p.drain());
-  return mark_journal_applied(p, h, slots);
 }
 
 Status mark_journal_applied(Persist& p, JournalHeader h, int slots) {

@@ -48,6 +48,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -158,6 +159,11 @@ Status apply_runs(Persist& p, const std::byte* work, const std::vector<Run>& run
 // kPending) to the home view, drains, and marks the header applied.
 Status replay_journal(Persist& p, const JournalHeader& h, uint64_t heap_offset = kHeapOffset,
                       int slots = 1);
+
+// Calls fn(heap offset, bytes, length) for each entry of the body a pending
+// header names (read_journal checked their bounds), in order.
+void for_each_journal_entry(const Persist& p, const JournalHeader& h,
+                            const std::function<void(uint64_t, const std::byte*, uint64_t)>& fn);
 
 // Rewrites the header with state kApplied (so open skips the replay) and drains.
 Status mark_journal_applied(Persist& p, JournalHeader h, int slots = 1);

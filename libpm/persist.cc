@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <libpmem.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -21,9 +22,20 @@ namespace {
 constexpr uint64_t kPage = 4096;
 constexpr uint64_t kLine = 64;
 
+// Whether the file open at `a` is the one open at `b`.
+bool same_inode(int a, int b) {
+  struct stat x, y;
+  return ::fstat(a, &x) == 0 && ::fstat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
 // libpmem-backed home view. On pmem, flush/drain are cache-line flushes and
 // a fence; elsewhere flushed ranges are remembered and drain() msyncs them,
 // or makes the whole file durable in one fdatasync when they lie apart.
+//
+// The file is opened once and everything after (maps, resizes, syncs, the
+// free-space query) goes through that descriptor, never the path again: a
+// path renamed, removed or replaced by another file while the container is
+// open must not send its growth into another file.
 class PmemFile final : public Persist {
  public:
   explicit PmemFile(std::string path) : path_(std::move(path)) {}
@@ -32,23 +44,30 @@ class PmemFile final : public Persist {
     if (fd_ >= 0) ::close(fd_);
   }
 
+  Status open() {
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd_ < 0) return Status::from_errno("open " + path_, errno);
+    return map();
+  }
+
   Status map() {
     size_t len = 0;
     int is_pmem = 0;
-    void* p = pmem_map_file(path_.c_str(), 0, 0, 0, &len, &is_pmem);
+    // libpmem maps by name: this one reopens our file whatever became of
+    // its path. Without /proc, the path (as when nothing renames it).
+    const std::string self = "/proc/self/fd/" + std::to_string(fd_);
+    const bool proc = ::access(self.c_str(), F_OK) == 0;
+    void* p = pmem_map_file(proc ? self.c_str() : path_.c_str(), 0, 0, 0, &len, &is_pmem);
     if (p == nullptr) {
       return Status::io_error("map " + path_ + ": " + pmem_errormsg());
     }
     base_ = static_cast<std::byte*>(p);
     len_ = len;
     is_pmem_ = is_pmem != 0;
-    if (!is_pmem_ && fd_ < 0) {
-      fd_ = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
-      if (fd_ < 0) return Status::from_errno("open " + path_, errno);
-    }
     return Status();
   }
 
+  bool same_file(int fd) const override { return same_inode(fd, fd_); }
   bool is_pmem() const override { return is_pmem_; }
   void set_path(const std::string& path) override { path_ = path; }
   const std::byte* view() const override { return base_; }
@@ -103,8 +122,8 @@ class PmemFile final : public Persist {
 
   Status resize(uint64_t keep, uint64_t new_size) override {
     PM_TRY(drain());
-    int fd = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
-    if (fd < 0) return Status::from_errno("resize " + path_, errno);
+    PM_TRY(check_file_size_limit(new_size, path_));
+    const int fd = fd_;
     Status s;
     if (keep < new_size && keep < len_ && ::ftruncate(fd, static_cast<off_t>(keep)) != 0) {
       s = Status::from_errno("resize " + path_, errno);
@@ -126,7 +145,6 @@ class PmemFile final : public Persist {
     }
     // The new size must be durable before anything in the new range is.
     if (s.ok() && ::fsync(fd) != 0) s = Status::from_errno("fsync " + path_, errno);
-    ::close(fd);
     if (!s.ok()) return s;
     unmap();
     return map();
@@ -134,7 +152,7 @@ class PmemFile final : public Persist {
 
   uint64_t free_bytes() const override {
     struct statvfs fs;
-    if (::statvfs(path_.c_str(), &fs) != 0) return UINT64_MAX;
+    if (::fstatvfs(fd_, &fs) != 0) return UINT64_MAX;
     return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
   }
 
@@ -186,7 +204,7 @@ class PmemFile final : public Persist {
   std::byte* base_ = nullptr;
   uint64_t len_ = 0;
   bool is_pmem_ = false;
-  int fd_ = -1;  // for fdatasync on the msync path
+  int fd_ = -1;  // the file, opened once
   std::vector<Range> pending_;
   std::vector<Range> merged_scratch_;
 };
@@ -200,11 +218,13 @@ class ReadOnlyFile final : public Persist {
   explicit ReadOnlyFile(std::string path) : path_(std::move(path)) {}
   ~ReadOnlyFile() override {
     if (base_ != nullptr) ::munmap(base_, len_);
+    if (fd_ >= 0) ::close(fd_);
   }
 
   Status map() {
-    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return Status::from_errno("open " + path_, errno);
+    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) return Status::from_errno("open " + path_, errno);
+    const int fd = fd_;
     struct stat st;
     Status s;
     if (::fstat(fd, &st) != 0) s = Status::from_errno("stat " + path_, errno);
@@ -217,10 +237,10 @@ class ReadOnlyFile final : public Persist {
         base_ = static_cast<std::byte*>(p);
       }
     }
-    ::close(fd);
     return s;
   }
 
+  bool same_file(int fd) const override { return same_inode(fd, fd_); }
   bool is_pmem() const override { return false; }
   const std::byte* view() const override { return base_; }
   uint64_t size() const override { return len_; }
@@ -236,9 +256,21 @@ class ReadOnlyFile final : public Persist {
   std::string path_;
   std::byte* base_ = nullptr;
   uint64_t len_ = 0;
+  int fd_ = -1;
 };
 
 }  // namespace
+
+Status check_file_size_limit(uint64_t size, const std::string& path) {
+  struct rlimit lim;
+  if (::getrlimit(RLIMIT_FSIZE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY ||
+      size <= static_cast<uint64_t>(lim.rlim_cur)) {
+    return Status();
+  }
+  return Status::no_space(path + ": " + std::to_string(size) +
+                          " bytes would pass the process's file size limit (ulimit -f) of " +
+                          std::to_string(static_cast<uint64_t>(lim.rlim_cur)) + " bytes");
+}
 
 Status allocate_file_space(int fd, uint64_t off, uint64_t len, const std::string& path) {
   if (len == 0 || g_planted_bugs.sparse_file) return Status();
@@ -251,7 +283,7 @@ Status allocate_file_space(int fd, uint64_t off, uint64_t len, const std::string
 
 Result<std::unique_ptr<Persist>> open_pmem_file(const std::string& path) {
   auto f = std::make_unique<PmemFile>(path);
-  PM_TRY(f->map());
+  PM_TRY(f->open());
   return std::unique_ptr<Persist>(std::move(f));
 }
 

@@ -72,7 +72,17 @@ class Persist {
 
   // The file was renamed (a create publishing it under its final name).
   virtual void set_path(const std::string& /*path*/) {}
+
+  // Whether this is a view of the file open at `fd` (a path replaced
+  // between the lock's open and this one's names another file); true when
+  // it cannot tell.
+  virtual bool same_file(int /*fd*/) const { return true; }
 };
+
+// kNoSpace, naming the limit, when a file of `size` bytes would pass the
+// process's RLIMIT_FSIZE: growing past it raises SIGXFSZ, which kills a
+// process that does not ignore it, where a full disk is an error.
+Status check_file_size_limit(uint64_t size, const std::string& path);
 
 // Allocates blocks for [off, off + len) of the file (posix_fallocate), so
 // that stores through a shared mapping never meet a hole: on a full disk

@@ -85,9 +85,10 @@ struct Options {
   // write it can read it. The working view is a private copy: stores into it
   // are allowed but never reach the file, and commit(), alloc(), free(),
   // set_root(), reserve() and collect() fail with kReadOnly; abort() drops
-  // the stores. A container whose last session died inside a commit must be
-  // opened writable once to recover it (kReadOnly says so). Implies the
-  // hints tracker (nothing is tracked). Default off.
+  // the stores. A commit the last session left unfinished in the file (it
+  // died, or had not closed) is applied in this process's copies only; a
+  // writable open finishes it in the file. Implies the hints tracker
+  // (nothing is tracked). Default off.
   bool read_only = false;
 
   // Dirty tracker; kAuto lets PM_TRACKER (uffd|mprotect|hints) decide.
