@@ -488,6 +488,7 @@ Status ContainerImpl::recover() {
 // A read-only open of a pending journal (recover()): the working view,
 // mapped from the file, gets the commits too.
 void ContainerImpl::replay_into_working_view() {
+  if (g_planted_bugs.read_only_view_skips_replay) return;
   const uint64_t size = mapped_.load();
   for (const JournalHeader& h : read_only_replay_) {
     for_each_journal_entry(*persist_, h, [&](uint64_t off, const std::byte* src, uint64_t len) {

@@ -55,6 +55,9 @@ struct PlantedBugs {
   // the next commit's diff cannot see them (home holds them), so no commit
   // point ever makes them durable.
   bool fresh_retry_forgotten = false;
+  // A read-only open of a pending commit applies it to the home copy only,
+  // not to the working view mapped from the file.
+  bool read_only_view_skips_replay = false;
 };
 
 // Read by libpm, written only by tests.

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <sstream>
 
 #include "libpm/container_impl.h"
@@ -177,12 +178,27 @@ std::string describe(uint64_t d, const std::vector<uint64_t>& ok) {
 // `probe`, the container must also accept writes.
 std::string verify(Workload& w, const std::string& path, const std::vector<uint64_t>& ok,
                    const PersistOpener& opener, bool probe = false) {
+  // A read-only open first: it leaves the file as it is and must see the
+  // state the recovery below makes (a pending commit applied in memory).
+  std::optional<uint64_t> seen_read_only;
+  if (w.digest_only_reads()) {
+    Options o = checker_options(w);
+    o.read_only = true;
+    Result<std::unique_ptr<Container>> ro = Container::open(path, o);
+    if (!ro.ok()) return "read-only open failed: " + ro.status().to_string();
+    seen_read_only = w.digest(**ro);
+  }
   Result<std::unique_ptr<Container>> c = open_container(path, checker_options(w), false, opener);
   if (!c.ok()) return "recovery failed: " + c.status().to_string();
   CheckReport r = (*c)->check();
   if (!r.problems.empty()) return "pm check: " + r.problems.front();
   const uint64_t d = w.digest(**c);
   if (std::find(ok.begin(), ok.end(), d) == ok.end()) return describe(d, ok);
+  if (seen_read_only && *seen_read_only != d) {
+    std::ostringstream m;
+    m << "a read-only open saw state " << std::hex << *seen_read_only << ", recovery made " << d;
+    return m.str();
+  }
   if (probe) {
     Status s = w.write_probe(**c);
     if (!s.ok()) return "the recovered file refuses writes: " + s.to_string();

@@ -86,6 +86,10 @@ class Workload {
   virtual bool continues_after_failure() const { return true; }
   // A recovered container must accept writes: a small change, committed.
   virtual Status write_probe(Container& c);
+  // digest() only reads the container (no store or database on it): the
+  // harness then also takes it from a read-only open of each image, before
+  // recovery, which must see what recovery then makes.
+  virtual bool digest_only_reads() const { return false; }
   // Concurrent schedules run so far (0 for sequential workloads).
   virtual uint64_t schedules() const { return 0; }
 };

@@ -396,6 +396,10 @@ const Planted kPlanted[] = {
      power(make_reuse_workload, UnitMode::kMsyncPages, 40)},
     {"fresh_retry_forgotten", &g_planted_bugs.fresh_retry_forgotten,
      faults(make_reuse_workload, UnitMode::kPmemLines, 40)},
+    // A read-only open of an image with a pending commit (off pmem, the
+    // deferred write-back) must see it in its working view too.
+    {"read_only_view_skips_replay", &g_planted_bugs.read_only_view_skips_replay,
+     power(make_mutation_workload, UnitMode::kMsyncPages, 20)},
     // Defect 4: found only with an injected EIO.
     {"mutate_after_failed_writeback", &g_planted_bugs.mutate_after_failed_writeback,
      faults(make_allocator_workload, UnitMode::kMsyncPages, 60)},

@@ -70,6 +70,8 @@ class MutationWorkload final : public Workload {
     return log.commit(c);
   }
 
+  bool digest_only_reads() const override { return true; }
+
   uint64_t digest(Container& c) override {
     auto* w = c.root<uint64_t>();
     return w ? XXH3_64bits(w, words_ * 8) : 0;
@@ -143,6 +145,8 @@ class AllocatorWorkload final : public Workload {
     }
     return log.commit(c);
   }
+
+  bool digest_only_reads() const override { return true; }
 
   uint64_t digest(Container& c) override {
     Root* root = c.root<Root>();
@@ -265,6 +269,8 @@ class ReuseWorkload final : public Workload {
     }
     return log.commit(c);
   }
+
+  bool digest_only_reads() const override { return true; }
 
   uint64_t digest(Container& c) override {
     Root* root = c.root<Root>();
