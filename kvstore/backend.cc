@@ -175,13 +175,25 @@ void Backend::prefetch_for_read(uint64_t h, bool entry) {
 
 Result<BackendEntry**> Backend::find_link(uint64_t b, std::string_view key) {
   BackendEntry** link = slot(b);
+  bool same_length = false;  // an entry passed over might be this key's, damaged
   for (uint64_t n = 0; *link != nullptr; n++) {
     PM_TRY(check_entry(*link));
     if (key_of(*link) == key) return link;
+    same_length |= key_len(*link) == key.size();
     if (n > max_chain()) return Status::corruption("store backend: a bucket chain loops");
     link = &(*link)->next;
   }
+  // A miss is an answer ("no such key", or a new entry linked here): it
+  // must not come from damage to the key's own entry.
+  if (same_length) PM_TRY(check_sums_of_length(b, key.size()));
   return link;
+}
+
+Status Backend::check_sums_of_length(uint64_t b, size_t klen) const {
+  for (const BackendEntry* e = *slot(b); e != nullptr; e = e->next) {  // walked whole just now
+    if (key_len(e) == klen) PM_TRY(check_sum(e));
+  }
+  return Status();
 }
 
 Result<Backend::Found> Backend::get(std::string_view key, uint64_t h, std::string* value) {

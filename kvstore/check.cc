@@ -203,8 +203,11 @@ struct Found {
   std::string value;
 };
 
-// Log operations recovery would replay, oldest first.
-std::vector<std::pair<std::string, Found>> log_ops(pm::Container* c, const Backend& be) {
+// Log operations recovery would replay, oldest first, and those after
+// damage; the damaged records themselves go to `problems` (their updates
+// are lost: their keys may read older values).
+std::vector<std::pair<std::string, Found>> log_ops(pm::Container* c, const Backend& be,
+                                                   std::vector<std::string>* problems) {
   const BackendRoot& r = *be.root();
   std::vector<std::pair<std::string, Found>> ops;
   for (uint32_t i = 0; i < r.nlogs; i++) {
@@ -221,8 +224,12 @@ std::vector<std::pair<std::string, Found>> log_ops(pm::Container* c, const Backe
     // Past damage before a clean close: the durable records that follow it
     // (recovery refuses to open such a store).
     std::vector<std::pair<std::string, Found>> past;
-    if (look_beyond(r, i, log, end, limits_of(r), into(&past)).mark != 0) {
+    const Beyond b = look_beyond(r, i, log, end, limits_of(r), into(&past));
+    if (b.mark != 0) {
       ops.insert(ops.end(), past.begin(), past.end());
+      problems->push_back(damaged_log_message(i, end, b) +
+                          "; the updates of the damaged record(s) are lost: their keys keep "
+                          "older values");
     }
   }
   std::stable_sort(ops.begin(), ops.end(),
@@ -273,7 +280,7 @@ Result<SalvageReport> salvage(const std::string& from, const std::string& to) {
   }
   Result<std::unique_ptr<Store>> out = Store::open(tmp, options_like(r));
   if (!out.ok()) return out.status().with_context("salvage into " + to);
-  const std::vector<std::pair<std::string, Found>> ops = log_ops(c->get(), **be);
+  const std::vector<std::pair<std::string, Found>> ops = log_ops(c->get(), **be, &rep.problems);
   // Numbers go on past the source's (a damaged one's are capped: the
   // counter must not wrap).
   uint64_t high = r.seq_high;

@@ -38,12 +38,17 @@ class StopLatch {
   }
   // Records the first failure; later ones are dropped. The store reports
   // kIOError from now on (EIO through a mount), whatever the cause was,
-  // except kNoSpace (ENOSPC: free space, then reopen).
+  // except kNoSpace (ENOSPC: free space, then reopen) and kCorruption (a
+  // damaged file, which a reopen does not mend; EIO through a mount too).
   void stop(const Status& s) {
     std::lock_guard<std::mutex> l(mu_);
     if (stopped()) return;
-    const std::string why = "store stopped (reopen it to recover): " + s.message();
-    why_ = s.code() == pm::Code::kNoSpace ? Status::no_space(why) : Status::io_error(why);
+    if (s.code() == pm::Code::kCorruption) {
+      why_ = Status::corruption("store stopped: " + s.message());
+    } else {
+      const std::string why = "store stopped (reopen it to recover): " + s.message();
+      why_ = s.code() == pm::Code::kNoSpace ? Status::no_space(why) : Status::io_error(why);
+    }
     stopped_.store(true, std::memory_order_release);
     if (logger_) logger_(pm::LogLevel::kError, why_.to_string());
   }

@@ -1,5 +1,6 @@
 // C API: Status -> pm_errcode plus a thread-local message.
 #include <algorithm>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -281,8 +282,12 @@ pm_errcode pm_check(pm_container* c, pm_check_result* out) {
     }
     for (size_t i = 0; i < r.escaping.size() && i < 3; i++) {
       const pm::EscapingPointer& e = r.escaping[i];
-      msg += (msg.empty() ? "" : "; ") + std::string("escaping pointer at object ") +
-             std::to_string(e.object) + " + " + std::to_string(e.offset) + " to " + e.where;
+      char at[96];  // addresses in hex, as Container::check's callers print them
+      std::snprintf(at, sizeof at, "escaping pointer at object %#llx + %llu -> %#llx",
+                    static_cast<unsigned long long>(e.object),
+                    static_cast<unsigned long long>(e.offset),
+                    static_cast<unsigned long long>(e.target));
+      msg += (msg.empty() ? "" : "; ") + std::string(at) + " (" + e.where + ")";
     }
     const size_t shown = std::min<size_t>(r.problems.size(), 3) +
                          std::min<size_t>(r.escaping.size(), 3);

@@ -314,11 +314,26 @@ Result<FileLock> lock_creating(const std::string& tmp, mode_t mode) {
   return Status::busy(tmp + ": other processes keep creating this container");
 }
 
+// The directory a create writes into, named when missing or closed to us
+// (the failure would otherwise name the hidden temporary).
+Status check_create_dir(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (::faccessat(AT_FDCWD, dir.c_str(), W_OK | X_OK, AT_EACCESS) == 0) return Status();
+  const int err = errno;
+  if (err == ENOENT || err == ENOTDIR) return Status::not_found(path + ": no directory " + dir);
+  if (err == EACCES || err == EROFS || err == EPERM) {
+    return Status::read_only(path + ": no write access to " + dir + " (" + std::strerror(err) + ")");
+  }
+  return Status::from_errno(path + ": directory " + dir, err);
+}
+
 Status ContainerImpl::init_new(const PersistOpener& opener) {
   PM_TRY(check_create_options(options_));
   if (::access(path_.c_str(), F_OK) == 0) {
     return Status::invalid_argument(path_ + " already exists; open it, or remove it first");
   }
+  PM_TRY(check_create_dir(path_));
   // Built under a temporary name, published by a rename once complete: a
   // crash never leaves a half-made file at the path (options.h).
   const std::string tmp = creating_name(path_);

@@ -695,6 +695,11 @@ TEST_F(ContainerTest, OpenAndCreateReportMisuse) {
   Options o;
   o.create_if_missing = true;
   EXPECT_TRUE(Container::open(dir_.file("new.pm"), o).ok());
+  // A missing directory is named, not the hidden temporary of the create.
+  Status nodir = Container::create(dir_.file("no/such/dir/x.pm"), small()).status();
+  EXPECT_EQ(nodir.code(), Code::kNotFound);
+  EXPECT_NE(nodir.message().find("no directory"), std::string::npos) << nodir.to_string();
+  EXPECT_EQ(nodir.message().find(".creating"), std::string::npos) << nodir.to_string();
 }
 
 TEST_F(ContainerTest, NewFilesAreCreatedPrivate) {

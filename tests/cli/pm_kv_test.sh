@@ -227,6 +227,13 @@ PY
 for i in $(seq 1 200); do printf 'u%s\t%s\n' "$i" "$(head -c 990 /dev/zero | tr '\0' x)"; done >"$dir/many.tsv"
 check "a load of several transactions" 0 "$PM" kv load "$dir/small.kv" "$dir/many.tsv"
 check "its last key" 0 "$PM" kv get "$dir/small.kv" u200
+# A value at the store's limit after a batch's worth of small ones: it
+# starts a batch of its own (it used to join the full one, past a record).
+{ for i in $(seq 1 129); do printf 's%s\t%s\n' "$i" "$(head -c 500 /dev/zero | tr '\0' y)"; done
+  printf 'big\t%s\n' "$(head -c 200000 /dev/zero | tr '\0' z)"; } >"$dir/batch.tsv"
+check "a load whose last value is at the limit" 0 "$PM" kv load --log-mb 1 --max-value 200000 \
+  "$dir/batch.kv" "$dir/batch.tsv"
+check "the value at the limit" 0 "$PM" kv get "$dir/batch.kv" big
 printf '%s\n' '{"key":"a","value":"1"}' '{"key":"b"' '{"key":"c","value":3}' >"$dir/bad.jsonl"
 check "malformed jsonl" 1 "$PM" kv load "$dir/badj.kv" "$dir/bad.jsonl" --format jsonl
 has "malformed jsonl line named" err "line 2: not valid JSON"
@@ -293,6 +300,9 @@ check "put with a small heap" 0 "$PM" kv put --heap 4MiB --logs 1 --log-mb 1 --m
   "$dir/smallheap.kv" k v
 size=$(stat -c %s "$dir/smallheap.kv")
 [ "$size" -lt $((8 << 20)) ] || { echo "FAIL: --heap 4MiB made a file of $size bytes"; fail=1; }
+
+check "put of an empty key" 1 "$PM" kv put "$dir/never.kv" "" v
+[ ! -e "$dir/never.kv" ] || { echo "FAIL: a put of an empty key made a store"; fail=1; }
 
 # Usage errors exit 2.
 check "an empty store path" 2 "$PM" kv get "" k

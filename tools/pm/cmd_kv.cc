@@ -188,6 +188,8 @@ void print_done(const KeyArgs& a, std::string_view done, bool json) {
 }
 
 Status run_put(const KeyArgs& a, bool json) {
+  // Before a store is made for it (no limit allows an empty key).
+  if (a.key.empty()) return Status::invalid_argument("put into " + a.store.path + ": empty key");
   // Read stdin before opening: the store stays locked while it is open.
   std::string value;
   if (a.value_opt->count() == 0 || a.value == "-") {
@@ -460,8 +462,11 @@ Status load_all(const std::vector<Pair>& pairs, std::string_view unit, kv::Store
                       p.value.size(), st0.max_value_bytes));
     }
   }
-  // Batches well within one log record (a quarter of a log).
+  // Batches well within one log record (a quarter of a log): a pair joins
+  // a batch only when the batch stays under the bound with it (a pair
+  // alone may be larger; the store's value limit keeps it in a record).
   const size_t kBatchBytes = std::min<uint64_t>(64 << 10, st0.max_record_bytes / 4);
+  constexpr size_t kOpBytes = 32;  // a record's bytes per operation, beside key and value
   constexpr size_t kBatchOps = 512;
   struct Undo {
     std::vector<std::pair<std::string, std::optional<std::string>>> old;  // key, prior value
@@ -473,14 +478,18 @@ Status load_all(const std::vector<Pair>& pairs, std::string_view unit, kv::Store
     Undo u;
     size_t bytes = 0;
     const size_t first = i;
-    for (; i < pairs.size() && (i == first || (bytes < kBatchBytes && i - first < kBatchOps)); i++) {
+    auto fits = [&](const Pair& p) {
+      return bytes + p.key.size() + p.value.size() + kOpBytes <= kBatchBytes &&
+             i - first < kBatchOps;
+    };
+    for (; i < pairs.size() && (i == first || fits(pairs[i])); i++) {
       const Pair& p = pairs[i];
       std::string v;
       Status g = s->get(p.key, &v);
       if (!g.ok() && !g.is_not_found()) return g.with_context(fmt::format("{} {}", unit, p.line));
       u.old.emplace_back(p.key, g.ok() ? std::optional<std::string>(std::move(v)) : std::nullopt);
       PM_TRY(t->put(p.key, p.value));
-      bytes += p.key.size() + p.value.size();
+      bytes += p.key.size() + p.value.size() + kOpBytes;
     }
     Status st = t->commit();
     if (!st.ok()) {
@@ -539,9 +548,11 @@ Status run_load(LoadArgs a, bool json) {
                      : load_all(pairs, unit, s->get(), &n);
   // The checkpoint applies the keys to the backend. Failing (a full disk),
   // they are loaded all the same once the logs that hold them are durable:
-  // the next open applies them.
+  // the next open applies them. A load that failed says so first (what
+  // it put, and whether its undo worked, are in its own message).
   if (Status cp = (*s)->checkpoint(); !cp.ok()) {
     if (Status sy = (*s)->sync(); !sy.ok()) {
+      if (!st.ok()) return st.with_context(a.partial ? a.file : nothing);
       return sy.with_context(fmt::format(
           "{} keys were put, but neither applying them ({}) nor syncing the logs that hold them "
           "worked: some may be lost at a crash; sync",

@@ -50,8 +50,8 @@ struct SalvageReport {
 // (created with the geometry of `from`; kInvalidArgument if it exists),
 // built as `to` + ".salvaging" and renamed to `to` once complete and
 // durable: a salvage that stops half way leaves no `to`. `from` is opened
-// read-only (written only to finish a commit its last session died
-// inside). kCorruption when `from` does not open as a container at all.
+// read-only and never written. kCorruption when `from` does not open as a
+// container at all.
 Result<SalvageReport> salvage(const std::string& from, const std::string& to);
 
 }  // namespace kv

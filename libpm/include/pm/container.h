@@ -273,8 +273,12 @@ class Container {
   // object block that points into a live block, read as an absolute address
   // or as a self-relative offset (boost::interprocess::offset_ptr), keeps
   // that block alive; interior pointers count. Nothing reachable is ever
-  // freed. A reachable data block is kept, but words in it keep nothing
-  // alive: a block reached only through a data block is freed.
+  // freed. The price: an ordinary integer in an object block is a
+  // self-relative offset too, so a count, length or index between 8 and
+  // the heap's size (or a small negative one) keeps whatever block lies
+  // that many bytes away alive. Keep such values in data blocks
+  // (AllocKind::kData): a reachable data block is kept, but words in it
+  // keep nothing alive, so a block reached only through one is freed.
   // The frees are ordinary changes: durable at the next commit(), undone by
   // abort(). With dry_run nothing is freed. Cost: proportional to the live
   // heap. kBusy if the calling thread holds a MutationGuard.
