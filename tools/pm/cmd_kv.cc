@@ -50,8 +50,11 @@ struct StoreArgs {
   double wait_seconds = 10;  // for a store another process has open
 };
 
-void add_store_args(CLI::App* app, StoreArgs* a) {
-  app->add_option("store", a->path, "store file (a libpm container)")->required()->check(kPath);
+// How a command uses the store: only put and load create a missing one; the
+// others say so instead of leaving an empty store behind.
+enum class Access { kRead, kWrite, kCreate };
+
+void add_creation_args(CLI::App* app, StoreArgs* a) {
   const char* kCreation = "Creation (used only when the store is created)";
   app->add_option("--logs", a->logs, "number of persistent logs")
       ->capture_default_str()
@@ -75,9 +78,18 @@ void add_store_args(CLI::App* app, StoreArgs* a) {
   app->add_flag("--unordered", a->unordered,
                 "no ordered index: new keys cost less to apply, every ls reads and sorts all keys")
       ->group(kCreation);
-  app->add_flag("--async", a->async,
-                "a write returns before it is durable; the command syncs before it exits");
   app->add_flag("--no-create", a->no_create, "fail instead of creating a missing store");
+}
+
+// The options of a command that uses the store as `access` says: creation
+// options only where a store may be created, --async only where it writes.
+void add_store_args(CLI::App* app, StoreArgs* a, Access access) {
+  app->add_option("store", a->path, "store file (a libpm container)")->required()->check(kPath);
+  if (access == Access::kCreate) add_creation_args(app, a);
+  if (access != Access::kRead) {
+    app->add_flag("--async", a->async,
+                  "a write returns before it is durable; the command syncs before it exits");
+  }
   app->add_option("--wait", a->wait_seconds,
                   "seconds to wait for a store another process has open (0: fail at once)")
       ->capture_default_str()
@@ -90,10 +102,6 @@ bool file_exists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 || errno != ENOENT;
 }
-
-// How a command uses the store: only put and load create a missing one; the
-// others say so instead of leaving an empty store behind.
-enum class Access { kRead, kWrite, kCreate };
 
 Result<std::unique_ptr<kv::Store>> open_store(const StoreArgs& a, Access access) {
   const bool creates = access == Access::kCreate;
@@ -174,8 +182,8 @@ struct KeyArgs {
   CLI::Option* value_opt = nullptr;
 };
 
-void add_key_arg(CLI::App* app, KeyArgs* a) {
-  add_store_args(app, &a->store);
+void add_key_arg(CLI::App* app, KeyArgs* a, Access access) {
+  add_store_args(app, &a->store, access);
   app->add_option("key", a->key, "key")->required();
 }
 
@@ -623,18 +631,18 @@ Status run_salvage(const SalvageArgs& a, bool json) {
 void add_put_get_del(CLI::App* kv, const Globals& g, std::vector<Command>* out) {
   auto put = std::make_shared<KeyArgs>();
   CLI::App* p = kv->add_subcommand("put", "set KEY to VALUE (or to stdin), creating the store");
-  add_key_arg(p, put.get());
+  add_key_arg(p, put.get(), Access::kCreate);
   put->value_opt = p->add_option("value", put->value, "value; omitted or '-': read stdin");
   out->push_back({p, [put, &g] { return run_put(*put, g.json); }});
 
   auto get = std::make_shared<KeyArgs>();
   CLI::App* gt = kv->add_subcommand("get", "write KEY's value to stdout as it is");
-  add_key_arg(gt, get.get());
+  add_key_arg(gt, get.get(), Access::kRead);
   out->push_back({gt, [get, &g] { return run_get(*get, g.json); }});
 
   auto del = std::make_shared<KeyArgs>();
   CLI::App* d = kv->add_subcommand("del", "remove KEY (fails when it is absent)");
-  add_key_arg(d, del.get());
+  add_key_arg(d, del.get(), Access::kWrite);
   out->push_back({d, [del, &g] { return run_del(*del, g.json); }});
 }
 
@@ -644,7 +652,7 @@ void add_ls_load_stats(CLI::App* kv, const Globals& g, std::vector<Command>* out
       "ls", "list keys in byte order, one per line, as they are read (a read that fails midway "
             "exits 1 after the keys before it); bytes are printed as they are, so keys or values "
             "with newlines or tabs need 'pm --json kv ls'");
-  add_store_args(l, &ls->store);
+  add_store_args(l, &ls->store, Access::kRead);
   l->add_option("--prefix", ls->prefix, "only keys that start with this");
   l->add_option("--start", ls->start, "only keys from this one on (inclusive)");
   l->add_option("--end", ls->end, "only keys below this one (exclusive)");
@@ -659,7 +667,7 @@ void add_ls_load_stats(CLI::App* kv, const Globals& g, std::vector<Command>* out
   auto load = std::make_shared<LoadArgs>();
   CLI::App* ld = kv->add_subcommand(
       "load", "put every line of FILE ('-': stdin), then checkpoint; creates the store");
-  add_store_args(ld, &load->store);
+  add_store_args(ld, &load->store, Access::kCreate);
   ld->add_option("file", load->file, "input file")->required();
   ld->add_option("--format", load->format,
                  "tsv: key<TAB>value lines; jsonl: one {\"key\",\"value\"} object per line; "
@@ -675,7 +683,7 @@ void add_ls_load_stats(CLI::App* kv, const Globals& g, std::vector<Command>* out
 
   auto stats = std::make_shared<StoreArgs>();
   CLI::App* st = kv->add_subcommand("stats", "show the store's counters and sizes");
-  add_store_args(st, stats.get());
+  add_store_args(st, stats.get(), Access::kRead);
   out->push_back({st, [stats, &g] { return run_stats(*stats, g.json); }});
 
   auto sv = std::make_shared<SalvageArgs>();
