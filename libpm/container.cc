@@ -163,18 +163,18 @@ class ContainerImpl final : public Container {
     if (options_.read_only) {
       return Status::read_only(path_ + ": opened read-only; open it writable to change it");
     }
+    PM_TRY(FileLock::check_not_forked(forks_at_open_, path_));
     if (!broken_.load(std::memory_order_acquire)) return Status();
     std::lock_guard<std::mutex> l(persist_mu_);
     return failed_;
   }
   Status grow_to(uint64_t new_heap_size);
   Status commit_locked();
-  // Rewrites the pending header of the last (fully applied) commit as applied.
-  Status mark_applied() {
+  // Rewrites the pending header of the last (fully applied) commit as
+  // applied; at a clean close (`both`), the other slot's too (journal.h).
+  Status mark_applied(bool both = false) {
     PM_TRY(drain_deferred());
-    JournalHeader h;
-    std::memcpy(&h, persist_->view() + journal_slot_offset(seq_.load(), slots()), sizeof h);
-    PM_TRY(mark_journal_applied(*persist_, h, slots()));
+    PM_TRY(mark_journal_slots_applied(*persist_, seq_.load(), slots(), both));
     journal_pending_ = false;
     journal_state_ = JournalState::kApplied;
     return Status();
@@ -241,6 +241,7 @@ class ContainerImpl final : public Container {
   // A read-only open of a pending journal: the commits applied in this
   // process's copies only (recover(), map_and_attach()).
   std::vector<JournalHeader> read_only_replay_;
+  const uint64_t forks_at_open_ = FileLock::forks();  // a fork()ed child changes nothing
   bool is_pmem_ = false;
   Status failed_;                    // write-back failed after a commit point (persist_mu_)
   std::atomic<bool> broken_{false};  // failed_ is set
@@ -276,7 +277,9 @@ ContainerImpl::~ContainerImpl() {
     std::unique_lock<std::shared_mutex> l(g_open_mu);
     g_open.erase(std::remove(g_open.begin(), g_open.end(), this), g_open.end());
   }
-  if (persist_ && journal_pending_ && failed_.ok()) (void)mark_applied();
+  if (persist_ && journal_pending_ && failed_.ok() && FileLock::forks() == forks_at_open_) {
+    (void)mark_applied(/*both=*/true);  // (a fork()ed child leaves the parent's file alone)
+  }
   // The tracker goes before the mapping it watches; the lock goes last.
   tracker_.reset();
   heap_.reset();
@@ -529,7 +532,8 @@ Status ContainerImpl::map_and_attach() {
   mapped_ = heap_size;
   replay_into_working_view();
   is_pmem_ = persist_->is_pmem();
-  raw_ = std::make_unique<RawRegionImpl>(&persist_, &view_mu_, kHeapOffset, heap_off_ - kHeapOffset);
+  raw_ = std::make_unique<RawRegionImpl>(&persist_, &view_mu_, kHeapOffset, heap_off_ - kHeapOffset,
+                                         path_);
   std::string why;
   // Read-only: nothing will be committed, so nothing is tracked.
   const TrackerKind kind = options_.read_only ? TrackerKind::kHints : options_.tracker;
@@ -607,6 +611,7 @@ Status ContainerImpl::grow_to(uint64_t new_heap_size) {
 }
 
 Status ContainerImpl::commit() {
+  PM_TRY(FileLock::check_not_forked(forks_at_open_, path_));
   if (gate_.held_by_this_thread()) {
     return Status::busy("commit() called while this thread holds a MutationGuard");
   }

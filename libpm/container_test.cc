@@ -683,6 +683,40 @@ TEST_F(ContainerTest, AForkedChildDoesNotKeepTheParentsLock) {
   EXPECT_TRUE(again.ok()) << again.status().to_string();
 }
 
+// A child after fork() shares its parent's mapping of the file: its commits,
+// raw writes, growth and close would go under the parent's commits (a user
+// trial: a forked child writing through its parent's SQLite connection
+// left the parent's database malformed). They are refused, and the parent
+// goes on as if the child had never been.
+TEST_F(ContainerTest, AForkedChildCannotChangeItsParentsContainer) {
+  Options o = small();
+  o.raw_bytes = 4096;
+  auto c = must(Container::create(path_, o));
+  auto* v = static_cast<uint64_t*>(*c->alloc(sizeof(uint64_t)));
+  put(*c, v, uint64_t{1});
+  ASSERT_TRUE(c->set_root(v).ok());
+  ASSERT_TRUE(c->commit().ok());
+  Container* shared = c.get();
+  const int code = test::exit_code_in_child([&] {
+    put(*shared, v, uint64_t{2});
+    if (shared->commit().code() != Code::kInvalidArgument) return 2;
+    if (shared->commit().message().find("fork()") == std::string::npos) return 3;
+    if (shared->alloc(size_t{64} << 20).ok()) return 4;  // would grow the file
+    const char x = 'x';
+    if (shared->raw().write(0, &x, 1).ok() || shared->raw().persist(0, 1).ok()) return 5;
+    c.reset();  // the close leaves the parent's journal header alone
+    return 0;
+  });
+  ASSERT_EQ(code, 0) << "the step that went wrong";
+  EXPECT_EQ(*v, 1u);
+  put(*c, v, uint64_t{3});
+  ASSERT_TRUE(c->commit().ok());
+  c.reset();
+  c = must(Container::open(path_));
+  EXPECT_EQ(*c->root<uint64_t>(), 3u);
+  EXPECT_TRUE(c->check().problems.empty());
+}
+
 TEST_F(ContainerTest, OpenAndCreateReportMisuse) {
   EXPECT_EQ(Container::open(path_).status().code(), Code::kNotFound);
   auto c = must(Container::create(path_, small()));
@@ -1236,6 +1270,33 @@ TEST_F(ContainerTest, CommitsAlternateBetweenTwoJournalSlots) {
   const uint64_t a = header_seq(f, kJournalHeaderOffset), b = header_seq(f, kJournalSlot1Offset);
   EXPECT_EQ(std::max(a, b), c->info().commits);
   EXPECT_EQ(std::min(a, b) + 1, std::max(a, b));
+}
+
+// A clean close marks both slots applied. Before, the older one stayed
+// pending (off pmem, the deferred write-back): a damaged byte in the
+// newest header then had recovery replay the older commit over the newer
+// one's bytes, undoing half of it silently (a user trial's ledger).
+TEST_F(ContainerTest, ADamagedNewestHeaderAfterACleanCloseReplaysNothingOlder) {
+  {
+    auto c = must(Container::create(path_, small()));
+    Node* n = push(*c, push(*c, nullptr, 0), 0);
+    ASSERT_TRUE(c->set_root(n).ok());
+    ASSERT_TRUE(c->commit().ok());
+    put(*c, &n->value, uint64_t{1});  // commit N changes the first value only
+    ASSERT_TRUE(c->commit().ok());
+    put(*c, &n->value, uint64_t{2});  // N + 1 changes both
+    put(*c, &n->next->value, uint64_t{2});
+    ASSERT_TRUE(c->commit().ok());
+  }
+  const std::string f = file_bytes(path_);
+  const uint64_t a = header_seq(f, kJournalHeaderOffset), b = header_seq(f, kJournalSlot1Offset);
+  const uint64_t newest = a > b ? kJournalHeaderOffset : kJournalSlot1Offset;
+  const char flip = static_cast<char>(f[newest + 8] ^ 0x10);  // its sequence number
+  patch(path_, static_cast<off_t>(newest + 8), &flip, 1);
+  auto c = must(Container::open(path_));
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->root<Node>()->value, 2u);
+  EXPECT_EQ(c->root<Node>()->next->value, 2u);
 }
 
 TEST_F(ContainerTest, VersionThreeFilesKeepOneJournalSlot) {

@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <exception>
@@ -44,7 +45,10 @@ long lock_holder(ino_t ino) {
 std::mutex g_fds_mu;
 std::set<int>* g_fds = nullptr;  // never freed: used by fork handlers to the end
 
+std::atomic<uint64_t> g_forks{0};
+
 void child_lets_go() {
+  g_forks.fetch_add(1, std::memory_order_relaxed);
   const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null >= 0) {
     for (int fd : *g_fds) (void)::dup3(null, fd, O_CLOEXEC);
@@ -88,6 +92,14 @@ FileLock& FileLock::operator=(FileLock&& o) noexcept {
 FileLock::~FileLock() {
   if (fd_ >= 0) close_tracked(fd_);
   if (map_fd_ >= 0) ::close(map_fd_);
+}
+
+uint64_t FileLock::forks() { return g_forks.load(std::memory_order_relaxed); }
+
+Status FileLock::check_not_forked(uint64_t forks_at_open, const std::string& path) {
+  if (forks() == forks_at_open) return Status();
+  return Status::invalid_argument(path + ": opened by a parent of this process (before fork()); "
+                                  "a child may not change it: open it in the child instead");
 }
 
 Result<FileLock> FileLock::acquire(const std::string& path, bool create, bool shared,

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 
 #include "pm/status.h"
@@ -25,6 +26,16 @@ class FileLock {
   // names the holder's pid.
   static Result<FileLock> acquire(const std::string& path, bool create, bool shared = false,
                                   mode_t mode = 0600);
+
+  // Counts the fork()s that made this process a child, since libpm first
+  // locked a file in an ancestor: a container remembers it at open, and a
+  // child (where it differs) must not write the file its parent writes.
+  static uint64_t forks();
+  // OK in the process that opened `path` (when forks() was `forks_at_open`),
+  // kInvalidArgument in a child of it: the file's shared mapping and
+  // descriptors are the parent's, and a child's write would go under the
+  // parent's commits.
+  static Status check_not_forked(uint64_t forks_at_open, const std::string& path);
 
   int fd() const { return fd_; }
   // The same file opened again, to map it: a mapping holds its open file

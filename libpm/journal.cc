@@ -314,6 +314,22 @@ void for_each_journal_entry(const Persist& p, const JournalHeader& h,
   }
 }
 
+Status mark_journal_slots_applied(Persist& p, uint64_t seq, int slots, bool both) {
+  JournalHeader h;
+  std::memcpy(&h, p.view() + journal_slot_offset(seq, slots), sizeof h);
+  PM_TRY(mark_journal_applied(p, h, slots));
+  if (slots != 2 || !both) return Status();
+  // The older one only once the newest's mark is durable: a crash between
+  // the two finds the newest applied and replays nothing, and a kill
+  // before the newest's drain leaves the slots as a close always did.
+  std::memcpy(&h, p.view() + journal_slot_offset(seq + 1, slots), sizeof h);  // the other slot
+  if (h.magic != kJournalMagic || h.checksum != header_checksum(h) || h.seq >= seq ||
+      h.state != static_cast<uint32_t>(JournalState::kPending)) {
+    return Status();
+  }
+  return mark_journal_applied(p, h, slots);
+}
+
 Status mark_journal_applied(Persist& p, JournalHeader h, int slots) {
   h.state = static_cast<uint32_t>(JournalState::kApplied);
   return write_header(p, h, slots);

@@ -13,6 +13,7 @@ Status RawRegionImpl::check_range(uint64_t off, size_t n) const {
 
 Status RawRegionImpl::write(uint64_t off, const void* src, size_t n) {
   PM_TRY(check_range(off, n));
+  PM_TRY(FileLock::check_not_forked(forks_at_open_, path_));
   ViewLock::Shared v(*view_);
   (*persist_)->write(file_off_ + off, src, n);
   return Status();
@@ -20,6 +21,7 @@ Status RawRegionImpl::write(uint64_t off, const void* src, size_t n) {
 
 Status RawRegionImpl::persist(uint64_t off, size_t n) {
   PM_TRY(check_range(off, n));
+  PM_TRY(FileLock::check_not_forked(forks_at_open_, path_));
   ViewLock::Shared v(*view_);
   return (*persist_)->persist_range(file_off_ + off, n);
 }

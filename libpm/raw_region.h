@@ -3,7 +3,9 @@
 #define LIBPM_RAW_REGION_H_
 
 #include <memory>
+#include <string>
 
+#include "libpm/file_lock.h"
 #include "libpm/persist.h"
 #include "libpm/view_lock.h"
 #include "pm/raw_region.h"
@@ -16,8 +18,8 @@ class RawRegionImpl final : public RawRegion {
   // may replace and remap: every access holds `view` shared, growth holds it
   // exclusively. Both must outlive the region.
   RawRegionImpl(std::unique_ptr<Persist>* persist, ViewLock* view, uint64_t file_off,
-                uint64_t size)
-      : persist_(persist), view_(view), file_off_(file_off), size_(size) {}
+                uint64_t size, std::string path)
+      : persist_(persist), view_(view), file_off_(file_off), size_(size), path_(std::move(path)) {}
 
   uint64_t size() const override { return size_; }
   Status write(uint64_t off, const void* src, size_t n) override;
@@ -31,6 +33,8 @@ class RawRegionImpl final : public RawRegion {
   ViewLock* view_;
   uint64_t file_off_;
   uint64_t size_;
+  std::string path_;
+  const uint64_t forks_at_open_ = FileLock::forks();  // writes refused in a fork()ed child
 };
 
 }  // namespace pm

@@ -103,6 +103,32 @@ TEST(SqliteVfsTest, AnEmptyFileIsAnEmptyDatabase) {
   EXPECT_EQ(db.one("SELECT x FROM t"), "3");
 }
 
+// A child after fork() writing through its parent's connection (which
+// SQLite warns against) gets an error, and the parent's database is whole:
+// a user trial's child once left it malformed, or holding only its rows.
+TEST(SqliteVfsTest, AForkedChildCannotWriteThroughItsParentsConnection) {
+  TempDir dir;
+  const std::string path = dir.file("f.db");
+  Db db(path);
+  ASSERT_EQ(db.exec("CREATE TABLE t(x INTEGER PRIMARY KEY, who TEXT)"), SQLITE_OK);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    int failed = 0;
+    for (int i = 0; i < 50; i++) {
+      failed += db.exec("INSERT INTO t(who) VALUES('child')") != SQLITE_OK;
+    }
+    _exit(failed == 50 ? 0 : 2);
+  }
+  for (int i = 0; i < 50; i++) ASSERT_EQ(db.exec("INSERT INTO t(who) VALUES('parent')"), SQLITE_OK);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a child's write went through";
+  Db again(path);
+  EXPECT_EQ(again.one("PRAGMA integrity_check"), "ok");
+  EXPECT_EQ(again.one("SELECT count(*) FROM t WHERE who = 'parent'"), "50");
+  EXPECT_EQ(again.one("SELECT count(*) FROM t WHERE who = 'child'"), "0");
+}
+
 // A new database gets SQLite's permissions, 0644 less the umask.
 TEST(SqliteVfsTest, ANewDatabaseHasSqlitesPermissions) {
   TempDir dir;
