@@ -256,6 +256,14 @@ Result<bool> Cache::get(std::string_view key, Item* out, const int64_t* touch) {
   return true;
 }
 
+// A set with no room for its value removes the old one: memcached does, so
+// that a failed set never leaves stale data to be read (its other modes
+// keep the item).
+Result<StoreResult> Cache::no_memory(Shard& s, StoreMode mode, std::string_view key) {
+  if (mode == StoreMode::kSet) PM_TRY(remove_locked(s, key));
+  return StoreResult::kNoMemory;
+}
+
 Result<StoreResult> Cache::store(StoreMode mode, std::string_view key, uint32_t flags,
                                  int64_t exptime, std::string_view data,
                                  std::optional<uint64_t> cas, uint64_t* cas_out) {
@@ -313,7 +321,7 @@ Result<StoreResult> Cache::store(StoreMode mode, std::string_view key, uint32_t 
       it.data.assign(data);
     }
     if (!o_.evict && bytes_.load() + entry_bytes(key, it.data.size()) > o_.memory_limit) {
-      return StoreResult::kNoMemory;
+      return no_memory(s, mode, key);
     }
     if (it.exptime < 0) {  // stored and expired at once: memcached's negative expiry
       PM_TRY(remove_locked(s, key));
@@ -324,7 +332,7 @@ Result<StoreResult> Cache::store(StoreMode mode, std::string_view key, uint32_t 
     it.cas = *c;
     if (cas_out != nullptr) *cas_out = it.cas;
     Status st = write_locked(s, key, it, now());
-    if (st.code() == pm::Code::kNoSpace) return StoreResult::kNoMemory;
+    if (st.code() == pm::Code::kNoSpace) return no_memory(s, mode, key);
     PM_TRY(st);
     n_->total_items++;
   }

@@ -166,6 +166,7 @@ class Cache {
   Result<bool> read_locked(Shard& s, std::string_view key, Item* out, int64_t* time);
   Status write_locked(Shard& s, std::string_view key, const Item& it, int64_t time);
   Status remove_locked(Shard& s, std::string_view key);
+  Result<StoreResult> no_memory(Shard& s, StoreMode mode, std::string_view key);
   Result<uint64_t> next_cas();
   Status evict_if_over();
   void rebuild_index();

@@ -174,6 +174,12 @@ TEST_F(CacheTest, MemoryLimitEvictsLeastRecentlyUsedOrRefuses) {
     last = set(*c, StoreMode::kSet, "k" + std::to_string(i), v);
   }
   EXPECT_EQ(last, StoreResult::kNoMemory);
+  // A set that finds no memory removes the old value, as memcached does
+  // (no stale data); the other modes leave it.
+  ASSERT_EQ(set(*c, StoreMode::kReplace, "k0", v + v), StoreResult::kNoMemory);
+  EXPECT_EQ(get(*c, "k0"), v);
+  ASSERT_EQ(set(*c, StoreMode::kSet, "k0", v + v), StoreResult::kNoMemory);
+  EXPECT_EQ(get(*c, "k0"), "<none>");
 }
 
 TEST_F(CacheTest, TheIndexIsRebuiltAfterRestartWithoutLosingConcurrentWrites) {

@@ -72,6 +72,13 @@ int main(int argc, char** argv) {
                  item_max.c_str());
     return 2;
   }
+  // As memcached: an item larger than half the memory would evict all the
+  // others, and then itself (STORED, and gone).
+  if (item_bytes > (memory_mb << 20) / 2) {
+    std::fprintf(stderr, "pmcached: -I %s is more than half of -m %llu MiB; raise -m or lower -I\n",
+                 item_max.c_str(), static_cast<unsigned long long>(memory_mb));
+    return 2;
+  }
   co.item_max = static_cast<uint32_t>(item_bytes);
   co.memory_limit = memory_mb << 20;
   co.evict = !no_evict;

@@ -309,6 +309,7 @@ void Session::data_block(std::string_view block, std::string* out) {
     case StoreResult::kTooLarge:
       return reply(out, kTooLarge);
     case StoreResult::kNoMemory:
+      wrote_ = true;  // a set then removed the old value: durable before the reply
       return reply(out, "SERVER_ERROR out of memory storing object");
   }
 }

@@ -455,7 +455,7 @@ def eviction_under_memory_limit(tmp):
     check("bytes within the limit", st[b"bytes"] <= 2 << 20, True)
     check("recent items stay", c.get("e5999"), value)
     s.stop()
-    s = start_pmcached(os.path.join(tmp, "noevict.kv"), "-m", "1", "-M")
+    s = start_pmcached(os.path.join(tmp, "noevict.kv"), "-m", "1", "-I", "256k", "-M")
     c = s.client()
     outcome = None
     for i in range(3000):
