@@ -25,16 +25,22 @@ sqlite3_vfs* g_base = nullptr;  // the default VFS when "pm" was registered
 thread_local std::string t_last_error;
 
 // What SQLite hears for a failure; the whole message goes to SQLite's log
-// (sqlite3_config(SQLITE_CONFIG_LOG)) and xGetLastError.
+// (sqlite3_config(SQLITE_CONFIG_LOG)) and xGetLastError. `io_code` says
+// what failed: SQLITE_CANTOPEN an open, else an I/O method.
 int fail(const Status& s, int io_code) {
+  const bool open = io_code == SQLITE_CANTOPEN;
   int rc = io_code;
   switch (s.code()) {
     case pm::Code::kNoSpace: rc = SQLITE_FULL; break;
     case pm::Code::kBusy: rc = SQLITE_BUSY; break;
-    case pm::Code::kReadOnly: rc = SQLITE_READONLY; break;
+    // An open that fails so is a create in a directory we may not write
+    // (a file we may not write opens read-only): as SQLite's own VFS.
+    case pm::Code::kReadOnly: rc = open ? SQLITE_CANTOPEN : SQLITE_READONLY; break;
     case pm::Code::kCorruption: rc = SQLITE_CORRUPT; break;
+    // At an open: a file that is not ours. Later: misuse (a fork()ed child
+    // writing through its parent's connection), an I/O error.
     case pm::Code::kNotSupported:
-    case pm::Code::kInvalidArgument: rc = SQLITE_NOTADB; break;
+    case pm::Code::kInvalidArgument: rc = open ? SQLITE_NOTADB : io_code; break;
     case pm::Code::kNotFound: rc = SQLITE_CANTOPEN; break;
     default: break;
   }
