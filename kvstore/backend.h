@@ -189,9 +189,10 @@ class Backend {
   // Finds the key's entry and the link that points to it (the chain's end
   // when absent). REQUIRES: stripe lock.
   Result<BackendEntry**> find_link(uint64_t b, std::string_view key);
-  // kCorruption when an entry of bucket b with keys of `klen` bytes fails
-  // its checksum: a damaged byte in the key sought would make it a miss.
-  Status check_sums_of_length(uint64_t b, size_t klen) const;
+  // kCorruption when an entry of bucket b with a key of `klen` bytes holds
+  // a key of another bucket: a damaged byte in the key sought would make
+  // it a miss.
+  Status check_keys_of_length(uint64_t b, size_t klen) const;
   Result<BackendEntry*> new_entry(std::string_view key, std::string_view value, uint64_t seq,
                                   bool ghost);
   void link_ghost(BackendEntry* e);

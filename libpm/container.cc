@@ -81,7 +81,10 @@ Status check_create_options(const Options& o) {
   }
   if (o.layout.size() > 31) return Status::invalid_argument("layout name longer than 31 bytes");
   if (o.raw_bytes > kMaxRawBytes) return Status::invalid_argument("raw_bytes over 16 GiB");
-  if (o.file_mode > 07777) return Status::invalid_argument("file_mode has bits past 07777");
+  if (o.file_mode > 0777 || (o.file_mode & 0600) != 0600) {
+    return Status::invalid_argument("file_mode must give the owner read and write (0600 at least) "
+                                    "and hold permission bits only (at most 0777)");
+  }
   return Status();
 }
 
@@ -317,8 +320,8 @@ Result<FileLock> lock_creating(const std::string& tmp, mode_t mode) {
   return Status::busy(tmp + ": other processes keep creating this container");
 }
 
-// The directory a create writes into, named when missing or closed to us
-// (the failure would otherwise name the hidden temporary).
+// Why a create could not make its file, when the directory is the reason:
+// missing, or closed to us (the failure names the hidden temporary).
 Status check_create_dir(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
@@ -336,12 +339,14 @@ Status ContainerImpl::init_new(const PersistOpener& opener) {
   if (::access(path_.c_str(), F_OK) == 0) {
     return Status::invalid_argument(path_ + " already exists; open it, or remove it first");
   }
-  PM_TRY(check_create_dir(path_));
   // Built under a temporary name, published by a rename once complete: a
   // crash never leaves a half-made file at the path (options.h).
   const std::string tmp = creating_name(path_);
   Result<FileLock> lock = lock_creating(tmp, static_cast<mode_t>(options_.file_mode));
-  if (!lock.ok()) return lock.status();
+  if (!lock.ok()) {
+    const Status dir = check_create_dir(path_);  // says why in the user's terms, if it can
+    return dir.ok() ? lock.status() : dir;
+  }
   lock_ = std::move(*lock);
   created_file_ = tmp;
   const uint64_t heap_size = align_up(options_.initial_size, kPage);
@@ -909,6 +914,9 @@ void ContainerImpl::remember_committed(const std::vector<PageRun>& pages) {
 }
 
 Status ContainerImpl::abort() {
+  // Before the gate: a parent thread inside a mutation at fork() never
+  // leaves it in the child.
+  if (!options_.read_only) PM_TRY(FileLock::check_not_forked(forks_at_open_, path_));
   if (gate_.held_by_this_thread()) {
     return Status::busy("abort() called while this thread holds a MutationGuard");
   }
@@ -1104,6 +1112,7 @@ void ContainerImpl::find_escapes(bool foreign_writer, CheckReport* r) const {
 }
 
 Result<CollectReport> ContainerImpl::collect(bool dry_run) {
+  PM_TRY(FileLock::check_not_forked(forks_at_open_, path_));  // before the gate, as abort()
   if (gate_.held_by_this_thread()) {
     return Status::busy("collect() called while this thread holds a MutationGuard");
   }

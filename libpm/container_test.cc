@@ -756,6 +756,8 @@ TEST_F(ContainerTest, FileModeIsTheNewFilesPermissionsLessTheUmask) {
   EXPECT_EQ(st.st_mode & 07777, 0640u);
   o.file_mode = 010000;
   EXPECT_EQ(Container::create(dir_.file("bad.pm"), o).status().code(), Code::kInvalidArgument);
+  o.file_mode = 0444;  // the owner could not write it
+  EXPECT_EQ(Container::create(dir_.file("bad.pm"), o).status().code(), Code::kInvalidArgument);
 }
 
 TEST_F(ContainerTest, LayoutIsCheckedAtOpen) {

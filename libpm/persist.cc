@@ -146,8 +146,12 @@ class PmemFile final : public Persist {
     // The new size must be durable before anything in the new range is.
     if (s.ok() && ::fsync(fd) != 0) s = Status::from_errno("fsync " + path_, errno);
     if (!s.ok()) return s;
-    unmap();
-    return map();
+    // The new view first: if it cannot be had, the old one stays in use.
+    std::byte* old = base_;
+    const uint64_t old_len = len_;
+    PM_TRY(map());
+    if (old != nullptr) pmem_unmap(old, old_len);
+    return Status();
   }
 
   uint64_t free_bytes() const override {

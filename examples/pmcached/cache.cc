@@ -260,7 +260,10 @@ Result<bool> Cache::get(std::string_view key, Item* out, const int64_t* touch) {
 // that a failed set never leaves stale data to be read (its other modes
 // keep the item).
 Result<StoreResult> Cache::no_memory(Shard& s, StoreMode mode, std::string_view key) {
-  if (mode == StoreMode::kSet) PM_TRY(remove_locked(s, key));
+  // (The index answers for a key it does not hold once it is rebuilt.)
+  const bool maybe_held = !index_ready_.load(std::memory_order_acquire) ||
+                          s.index.find(std::string(key)) != s.index.end();
+  if (mode == StoreMode::kSet && maybe_held) PM_TRY(remove_locked(s, key));
   return StoreResult::kNoMemory;
 }
 

@@ -283,7 +283,8 @@ void Session::data_block(std::string_view block, std::string* out) {
   if (pending_.meta) {
     static constexpr std::string_view kCodes[] = {"HD", "NS", "EX", "NF"};
     const auto code = static_cast<size_t>(*r);
-    if (*r == StoreResult::kStored) wrote_ = true;
+    // (A set with no memory removed the old value: durable before the reply.)
+    if (*r == StoreResult::kStored || *r == StoreResult::kNoMemory) wrote_ = true;
     if (code >= 4) {
       noreply_ = false;
       return reply(out, *r == StoreResult::kTooLarge ? kTooLarge

@@ -135,7 +135,9 @@ struct BlockInfo {
 
 class Container {
  public:
-  // Creates a new container file (Options::file_mode, 0600 by default). Fails with kInvalidArgument if
+  // Creates a new container file (Options::file_mode, 0600 by default).
+  // kNotFound when its directory is missing, kReadOnly when it may not be
+  // written. Fails with kInvalidArgument if
   // `path` exists or an option is out of range, kBusy if the address range is
   // in use in this process, kIOError/kNoSpace from the file system.
   static Result<std::unique_ptr<Container>> create(const std::string& path,

@@ -64,7 +64,7 @@ struct Options {
 
   // Permission bits of a new container file, as open(2)'s mode: the
   // process's umask applies. Default 0600: a container holds a program's
-  // heap, which is nobody else's to read. At most 07777.
+  // heap, which is nobody else's to read. Must include 0600, at most 0777.
   uint32_t file_mode = 0600;
 
   // Runs on a new container before it appears at its path (roots, first
