@@ -124,7 +124,7 @@ int kv_c_api_txn_cursor_stats(const char* path) {
   /* An iterator reads at the snapshot of its seek: a remove and a put made
    * after it, past its first batch (128 keys), do not show; the next seek
    * sees them. */
-  char zk[8];
+  char zk[16];
   for (int i = 0; i < 200; i++) {
     snprintf(zk, sizeof zk, "z%03d", i);
     if (kv_put(s, zk, 4, "v", 1) != PM_OK) return 40;

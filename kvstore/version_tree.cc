@@ -273,6 +273,8 @@ class VersionTree::Impl {
   pm::FileLock lock_;
   std::unique_ptr<pm::Persist> p_;
   Layout l_;
+  // A fork()ed child shares the file's mapping: its writes are refused.
+  const uint64_t forks_at_open_ = pm::FileLock::forks();
   const std::byte* base_ = nullptr;
 
   mutable std::shared_mutex mu_;
@@ -816,6 +818,7 @@ Status VersionTree::Impl::put(std::string_view key, std::string_view value) {
                                     " bytes: the tree takes up to " +
                                     std::to_string(l_.value_max));
   }
+  PM_TRY(pm::FileLock::check_not_forked(forks_at_open_, path_));
   std::unique_lock lk(mu_);
   if (!failed_.ok()) return failed_;
   const uint64_t w = working();
@@ -874,6 +877,7 @@ Status VersionTree::Impl::put(std::string_view key, std::string_view value) {
 }
 
 Status VersionTree::Impl::del(std::string_view key) {
+  PM_TRY(pm::FileLock::check_not_forked(forks_at_open_, path_));
   std::unique_lock lk(mu_);
   if (!failed_.ok()) return failed_;
   const uint64_t w = working();
@@ -898,6 +902,7 @@ Status VersionTree::Impl::del(std::string_view key) {
 // then the version store that makes W current. A crash before that store
 // leaves version W-1, whose entries and nodes W never overwrote.
 Status VersionTree::Impl::commit() {
+  PM_TRY(pm::FileLock::check_not_forked(forks_at_open_, path_));
   std::unique_lock lk(mu_);
   if (!failed_.ok()) return failed_;
   if (!epoch_dirty_) return Status();

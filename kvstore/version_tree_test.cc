@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "testutil/child.h"
 #include "testutil/temp_dir.h"
 
 namespace kv {
@@ -110,6 +111,30 @@ TEST(VersionTreeTest, RandomOperationsMatchAMapAcrossCommitsAndReopens) {
     }
   }
   EXPECT_GT(t->stats().height, 1u);
+}
+
+// A fork()ed child shares the tree's mapping: a put would write the
+// parent's file at once. Its writes are refused, naming fork().
+TEST(VersionTreeTest, AForkedChildCannotChangeItsParentsTree) {
+  pm::test::TempDir dir;
+  const std::string path = dir.file("t.tree");
+  auto t = make(path);
+  ASSERT_TRUE(t->put("a", "1").ok());
+  ASSERT_TRUE(t->commit().ok());
+  const int code = pm::test::exit_code_in_child([&] {
+    const pm::Status s = t->put("a", "child");
+    if (s.code() != pm::Code::kInvalidArgument) return 2;
+    if (s.message().find("fork()") == std::string::npos) return 3;
+    if (t->del("a").ok() || t->commit().ok()) return 4;
+    return 0;
+  });
+  ASSERT_EQ(code, 0) << "the step that went wrong";
+  EXPECT_EQ(*t->get("a"), "1");
+  ASSERT_TRUE(t->put("b", "2").ok());
+  ASSERT_TRUE(t->commit().ok());
+  t.reset();
+  t = reopen(path);
+  EXPECT_EQ(contents(*t), (Model{{"a", "1"}, {"b", "2"}}));
 }
 
 TEST(VersionTreeTest, ScansRespectBoundsLimitsAndIteratorBatches) {

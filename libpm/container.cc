@@ -177,6 +177,7 @@ class ContainerImpl final : public Container {
   // applied; at a clean close (`both`), the other slot's too (journal.h).
   Status mark_applied(bool both = false) {
     PM_TRY(drain_deferred());
+    both = both && !g_planted_bugs.close_marks_newest_only;
     PM_TRY(mark_journal_slots_applied(*persist_, seq_.load(), slots(), both));
     journal_pending_ = false;
     journal_state_ = JournalState::kApplied;

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +23,7 @@
 
 #include "libpm/container_impl.h"
 #include "libpm/journal.h"
+#include "libpm/planted_bugs.h"
 #include "libpm/sync_point.h"
 #include "libpm/superblock.h"
 #include "testutil/child.h"
@@ -1277,28 +1279,41 @@ TEST_F(ContainerTest, CommitsAlternateBetweenTwoJournalSlots) {
 // A clean close marks both slots applied. Before, the older one stayed
 // pending (off pmem, the deferred write-back): a damaged byte in the
 // newest header then had recovery replay the older commit over the newer
-// one's bytes, undoing half of it silently (a user trial's ledger).
+// one's bytes, undoing half of it silently (a user trial's ledger). The
+// planted bug (close_marks_newest_only) is that defect: it must fail here.
 TEST_F(ContainerTest, ADamagedNewestHeaderAfterACleanCloseReplaysNothingOlder) {
-  {
-    auto c = must(Container::create(path_, small()));
-    Node* n = push(*c, push(*c, nullptr, 0), 0);
-    ASSERT_TRUE(c->set_root(n).ok());
-    ASSERT_TRUE(c->commit().ok());
-    put(*c, &n->value, uint64_t{1});  // commit N changes the first value only
-    ASSERT_TRUE(c->commit().ok());
-    put(*c, &n->value, uint64_t{2});  // N + 1 changes both
-    put(*c, &n->next->value, uint64_t{2});
-    ASSERT_TRUE(c->commit().ok());
-  }
-  const std::string f = file_bytes(path_);
-  const uint64_t a = header_seq(f, kJournalHeaderOffset), b = header_seq(f, kJournalSlot1Offset);
-  const uint64_t newest = a > b ? kJournalHeaderOffset : kJournalSlot1Offset;
-  const char flip = static_cast<char>(f[newest + 8] ^ 0x10);  // its sequence number
-  patch(path_, static_cast<off_t>(newest + 8), &flip, 1);
-  auto c = must(Container::open(path_));
-  ASSERT_NE(c, nullptr);
-  EXPECT_EQ(c->root<Node>()->value, 2u);
-  EXPECT_EQ(c->root<Node>()->next->value, 2u);
+  // The two values an open finds after the newest header's checksum is damaged.
+  auto run = [&](std::pair<uint64_t, uint64_t>* found) {
+    ::unlink(path_.c_str());
+    {
+      auto c = must(Container::create(path_, small()));
+      Node* n = push(*c, push(*c, nullptr, 0), 0);
+      ASSERT_TRUE(c->set_root(n).ok());
+      ASSERT_TRUE(c->commit().ok());
+      put(*c, &n->value, uint64_t{1});  // commit N changes the first value only
+      ASSERT_TRUE(c->commit().ok());
+      put(*c, &n->value, uint64_t{2});  // N + 1 changes both
+      put(*c, &n->next->value, uint64_t{2});
+      ASSERT_TRUE(c->commit().ok());
+    }
+    const std::string f = file_bytes(path_);
+    const uint64_t a = header_seq(f, kJournalHeaderOffset), b = header_seq(f, kJournalSlot1Offset);
+    // Its checksum: the sequence number and flags stay as they were.
+    const uint64_t at = (a > b ? kJournalHeaderOffset : kJournalSlot1Offset) +
+                        offsetof(JournalHeader, checksum);
+    const char flip = static_cast<char>(f[at] ^ 0x10);
+    patch(path_, static_cast<off_t>(at), &flip, 1);
+    auto c = must(Container::open(path_));
+    ASSERT_NE(c, nullptr);
+    *found = {c->root<Node>()->value, c->root<Node>()->next->value};
+  };
+  std::pair<uint64_t, uint64_t> fixed, planted;
+  run(&fixed);
+  EXPECT_EQ(fixed, (std::pair<uint64_t, uint64_t>{2, 2}));
+  g_planted_bugs.close_marks_newest_only = true;
+  run(&planted);
+  g_planted_bugs.close_marks_newest_only = false;
+  EXPECT_NE(planted, (std::pair<uint64_t, uint64_t>{2, 2})) << "the planted bug went unseen";
 }
 
 TEST_F(ContainerTest, VersionThreeFilesKeepOneJournalSlot) {

@@ -339,7 +339,7 @@ Result<StoreResult> Cache::store(StoreMode mode, std::string_view key, uint32_t 
     PM_TRY(st);
     n_->total_items++;
   }
-  PM_TRY(evict_if_over());
+  PM_TRY(evict_if_over(key));
   return StoreResult::kStored;
 }
 
@@ -466,7 +466,7 @@ uint64_t Cache::sweep(size_t first_shard, size_t shards) {
   return removed;
 }
 
-Status Cache::evict_if_over() {
+Status Cache::evict_if_over(std::string_view keep) {
   if (!o_.evict) return Status();
   thread_local std::mt19937_64 rng(std::random_device{}());
   for (int attempts = 0; bytes_.load(std::memory_order_relaxed) > o_.memory_limit && attempts < 10000;
@@ -488,6 +488,7 @@ Status Cache::evict_if_over() {
       for (size_t b = rng() % buckets, n = 0; n < buckets; b = (b + 1) % buckets, n++) {
         if (s.index.begin(b) == s.index.end(b)) continue;
         const auto& [key, e] = *s.index.begin(b);
+        if (key == keep) continue;
         if (e.atime < oldest) {
           oldest = e.atime;
           victim = key;

@@ -168,7 +168,11 @@ class Cache {
   Status remove_locked(Shard& s, std::string_view key);
   Result<StoreResult> no_memory(Shard& s, StoreMode mode, std::string_view key);
   Result<uint64_t> next_cas();
-  Status evict_if_over();
+  // Evicts until the items fit the memory limit; never `keep`, the item
+  // just stored (memcached's is at the head of its LRU). Access times
+  // are in seconds: without it, a set among items used in the same second
+  // could evict its own item, and the get right after it missed.
+  Status evict_if_over(std::string_view keep = {});
   void rebuild_index();
   void background();
 

@@ -74,7 +74,13 @@ void Session::server_error(std::string* out, const Status& s) {
 
 size_t Session::feed(std::string_view in, std::string* out, size_t out_limit) {
   size_t used = 0;
-  while (!closing_ && used < in.size() && out->size() < out_limit) {
+  out_limit_ = out_limit;
+  while (!closing_ && out->size() < out_limit) {
+    if (get_.streaming) {  // a get's reply goes on before the next command
+      values(std::string_view(get_.rest).substr(get_.at), out);
+      continue;
+    }
+    if (used == in.size()) break;
     std::string_view rest = in.substr(used);
     if (swallow_ > 0) {
       const size_t n = std::min<uint64_t>(swallow_, rest.size());
@@ -206,28 +212,51 @@ void Session::retrieval(bool cas, bool touch, std::string_view* tok, size_t n, s
   for (size_t i = first; i < n; i++) {
     if (!valid_key(tok[i])) return reply(out, kBadFormat);
   }
+  get_ = Retrieval();
+  get_.cas = cas;
+  get_.touch = touch;
+  get_.exptime = exptime;
+  const char* end = tok[n - 1].data() + tok[n - 1].size();
+  values(std::string_view(tok[first].data(), static_cast<size_t>(end - tok[first].data())), out);
+}
+
+void Session::values(std::string_view keys, std::string* out) {
   Item it;
   const size_t start = out->size();
-  for (size_t i = first; i < n; i++) {
-    if (out->size() - start > info_->max_get_reply) {
-      out->resize(start);
-      return reply(out, "SERVER_ERROR out of memory writing get response");
+  for (size_t at = 0;;) {
+    while (at < keys.size() && keys[at] == ' ') at++;
+    if (at == keys.size()) break;
+    if (out->size() >= out_limit_) {  // the rest once this part is sent
+      if (get_.streaming) {
+        get_.at += at;  // `keys` is get_.rest from get_.at
+      } else {
+        get_.rest.assign(keys.substr(at));
+        get_.at = 0;
+        get_.streaming = true;
+      }
+      return;
     }
-    Result<bool> r = cache_->get(tok[i], &it, touch ? &exptime : nullptr);
+    const size_t len = std::min(keys.find(' ', at), keys.size()) - at;
+    const std::string_view key = keys.substr(at, len);
+    at += len;
+    Result<bool> r = cache_->get(key, &it, get_.touch ? &get_.exptime : nullptr);
     if (!r.ok()) {
-      out->resize(start);  // no VALUE lines without their END
+      // No VALUE lines without their END, unless some were sent already.
+      if (!get_.streaming) out->resize(start);
+      get_ = Retrieval();
       return server_error(out, r.status());
     }
     if (!*r) continue;
-    if (touch) wrote_ = true;
+    if (get_.touch) wrote_ = true;
     out->append("VALUE ");
-    out->append(tok[i]);
+    out->append(key);
     fmt::format_to(std::back_inserter(*out), " {} {}", it.flags, it.data.size());
-    if (cas) fmt::format_to(std::back_inserter(*out), " {}", it.cas);
+    if (get_.cas) fmt::format_to(std::back_inserter(*out), " {}", it.cas);
     out->append("\r\n");
     out->append(it.data);
     out->append("\r\n");
   }
+  get_ = Retrieval();
   out->append("END\r\n");
 }
 

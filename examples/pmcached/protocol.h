@@ -31,10 +31,6 @@ struct ServerInfo {
   std::atomic<int> verbosity{0};
   std::string version;
   bool sync_before_reply = false;  // group commit (a store that is not on pmem)
-  // The reply to one get of many keys: past it, the reply is memcached's
-  // own "SERVER_ERROR out of memory writing get response" (a line of a
-  // megabyte can name half a million keys: their values would not fit).
-  size_t max_get_reply = size_t{256} << 20;
 };
 
 // The longest command line: past it, a connection is closed (as memcached
@@ -50,9 +46,14 @@ class Session {
   // replies to *out, until *out holds `out_limit` bytes or more; returns
   // how many bytes of `in` it used (the rest, commands not run yet or an
   // incomplete one, is to be fed again, with more bytes behind it or once
-  // the replies have been sent). The limit keeps a few pipelined gets of
-  // large items from making replies of gigabytes.
+  // the replies have been sent). The limit keeps pipelined gets of large
+  // items, and one get of many, from making replies of gigabytes: a get
+  // whose reply reaches it stops between two values and goes on at the
+  // next feed (see streaming()).
   size_t feed(std::string_view in, std::string* out, size_t out_limit = SIZE_MAX);
+  // A get's reply stopped at the limit: feed again once *out is sent, even
+  // with no more input.
+  bool streaming() const { return get_.streaming; }
 
   // The connection is to be closed once *out is sent (quit, a line too long,
   // binary protocol).
@@ -84,7 +85,19 @@ class Session {
   // Waits for the data block of p (or drops one over the item size limit).
   void await_data(Pending p, int64_t bytes, std::string* out);
   void data_block(std::string_view block, std::string* out);
+  // A get, gets, gat or gats whose reply stopped at the feed's limit
+  // streams: the keys not yet answered wait in `rest`.
+  struct Retrieval {
+    bool cas = false, touch = false;
+    int64_t exptime = 0;
+    bool streaming = false;  // stopped at the limit; rest[at..] to answer
+    std::string rest;        // space-separated keys
+    size_t at = 0;
+  };
   void retrieval(bool cas, bool touch, std::string_view* tok, size_t n, std::string* out);
+  // Appends the VALUE lines of `keys` (space-separated) and END, stopping
+  // when *out reaches the feed's limit.
+  void values(std::string_view keys, std::string* out);
   void delta(bool incr, std::string_view* tok, size_t n, std::string* out);
   void stats(std::string_view* tok, size_t n, std::string* out);
   // The meta protocol (mg, ms, md, ma, me): flags after the key.
@@ -102,6 +115,8 @@ class Session {
   ServerInfo* info_;
   bool has_pending_ = false;
   Pending pending_;
+  Retrieval get_;
+  size_t out_limit_ = SIZE_MAX;
   uint64_t swallow_ = 0;  // bytes of a refused data block still to drop
   bool noreply_ = false;  // the current command's replies are suppressed
   bool closing_ = false;

@@ -38,7 +38,7 @@ struct Conn {
   bufferevent* bev;
   Session session;
   std::string in, out;
-  bool stalled = false;  // commands wait in `in` until the replies drain
+  bool stalled = false;  // commands (or a get's values) wait until the replies drain
   bool eof = false;      // the client sent all it will (a half-close)
 };
 
@@ -111,7 +111,7 @@ void serve_input(bufferevent* bev, Conn* c) {
     const size_t limit = pending < kOutputHigh ? kOutputHigh - pending : 0;
     const size_t used = c->session.feed(c->in, &c->out, limit);
     c->in.erase(0, used);
-    c->stalled = c->out.size() >= limit && !c->in.empty();
+    c->stalled = c->out.size() >= limit && (!c->in.empty() || c->session.streaming());
   } catch (const std::bad_alloc&) {
     return fail_conn(bev, c, "out of memory");
   }
@@ -122,13 +122,8 @@ void serve_input(bufferevent* bev, Conn* c) {
   }
   if (!c->out.empty()) {
     c->worker->info->bytes_written += c->out.size();
-    const bool idle = evbuffer_get_length(output) == 0;
     bufferevent_write(bev, c->out.data(), c->out.size());
     c->out.clear();
-    // Send now rather than on the loop's next turn: a request answered in
-    // one pass saves an epoll round trip and two epoll_ctl calls (what is
-    // left, the bufferevent sends when the socket is writable again).
-    if (idle) evbuffer_write(output, bufferevent_getfd(bev));
   }
   const size_t pending = evbuffer_get_length(output);
   if (c->session.closing() || (c->eof && !c->stalled)) {

@@ -68,7 +68,7 @@ Result<std::unique_ptr<pm::Container>> create_container(const std::string& path,
   o.layout = kLayout;
   o.tracker = pm::TrackerKind::kHints;
   o.max_size = round_up_gib(p.max_size);
-  o.initial_size = std::min(p.initial_size, o.max_size);
+  o.initial_size = p.initial_size;  // at most max_size (open_db checks)
   o.initialize = [](pm::Container& c) { return DbImage::attach(c).status(); };
   o.file_mode = 0644;  // as SQLite's own VFS (SQLITE_DEFAULT_FILE_PERMISSIONS), less the umask
   return pm::Container::create(path, o);

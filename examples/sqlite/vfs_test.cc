@@ -447,7 +447,8 @@ TEST(SqliteVfsTest, VacuumIntoCopiesAnOrdinaryDatabaseIn) {
 TEST(SqliteVfsTest, BadSizeParametersAreRefusedByName) {
   TempDir dir;
   for (const char* q : {"initial_size=64K", "initial_size=1.5G", "max_size=-1",
-                        "max_size=100000000000G", "initial_size=abc"}) {
+                        "max_size=100000000000G", "initial_size=abc",
+                        "initial_size=2G&max_size=1G"}) {
     const std::string path = dir.file("p.db");
     Db db("file:" + path + "?" + q);
     EXPECT_EQ(db.rc(), SQLITE_CANTOPEN) << q;

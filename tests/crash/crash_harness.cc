@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include <sstream>
 
 #include "libpm/container_impl.h"
+#include "libpm/journal.h"
 #include "libpm/sync_point.h"
 #include "testutil/temp_dir.h"
 
@@ -740,6 +742,32 @@ bool run_child_session(Workload& w, const HarnessOptions& o, SessionPlan plan,
   return false;
 }
 
+// Media damage after a clean close: one bit of the newest journal header's
+// checksum flips, in the file and in what reached the disk, so the header
+// reads as torn. Its sequence number and flags stay intact, so rule 3 of
+// journal.h has recovery look at the older slot. A clean close marks both
+// slots applied, so recovery must replay neither: the home holds both
+// commits. False when the file holds no header.
+bool damage_newest_header(const std::string& path, std::vector<std::byte>* disk) {
+  std::vector<std::byte> file = read_file(path);
+  uint64_t newest = 0, newest_seq = 0;
+  for (uint64_t at : {kJournalHeaderOffset, kJournalSlot1Offset}) {
+    JournalHeader h;
+    if (file.size() < at + sizeof h) return false;
+    std::memcpy(&h, file.data() + at, sizeof h);
+    if (h.magic == kJournalMagic && h.seq > newest_seq) newest = at, newest_seq = h.seq;
+  }
+  if (newest_seq == 0) return false;
+  const uint64_t at = newest + offsetof(JournalHeader, checksum);
+  const std::byte flipped = file[at] ^ std::byte{0x10};
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::pwrite(fd, &flipped, 1, static_cast<off_t>(at)) == 1;
+  ::close(fd);
+  if (disk->size() > at) (*disk)[at] ^= std::byte{0x10};
+  return ok;
+}
+
 Counts run_chain(Workload& w, const HarnessOptions& o, int chain, int sessions,
                  const std::string& dir) {
   Counts counts;
@@ -778,6 +806,13 @@ Counts run_chain(Workload& w, const HarnessOptions& o, int chain, int sessions,
     // A power failure wrote its image over the file; a kill or a close
     // left the file as the page cache had it and the disk image beside it.
     disk = r.ended == End::kPowerFailure ? std::vector<std::byte>() : read_file(durable);
+    // Every other clean close (its own generator: the sessions' ends stay
+    // where they were) is followed by a damaged newest header.
+    const uint64_t coin = mix(mix(o.seed, static_cast<uint64_t>(chain)), 0xda3a6e + s);
+    if (r.ended == End::kClose && s + 1 < sessions && coin % 2 == 0 &&
+        damage_newest_header(path, &disk)) {
+      history += " (then a damaged journal header)";
+    }
   }
   return counts;
 }

@@ -47,6 +47,7 @@ HarnessOptions harness(UnitMode mode, int steps, uint64_t seed) {
   if (env_is("PM_CRASH_QUICK")) {
     o.random_images = 2;
     o.recovery_crash_every = 16;
+    o.exhaustive_limit = 8;
   }
   return o;
 }
@@ -400,6 +401,12 @@ const Planted kPlanted[] = {
     // deferred write-back) must see it in its working view too.
     {"read_only_view_skips_replay", &g_planted_bugs.read_only_view_skips_replay,
      power(make_mutation_workload, UnitMode::kMsyncPages, 20)},
+    // Off pmem, a clean close must mark both header slots applied: the
+    // chains damage the newest header after every other clean close, and a
+    // recovery that then replays the older slot undoes part of the newest
+    // (the allocator's commits all change its root's count).
+    {"close_marks_newest_only", &g_planted_bugs.close_marks_newest_only,
+     chains(make_allocator_workload, UnitMode::kMsyncPages, 30)},
     // Defect 4: found only with an injected EIO.
     {"mutate_after_failed_writeback", &g_planted_bugs.mutate_after_failed_writeback,
      faults(make_allocator_workload, UnitMode::kMsyncPages, 60)},

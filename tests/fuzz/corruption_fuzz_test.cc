@@ -71,7 +71,7 @@ bool write_file(const std::string& path, const Bytes& b) {
 
 int scaled(int n) {
   const char* q = std::getenv("PM_CRASH_QUICK");
-  return q != nullptr && *q == '1' ? std::max(1, n / 4) : n;
+  return q != nullptr && *q == '1' ? std::max(1, n / 10) : n;
 }
 
 kv::StoreOptions store_options() { return test::small_store_options(); }
