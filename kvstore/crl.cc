@@ -50,10 +50,6 @@ RecordHeader close_mark(uint32_t log, uint64_t pos, uint32_t session) {
   return h;
 }
 
-bool Log::peek_header(uint64_t pos, RecordHeader* h) const {
-  return read_bytes(pos, h, sizeof *h).ok() && h->pos == pos;
-}
-
 bool Log::is_close_mark(uint64_t pos, uint32_t session) const {
   RecordHeader h;
   if (!read_bytes(pos, &h, sizeof h).ok()) return false;

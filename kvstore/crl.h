@@ -118,13 +118,10 @@ class Log {
   bool peek_seq(uint64_t pos, uint64_t* seq) const;
   // True when a valid close mark of `session` is at pos.
   bool is_close_mark(uint64_t pos, uint32_t session) const;
-  // The header at pos, when one claims to be there (its pos matches); not
-  // validated.
-  bool peek_header(uint64_t pos, RecordHeader* h) const;
-
- private:
+  // Copies [pos, pos+n) of the ring. REQUIRES: n <= capacity().
   Status read_bytes(uint64_t pos, void* dst, size_t n) const;
 
+ private:
   pm::RawRegion* raw_;
   uint32_t index_;
   uint64_t raw_off_;
