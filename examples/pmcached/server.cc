@@ -123,39 +123,40 @@ void send_replies(bufferevent* bev, Conn* c) {
 // to be sent reach the high mark, and sends their replies.
 void serve_input(bufferevent* bev, Conn* c) {
   evbuffer* output = bufferevent_get_output(bev);
-  for (;;) {
-    // A libevent callback: nothing may throw out of it. Out of DRAM for a
-    // request or its reply fails this connection, not the server.
-    try {
-      const size_t pending = evbuffer_get_length(output);
-      const size_t limit = pending < kOutputHigh ? kOutputHigh - pending : 0;
-      const size_t used = c->session.feed(c->in, &c->out, limit);
-      c->in.erase(0, used);
-      c->stalled = c->out.size() >= limit && (!c->in.empty() || c->session.streaming());
-    } catch (const std::bad_alloc&) {
-      return fail_conn(bev, c, "out of memory");
-    }
-    // Group commit: the changes these replies acknowledge are durable first.
-    if (c->session.take_wrote() && c->worker->info->sync_before_reply) {
-      Status s = c->worker->cache->sync();
-      if (!s.ok()) return fail_conn(bev, c, s.message());
-    }
-    if (!c->out.empty()) send_replies(bev, c);
+  // A libevent callback: nothing may throw out of it. Out of DRAM for a
+  // request or its reply fails this connection, not the server.
+  try {
     const size_t pending = evbuffer_get_length(output);
-    if (c->session.closing() || (c->eof && !c->stalled)) {
-      bufferevent_disable(bev, EV_READ);
-      if (pending == 0) close_conn(c);
-      return;
-    }
-    // The socket took the replies: no write callback comes to go on with
-    // stalled work, so it goes on here (until the socket's buffer is full).
-    if (c->stalled && pending <= kOutputLow) continue;
-    if (c->stalled || pending > kOutputHigh) {
-      bufferevent_disable(bev, EV_READ);  // on_write goes on
-    } else if (!c->eof && (bufferevent_get_enabled(bev) & EV_READ) == 0) {
-      bufferevent_enable(bev, EV_READ);
-    }
+    const size_t limit = pending < kOutputHigh ? kOutputHigh - pending : 0;
+    const size_t used = c->session.feed(c->in, &c->out, limit);
+    c->in.erase(0, used);
+    c->stalled = c->out.size() >= limit && (!c->in.empty() || c->session.streaming());
+  } catch (const std::bad_alloc&) {
+    return fail_conn(bev, c, "out of memory");
+  }
+  // Group commit: the changes these replies acknowledge are durable first.
+  if (c->session.take_wrote() && c->worker->info->sync_before_reply) {
+    Status s = c->worker->cache->sync();
+    if (!s.ok()) return fail_conn(bev, c, s.message());
+  }
+  if (!c->out.empty()) send_replies(bev, c);
+  const size_t pending = evbuffer_get_length(output);
+  if (c->session.closing() || (c->eof && !c->stalled)) {
+    bufferevent_disable(bev, EV_READ);
+    if (pending == 0) close_conn(c);
     return;
+  }
+  if (c->stalled || pending > kOutputHigh) {
+    bufferevent_disable(bev, EV_READ);  // on_write goes on
+    // The socket took the replies, so no write callback comes by itself:
+    // one is asked for, deferred, so that the loop serves the worker's
+    // other connections first (a get of 500,000 values is not served in
+    // one go).
+    if (c->stalled && pending <= kOutputLow) {
+      bufferevent_trigger(bev, EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+    }
+  } else if (!c->eof && (bufferevent_get_enabled(bev) & EV_READ) == 0) {
+    bufferevent_enable(bev, EV_READ);
   }
 }
 
