@@ -806,8 +806,8 @@ Counts run_chain(Workload& w, const HarnessOptions& o, int chain, int sessions,
     // A power failure wrote its image over the file; a kill or a close
     // left the file as the page cache had it and the disk image beside it.
     disk = r.ended == End::kPowerFailure ? std::vector<std::byte>() : read_file(durable);
-    // Every other clean close (its own generator: the sessions' ends stay
-    // where they were) is followed by a damaged newest header.
+    // About half of the clean closes (a coin of their own: the sessions'
+    // ends stay where they were) are followed by a damaged newest header.
     const uint64_t coin = mix(mix(o.seed, static_cast<uint64_t>(chain)), 0xda3a6e + s);
     if (r.ended == End::kClose && s + 1 < sessions && coin % 2 == 0 &&
         damage_newest_header(path, &disk)) {

@@ -402,7 +402,7 @@ const Planted kPlanted[] = {
     {"read_only_view_skips_replay", &g_planted_bugs.read_only_view_skips_replay,
      power(make_mutation_workload, UnitMode::kMsyncPages, 20)},
     // Off pmem, a clean close must mark both header slots applied: the
-    // chains damage the newest header after every other clean close, and a
+    // chains damage the newest header after about half the clean closes, and a
     // recovery that then replays the older slot undoes part of the newest
     // (the allocator's commits all change its root's count).
     {"close_marks_newest_only", &g_planted_bugs.close_marks_newest_only,
