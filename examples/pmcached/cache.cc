@@ -22,6 +22,11 @@ struct Header {
 };
 static_assert(sizeof(Header) == 32);
 constexpr uint32_t kMagic = 0x31434d50;  // "PMC1"
+// An item with meta state (Item::state) has it after the header; the
+// others keep the 32-byte form (and stores written before there was state
+// read as they were).
+constexpr uint32_t kMagicState = 0x32434d50;  // "PMC2"
+constexpr size_t kStateBytes = 8;              // the state, then 4 bytes of zeros
 
 // The cache's own records: under a NUL byte, which no client key holds.
 const std::string kCasKey("\0pmcached/cas", 13);
@@ -30,17 +35,46 @@ const std::string kFlushKey("\0pmcached/flush", 15);
 constexpr uint64_t kCasBlock = 1 << 20;
 
 std::string encode(const Item& it, int64_t time) {
-  const Header h{kMagic, it.flags, it.exptime, it.cas, time};
-  std::string v(sizeof h + it.data.size(), '\0');
+  const Header h{it.state != 0 ? kMagicState : kMagic, it.flags, it.exptime, it.cas, time};
+  const size_t head = sizeof h + (it.state != 0 ? kStateBytes : 0);
+  std::string v(head + it.data.size(), '\0');
   std::memcpy(v.data(), &h, sizeof h);
-  std::memcpy(v.data() + sizeof h, it.data.data(), it.data.size());
+  if (it.state != 0) std::memcpy(v.data() + sizeof h, &it.state, sizeof it.state);
+  std::memcpy(v.data() + head, it.data.data(), it.data.size());
   return v;
 }
 
-bool decode(std::string_view v, Header* h) {
-  if (v.size() < sizeof *h) return false;
+// The header's size (where the data starts), or 0 when `v` holds no item.
+size_t decode(std::string_view v, Header* h, uint32_t* state) {
+  if (v.size() < sizeof *h) return 0;
   std::memcpy(h, v.data(), sizeof *h);
-  return h->magic == kMagic;
+  *state = 0;
+  if (h->magic == kMagic) return sizeof *h;
+  if (h->magic != kMagicState || v.size() < sizeof *h + kStateBytes) return 0;
+  std::memcpy(state, v.data() + sizeof *h, sizeof *state);
+  return sizeof *h + kStateBytes;
+}
+
+// Client keys that start with a NUL byte (binary keys, which the meta
+// protocol takes in base64) are stored with one more in front: the cache's
+// own records are under a single NUL, and no client key reaches them.
+class StoreKey {
+ public:
+  explicit StoreKey(std::string_view key) : key_(key) {
+    if (!key.empty() && key[0] == '\0') {
+      escaped_.assign(1, '\0').append(key);
+      key_ = escaped_;
+    }
+  }
+  operator std::string_view() const { return key_; }
+
+ private:
+  std::string escaped_;
+  std::string_view key_;
+};
+
+bool own_record(std::string_view k) {
+  return k.empty() || (k[0] == '\0' && (k.size() < 2 || k[1] != '\0'));
 }
 
 uint64_t entry_bytes(std::string_view key, size_t data) { return key.size() + sizeof(Header) + data; }
@@ -176,7 +210,8 @@ Result<uint64_t> Cache::next_cas() {
   return cas_next_++;
 }
 
-Result<bool> Cache::read_locked(Shard& s, std::string_view key, Item* out, int64_t* time) {
+Result<bool> Cache::read_locked(Shard& s, std::string_view key, Item* out, int64_t* time,
+                                bool bump) {
   auto e = s.index.find(std::string(key));
   if (e == s.index.end() && index_ready_.load(std::memory_order_acquire)) return false;
   std::string v;
@@ -184,7 +219,9 @@ Result<bool> Cache::read_locked(Shard& s, std::string_view key, Item* out, int64
   if (st.is_not_found()) return false;
   if (!st.ok()) return st;
   Header h;
-  if (!decode(v, &h)) {
+  uint32_t state;
+  const size_t head = decode(v, &h, &state);
+  if (head == 0) {
     return Status::corruption("item '" + std::string(key) + "' has no valid header");
   }
   if (dead(h.exptime, h.time, h.cas)) {
@@ -193,16 +230,21 @@ Result<bool> Cache::read_locked(Shard& s, std::string_view key, Item* out, int64
     PM_TRY(remove_locked(s, key));
     return false;
   }
-  if (e != s.index.end()) e->second.atime = static_cast<uint32_t>(now() - start_);
+  if (bump && e != s.index.end()) {
+    e->second.atime = static_cast<uint32_t>(now() - start_);
+    e->second.fetched = true;
+  }
   out->flags = h.flags;
   out->exptime = h.exptime;
   out->cas = h.cas;
-  out->data.assign(v, sizeof h);
+  out->state = state;
+  out->data.assign(v, head);
   if (time != nullptr) *time = h.time;
   return true;
 }
 
-Status Cache::write_locked(Shard& s, std::string_view key, const Item& it, int64_t time) {
+Status Cache::write_locked(Shard& s, std::string_view key, const Item& it, int64_t time,
+                           bool fresh) {
   PM_TRY(store_->put(key, encode(it, time)));
   const uint64_t bytes = entry_bytes(key, it.data.size());
   auto [e, inserted] = s.index.try_emplace(std::string(key));
@@ -212,8 +254,10 @@ Status Cache::write_locked(Shard& s, std::string_view key, const Item& it, int64
     bytes_ -= e->second.bytes;
   }
   bytes_ += bytes;
-  e->second = Entry{static_cast<uint32_t>(bytes), static_cast<uint32_t>(now() - start_),
-                    it.exptime, time, it.cas};
+  const bool keep = !inserted && !fresh;
+  const uint32_t atime = keep ? e->second.atime : static_cast<uint32_t>(now() - start_);
+  e->second = Entry{static_cast<uint32_t>(bytes), atime, keep && e->second.fetched, it.exptime,
+                    time, it.cas};
   return Status();
 }
 
@@ -230,13 +274,14 @@ Status Cache::remove_locked(Shard& s, std::string_view key) {
   return Status();
 }
 
-Result<bool> Cache::get(std::string_view key, Item* out, const int64_t* touch) {
+Result<bool> Cache::get(std::string_view client_key, Item* out, const int64_t* touch) {
+  const StoreKey key(client_key);
   Shard& s = shard_of(key);
   std::lock_guard<std::mutex> l(s.mu);
   n_->cmd_get++;
   if (touch != nullptr) n_->cmd_touch++;
   int64_t time = 0;
-  Result<bool> found = read_locked(s, key, out, &time);
+  Result<bool> found = read_locked(s, key, out, &time, true);
   if (!found.ok()) return found;
   if (!*found) {
     n_->get_misses++;
@@ -250,10 +295,88 @@ Result<bool> Cache::get(std::string_view key, Item* out, const int64_t* touch) {
     if (out->exptime < 0) {
       PM_TRY(remove_locked(s, key));  // the item is returned, then gone
     } else {
-      PM_TRY(write_locked(s, key, *out, time));
+      PM_TRY(write_locked(s, key, *out, time, false));
     }
   }
   return true;
+}
+
+Result<bool> Cache::meta_get(std::string_view client_key, Item* out, MetaGet* m) {
+  const StoreKey key(client_key);
+  Shard& s = shard_of(key);
+  std::lock_guard<std::mutex> l(s.mu);
+  n_->cmd_get++;
+  if (m->touch != nullptr) n_->cmd_touch++;
+  // The access record as it was: h and l report it before this read.
+  if (auto e = s.index.find(std::string(std::string_view(key))); e != s.index.end()) {
+    m->fetched = e->second.fetched;
+    m->idle = now() - start_ - e->second.atime;
+  }
+  int64_t time = 0;
+  Result<bool> found = read_locked(s, key, out, &time, m->bump);
+  if (!found.ok()) return found;
+  bool changed = false;
+  if (!*found) {
+    n_->get_misses++;
+    if (m->touch != nullptr) n_->touch_misses++;
+    if (!m->vivify) return false;
+    // As memcached: an empty item, whose recache this client has won.
+    *out = Item();
+    out->exptime = absolute(m->touch != nullptr && m->touch_last ? *m->touch : m->vivify_exptime);
+    out->state = m->grant ? kTokenSent : 0;
+    m->fetched = false;
+    m->idle = 0;
+    m->created = true;
+    m->won = m->grant;
+    time = now();
+    Result<uint64_t> c = next_cas();
+    if (!c.ok()) return c.status();
+    out->cas = *c;
+    if (out->exptime < 0) return true;  // expired at once: nothing to store
+    PM_TRY(write_locked(s, key, *out, time));
+    n_->total_items++;
+    // This read counts as its first (h shows it to the next one).
+    if (m->bump) s.index[std::string(std::string_view(key))].fetched = true;
+    return true;
+  }
+  n_->get_hits++;
+  m->exptime_before = out->exptime;
+  if (m->touch != nullptr) {
+    n_->touch_hits++;
+    out->exptime = absolute(*m->touch);
+    changed = true;
+  }
+  if ((out->state & kTokenSent) == 0 && m->grant) {
+    // R: the item expires before the client's horizon (or has, by T); a
+    // stale item: it must be replaced. Either way, the first to ask
+    // recaches it.
+    const int64_t e = m->recache_after_touch ? out->exptime : m->exptime_before;
+    const bool expiring = m->recache && *m->recache > 0 && e != 0 && e < absolute(*m->recache);
+    if (expiring || (out->state & kStale) != 0) {
+      m->won = true;
+      out->state |= kTokenSent;
+      changed = true;
+    }
+  }
+  if (changed && out->exptime < 0) {
+    PM_TRY(remove_locked(s, key));  // returned, then gone (as gat)
+  } else if (changed) {
+    PM_TRY(write_locked(s, key, *out, time, false));
+  }
+  return true;
+}
+
+Result<bool> Cache::debug(std::string_view client_key, Item* out, bool* fetched, int64_t* idle) {
+  const StoreKey key(client_key);
+  Shard& s = shard_of(key);
+  std::lock_guard<std::mutex> l(s.mu);
+  *fetched = false;
+  *idle = 0;
+  if (auto e = s.index.find(std::string(std::string_view(key))); e != s.index.end()) {
+    *fetched = e->second.fetched;
+    *idle = now() - start_ - e->second.atime;
+  }
+  return read_locked(s, key, out, nullptr);
 }
 
 // A set with no room for its value removes the old one: memcached does, so
@@ -267,16 +390,17 @@ Result<StoreResult> Cache::no_memory(Shard& s, StoreMode mode, std::string_view 
   return StoreResult::kNoMemory;
 }
 
-Result<StoreResult> Cache::store(StoreMode mode, std::string_view key, uint32_t flags,
+Result<StoreResult> Cache::store(StoreMode mode, std::string_view client_key, uint32_t flags,
                                  int64_t exptime, std::string_view data,
-                                 std::optional<uint64_t> cas, uint64_t* cas_out) {
+                                 std::optional<uint64_t> cas, uint64_t* cas_out, uint32_t state) {
   n_->cmd_set++;
   if (data.size() > o_.item_max) return StoreResult::kTooLarge;
+  const StoreKey key(client_key);
   Shard& s = shard_of(key);
   {
     std::lock_guard<std::mutex> l(s.mu);
     Item cur;
-    bool found = false;
+    bool found = false, stale = false;
     if (mode != StoreMode::kSet) {
       Result<bool> r = read_locked(s, key, &cur, nullptr);
       if (!r.ok()) return r.status();
@@ -302,7 +426,10 @@ Result<StoreResult> Cache::store(StoreMode mode, std::string_view key, uint32_t 
           n_->cas_misses++;
           return StoreResult::kNotFound;
         }
-        if (cur.cas != cas.value_or(0)) {
+        // ms I: an older unique still stores, as stale data (memcached:
+        // a late writer of an invalidated item).
+        stale = (state & kStale) != 0 && cas.value_or(0) != 0 && *cas < cur.cas;
+        if (cur.cas != cas.value_or(0) && !stale) {
           n_->cas_badval++;
           return StoreResult::kExists;
         }
@@ -310,6 +437,8 @@ Result<StoreResult> Cache::store(StoreMode mode, std::string_view key, uint32_t 
         break;
     }
     Item it;
+    // (An appended item is a new one in memcached: not binary, not stale.)
+    if (mode != StoreMode::kAppend && mode != StoreMode::kPrepend) it.state = state & kKeyBinary;
     if (mode == StoreMode::kAppend || mode == StoreMode::kPrepend) {
       // memcached keeps the item's flags and expiry, and refuses one that
       // would grow past the item limit with NOT_STORED.
@@ -320,20 +449,21 @@ Result<StoreResult> Cache::store(StoreMode mode, std::string_view key, uint32_t 
                                             : std::string(data) + cur.data;
     } else {
       it.flags = flags;
-      it.exptime = absolute(exptime);
+      it.exptime = stale ? cur.exptime : absolute(exptime);
       it.data.assign(data);
     }
+    if (stale) it.state |= kStale | (cur.state & kTokenSent);
     if (!o_.evict && bytes_.load() + entry_bytes(key, it.data.size()) > o_.memory_limit) {
       return no_memory(s, mode, key);
-    }
-    if (it.exptime < 0) {  // stored and expired at once: memcached's negative expiry
-      PM_TRY(remove_locked(s, key));
-      return StoreResult::kStored;
     }
     Result<uint64_t> c = next_cas();
     if (!c.ok()) return c.status();
     it.cas = *c;
     if (cas_out != nullptr) *cas_out = it.cas;
+    if (it.exptime < 0) {  // stored and expired at once: memcached's negative expiry
+      PM_TRY(remove_locked(s, key));
+      return StoreResult::kStored;
+    }
     Status st = write_locked(s, key, it, now());
     if (st.code() == pm::Code::kNoSpace) return no_memory(s, mode, key);
     PM_TRY(st);
@@ -343,7 +473,8 @@ Result<StoreResult> Cache::store(StoreMode mode, std::string_view key, uint32_t 
   return StoreResult::kStored;
 }
 
-Result<DeleteResult> Cache::remove(std::string_view key, std::optional<uint64_t> cas) {
+Result<DeleteResult> Cache::remove(std::string_view client_key, std::optional<uint64_t> cas) {
+  const StoreKey key(client_key);
   Shard& s = shard_of(key);
   std::lock_guard<std::mutex> l(s.mu);
   Item cur;
@@ -356,13 +487,38 @@ Result<DeleteResult> Cache::remove(std::string_view key, std::optional<uint64_t>
   return DeleteResult::kDeleted;
 }
 
-Result<bool> Cache::touch(std::string_view key, int64_t exptime) {
+Result<DeleteResult> Cache::invalidate(std::string_view client_key, std::optional<uint64_t> cas,
+                                       const int64_t* touch) {
+  const StoreKey key(client_key);
+  Shard& s = shard_of(key);
+  std::lock_guard<std::mutex> l(s.mu);
+  Item it;
+  int64_t time = 0;
+  Result<bool> found = read_locked(s, key, &it, &time);
+  if (!found.ok()) return found.status();
+  if (!*found) return DeleteResult::kNotFound;
+  if (cas && it.cas != *cas) return DeleteResult::kExists;
+  it.state = (it.state | kStale) & ~kTokenSent;  // the next reader wins the recache
+  if (touch != nullptr) it.exptime = absolute(*touch);
+  if (it.exptime < 0) {
+    PM_TRY(remove_locked(s, key));
+    return DeleteResult::kDeleted;
+  }
+  Result<uint64_t> c = next_cas();
+  if (!c.ok()) return c.status();
+  it.cas = *c;
+  PM_TRY(write_locked(s, key, it, time, false));
+  return DeleteResult::kDeleted;
+}
+
+Result<bool> Cache::touch(std::string_view client_key, int64_t exptime) {
+  const StoreKey key(client_key);
   Shard& s = shard_of(key);
   std::lock_guard<std::mutex> l(s.mu);
   n_->cmd_touch++;
   Item it;
   int64_t time = 0;
-  Result<bool> found = read_locked(s, key, &it, &time);
+  Result<bool> found = read_locked(s, key, &it, &time, true);
   if (!found.ok()) return found;
   (*found ? n_->touch_hits : n_->touch_misses)++;
   if (!*found) return false;
@@ -370,13 +526,14 @@ Result<bool> Cache::touch(std::string_view key, int64_t exptime) {
   if (it.exptime < 0) {
     PM_TRY(remove_locked(s, key));
   } else {
-    PM_TRY(write_locked(s, key, it, time));
+    PM_TRY(write_locked(s, key, it, time, false));
   }
   return true;
 }
 
-Result<DeltaResult> Cache::delta(std::string_view key, bool incr, uint64_t by, uint64_t* value,
-                                 const DeltaOptions& o, Item* result) {
+Result<DeltaResult> Cache::delta(std::string_view client_key, bool incr, uint64_t by,
+                                 uint64_t* value, const DeltaOptions& o, Item* result) {
+  const StoreKey key(client_key);
   Shard& s = shard_of(key);
   std::lock_guard<std::mutex> l(s.mu);
   Item it;
@@ -385,21 +542,24 @@ Result<DeltaResult> Cache::delta(std::string_view key, bool incr, uint64_t by, u
   if (!found.ok()) return found.status();
   if (!*found && o.vivify) {  // created with the initial value, no delta applied
     it.data = std::to_string(o.initial);
-    it.exptime = absolute(o.vivify_exptime);
+    it.exptime = absolute(o.touch != nullptr && o.touch_last ? *o.touch : o.vivify_exptime);
     Result<uint64_t> c = next_cas();
     if (!c.ok()) return c.status();
     it.cas = *c;
     PM_TRY(write_locked(s, key, it, now()));
     *value = o.initial;
     if (result != nullptr) *result = it;
-    return DeltaResult::kOk;
+    return DeltaResult::kCreated;
   }
   if (!*found) {
     (incr ? n_->incr_misses : n_->decr_misses)++;
     return DeltaResult::kNotFound;
   }
-  // (C0: no compare, as memcached's do_add_delta.)
+  // As memcached's do_add_delta: an empty value is no number, whatever
+  // the CAS; C0 compares nothing.
+  if (it.data.empty()) return DeltaResult::kNonNumeric;
   if (o.compare_cas.value_or(0) != 0 && it.cas != *o.compare_cas) return DeltaResult::kExists;
+  if (o.exptime_before != nullptr) *o.exptime_before = it.exptime;
   if (o.touch != nullptr) it.exptime = absolute(*o.touch);
   // memcached takes the leading number (what follows white space is
   // ignored: its own padding, below, is spaces).
@@ -415,7 +575,7 @@ Result<DeltaResult> Cache::delta(std::string_view key, bool incr, uint64_t by, u
   Result<uint64_t> c = next_cas();
   if (!c.ok()) return c.status();
   it.cas = *c;
-  PM_TRY(write_locked(s, key, it, time));
+  PM_TRY(write_locked(s, key, it, time, false));
   *value = v;
   if (result != nullptr) *result = it;
   return DeltaResult::kOk;
@@ -514,13 +674,17 @@ void Cache::rebuild_index() {
   try {  // a thread of its own: nothing may throw out of it
     st = store_->scan("", [&](std::string_view key, std::string_view v) {
       Header h;
-      if (key.empty() || key[0] == '\0' || !decode(v, &h)) return true;
+      uint32_t state;
+      if (own_record(key)) return true;
+      const size_t head = decode(v, &h, &state);
+      if (head == 0) return true;
       Shard& s = shard_of(key);
       std::lock_guard<std::mutex> l(s.mu);
       std::string k(key);
       if (s.index.count(k) != 0 || s.removed_during_rebuild.count(k) != 0) return true;
-      const uint64_t bytes = entry_bytes(key, v.size() - sizeof h);
-      s.index.emplace(std::move(k), Entry{static_cast<uint32_t>(bytes), 0, h.exptime, h.time, h.cas});
+      const uint64_t bytes = entry_bytes(key, v.size() - head);
+      s.index.emplace(std::move(k),
+                      Entry{static_cast<uint32_t>(bytes), 0, false, h.exptime, h.time, h.cas});
       bytes_ += bytes;
       items_++;
       n++;

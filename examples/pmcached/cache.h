@@ -53,25 +53,53 @@ struct CacheOptions {
   pm::Logger logger;
 };
 
+// What the meta protocol keeps with an item (stored with it, so it survives
+// a restart as the item does).
+inline constexpr uint32_t kStale = 1;      // invalidated (md I, ms I): served with X until replaced
+inline constexpr uint32_t kTokenSent = 2;  // a client won its recache (W); the others see Z
+inline constexpr uint32_t kKeyBinary = 4;  // stored by ms with a base64 key (b): replies show it so
+
 struct Item {
   uint32_t flags = 0;
   int64_t exptime = 0;  // unix seconds; 0: never
   uint64_t cas = 0;
+  uint32_t state = 0;   // kStale, kTokenSent, kKeyBinary
   std::string data;
 };
 
 enum class StoreMode { kSet, kAdd, kReplace, kAppend, kPrepend, kCas };
 enum class StoreResult { kStored, kNotStored, kExists, kNotFound, kTooLarge, kNoMemory };
-enum class DeltaResult { kOk, kNotFound, kNonNumeric, kExists };
+enum class DeltaResult { kOk, kNotFound, kNonNumeric, kExists, kCreated };
 enum class DeleteResult { kDeleted, kNotFound, kExists };
 
 // The meta protocol's extras for incr/decr (ma).
 struct DeltaOptions {
   std::optional<uint64_t> compare_cas;  // only if the item's CAS is this (else kExists)
-  bool vivify = false;           // a missing item is created with `initial`
+  bool vivify = false;           // a missing item is created with `initial` (kCreated)
   int64_t vivify_exptime = 0;
   uint64_t initial = 0;
-  const int64_t* touch = nullptr;  // new expiry
+  const int64_t* touch = nullptr;  // new expiry (a created item's too when touch_last)
+  bool touch_last = false;         // T comes after N: a created item takes T's expiry
+  int64_t* exptime_before = nullptr;  // out: the item's expiry before `touch`
+};
+
+// mg's extras (the meta get): what it may change, and what it reports as
+// it was before the command.
+struct MetaGet {
+  const int64_t* touch = nullptr;  // T: new expiry (protocol form)
+  bool vivify = false;             // N: a miss creates an empty item...
+  int64_t vivify_exptime = 0;      //    ...expiring so (protocol form)
+  bool touch_last = false;         // T comes after N: a created item takes T's expiry
+  std::optional<int64_t> recache;  // R: win if the item expires before this (protocol form)
+  bool recache_after_touch = false;  // R comes after T: it sees T's expiry
+  bool bump = true;                // u turns it off: the access is not recorded
+  bool grant = true;               // false: no recache token is given (an error reply)
+  // Out:
+  bool created = false;   // by N (the client won it: W)
+  bool won = false;       // W: this client recaches the item
+  bool fetched = false;   // h: the item had been read before
+  int64_t idle = 0;       // l: seconds since its last access
+  int64_t exptime_before = 0;  // its expiry before T or N changed it
 };
 
 struct CacheStats {
@@ -97,18 +125,32 @@ class Cache {
   // The item, or nothing (absent, expired, flushed). With `touch`, sets its
   // expiry to *touch first (gat).
   Result<bool> get(std::string_view key, Item* out, const int64_t* touch = nullptr);
+  // The meta get: get, plus recache tokens (N, R, stale items) and what the
+  // item's access record said before (h, l). True when there is an item
+  // (found or created).
+  Result<bool> meta_get(std::string_view key, Item* out, MetaGet* m);
+  // The item's access record for me (meta debug): fetched before, seconds
+  // since its last access; false when there is none.
+  Result<bool> debug(std::string_view key, Item* out, bool* fetched, int64_t* idle);
   // `exptime` as the protocol gives it (relative, absolute or negative);
   // With `cas` (required by kCas; the meta protocol's C flag for the
   // others), only an item whose CAS unique is *cas is changed, else
   // kExists. As memcached: 0 matches no item for kCas, and compares
   // nothing for the other modes.
   // *cas_out: the stored item's CAS unique.
+  // `state`: kKeyBinary for ms with b; with kStale (ms I), a kCas whose
+  // unique is older than the item's stores the data as stale, keeping the
+  // item's expiry and token.
   Result<StoreResult> store(StoreMode mode, std::string_view key, uint32_t flags,
                             int64_t exptime, std::string_view data,
                             std::optional<uint64_t> cas = std::nullopt,
-                            uint64_t* cas_out = nullptr);
+                            uint64_t* cas_out = nullptr, uint32_t state = 0);
   // Removes the item; with `cas`, only if its CAS unique is *cas.
   Result<DeleteResult> remove(std::string_view key, std::optional<uint64_t> cas = std::nullopt);
+  // md I: marks the item stale instead (a new CAS unique, the recache token
+  // free again), with `touch` a new expiry.
+  Result<DeleteResult> invalidate(std::string_view key, std::optional<uint64_t> cas,
+                                  const int64_t* touch);
   Result<bool> touch(std::string_view key, int64_t exptime);
   // incr (or decr): *value is the new value; *result (if given) the item.
   Result<DeltaResult> delta(std::string_view key, bool incr, uint64_t by, uint64_t* value,
@@ -127,6 +169,9 @@ class Cache {
   const CacheOptions& options() const { return o_; }
   kv::StoreStats store_stats() { return store_->stats(); }
   int64_t now() const { return o_.clock(); }
+  // An expiry as the protocol gives it (0 never, up to 30 days relative,
+  // beyond a unix time, negative expired) as a unix time; -1: expired.
+  int64_t absolute(int64_t exptime) const;
 
   // Removes expired and flushed items; returns how many. The background
   // thread runs it every second over a share of the index.
@@ -143,7 +188,8 @@ class Cache {
  private:
   struct Entry {
     uint32_t bytes;    // key + header + data
-    uint32_t atime;    // seconds since start, for eviction
+    uint32_t atime;    // seconds since start, for eviction and mg l
+    bool fetched;      // read since stored (mg h)
     int64_t exptime;   // 0: never
     int64_t time;      // stored at
     uint64_t cas;
@@ -160,11 +206,15 @@ class Cache {
   Cache(std::unique_ptr<kv::Store> store, const CacheOptions& o);
   Status init();
   Shard& shard_of(std::string_view key);
-  int64_t absolute(int64_t exptime) const;
   bool dead(int64_t exptime, int64_t time, uint64_t cas) const;
-  // Reads the key's live item under its shard lock (removing it if dead).
-  Result<bool> read_locked(Shard& s, std::string_view key, Item* out, int64_t* time);
-  Status write_locked(Shard& s, std::string_view key, const Item& it, int64_t time);
+  // Reads the key's live item under its shard lock (removing it if dead);
+  // `bump` records the access (a get's, not a write's).
+  Result<bool> read_locked(Shard& s, std::string_view key, Item* out, int64_t* time,
+                           bool bump = false);
+  // `fresh`: a new item, not yet read (a set); else the item changed in
+  // place (touch, incr, invalidation) and keeps its access record.
+  Status write_locked(Shard& s, std::string_view key, const Item& it, int64_t time,
+                      bool fresh = true);
   Status remove_locked(Shard& s, std::string_view key);
   Result<StoreResult> no_memory(Shard& s, StoreMode mode, std::string_view key);
   Result<uint64_t> next_cas();

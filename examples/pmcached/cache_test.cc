@@ -244,5 +244,37 @@ TEST_F(CacheTest, ConcurrentIncrementsAreAtomic) {
   EXPECT_EQ(get(*c, "n"), "2000");
 }
 
+// The meta state is stored with the item: after a restart a stale item is
+// still stale, its recache token still taken; a client key that starts
+// with a NUL byte is an item like any other, and the cache's own records
+// (the CAS block) are untouched by it.
+TEST_F(CacheTest, MetaStateAndBinaryKeysSurviveARestart) {
+  const std::string nul_key("\0pmcached/cas", 13);
+  uint64_t before = 0;
+  {
+    auto c = open();
+    ASSERT_EQ(set(*c, StoreMode::kSet, "s", "v", 100), StoreResult::kStored);
+    ASSERT_EQ(*c->invalidate("s", std::nullopt, nullptr), DeleteResult::kDeleted);
+    Item it;
+    MetaGet m;
+    ASSERT_TRUE(*c->meta_get("s", &it, &m));
+    EXPECT_TRUE(m.won);
+    ASSERT_EQ(*c->store(StoreMode::kSet, nul_key, 0, 0, "bin", std::nullopt, &before),
+              StoreResult::kStored);
+  }
+  auto c = open();
+  Item it;
+  MetaGet m;
+  ASSERT_TRUE(*c->meta_get("s", &it, &m));
+  EXPECT_EQ(it.data, "v");
+  EXPECT_EQ(it.state, kStale | kTokenSent);
+  EXPECT_FALSE(m.won) << "one client won the recache, before the restart";
+  EXPECT_EQ(get(*c, nul_key), "bin");
+  EXPECT_EQ(c->stats().curr_items, 2u) << "the rebuilt index counts the binary key";
+  uint64_t after = 0;
+  ASSERT_EQ(*c->store(StoreMode::kSet, "n", 0, 0, "x", std::nullopt, &after), StoreResult::kStored);
+  EXPECT_GT(after, before) << "no CAS unique is handed out twice";
+}
+
 }  // namespace
 }  // namespace pmcached

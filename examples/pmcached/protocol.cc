@@ -12,9 +12,6 @@ namespace pmcached {
 
 namespace {
 
-constexpr std::string_view kBadFormat = "CLIENT_ERROR bad command line format";
-constexpr std::string_view kTooLarge = "SERVER_ERROR object too large for cache";
-
 bool parse_i64(std::string_view s, int64_t* out) {
   const bool neg = !s.empty() && s[0] == '-';
   uint64_t v;
@@ -215,6 +212,9 @@ void Session::retrieval(bool cas, bool touch, std::string_view* tok, size_t n, s
   get_ = Retrieval();
   get_.cas = cas;
   get_.touch = touch;
+  // A relative expiry counts from the command, as memcached's does: the
+  // keys of a reply streamed over seconds all get the same one.
+  if (exptime > 0 && exptime <= kRelativeExpiryMax) exptime += cache_->now();
   get_.exptime = exptime;
   const char* end = tok[n - 1].data() + tok[n - 1].size();
   values(std::string_view(tok[first].data(), static_cast<size_t>(end - tok[first].data())), out);
@@ -306,25 +306,19 @@ void Session::data_block(std::string_view block, std::string* out) {
   if (block.substr(pending_.bytes) != "\r\n") return reply(out, "CLIENT_ERROR bad data chunk");
   uint64_t cas = 0;
   Result<StoreResult> r = cache_->store(pending_.mode, pending_.key, pending_.flags,
-                                        pending_.exptime, data, pending_.cas, &cas);
+                                        pending_.exptime, data, pending_.cas, &cas,
+                                        pending_.state);
   noreply_ = pending_.noreply;
   if (!r.ok()) return server_error(out, r.status());
   if (pending_.meta) {
-    static constexpr std::string_view kCodes[] = {"HD", "NS", "EX", "NF"};
-    const auto code = static_cast<size_t>(*r);
     // (A set with no memory removed the old value: durable before the reply.)
     if (*r == StoreResult::kStored || *r == StoreResult::kNoMemory) wrote_ = true;
-    if (code >= 4) {
+    if (*r == StoreResult::kTooLarge || *r == StoreResult::kNoMemory) {
       noreply_ = false;
       return reply(out, *r == StoreResult::kTooLarge ? kTooLarge
                                                      : "SERVER_ERROR out of memory storing object");
     }
-    Item it;
-    it.cas = cas;
-    it.flags = pending_.flags;
-    it.data.assign(data);
-    return meta_reply(out, kCodes[code], pending_.key, it, pending_.meta_flags, false,
-                      pending_.quiet && *r == StoreResult::kStored);
+    return meta_set_reply(*r, *r == StoreResult::kStored ? cas : 0, out);
   }
   switch (*r) {
     case StoreResult::kStored:
@@ -355,6 +349,7 @@ void Session::delta(bool incr, std::string_view* tok, size_t n, std::string* out
   if (!r.ok()) return server_error(out, r.status());
   switch (*r) {
     case DeltaResult::kOk:
+    case DeltaResult::kCreated:  // (not without DeltaOptions::vivify)
       wrote_ = true;
       return reply(out, std::to_string(v));
     case DeltaResult::kNotFound:
@@ -364,211 +359,6 @@ void Session::delta(bool incr, std::string_view* tok, size_t n, std::string* out
     case DeltaResult::kExists:
       return reply(out, "EXISTS");
   }
-}
-
-// ---------------------------------------------------------------- meta protocol
-
-namespace {
-
-constexpr std::string_view kBadToken = "CLIENT_ERROR bad token in command line format";
-
-// Checks the flags (tokens after the key) against `allowed`; copies them.
-bool meta_flags(std::string_view* tok, size_t first, size_t n, std::string_view allowed,
-                std::vector<std::string>* flags) {
-  flags->clear();
-  for (size_t i = first; i < n; i++) {
-    if (tok[i].empty() || allowed.find(tok[i][0]) == std::string_view::npos) return false;
-    flags->emplace_back(tok[i]);
-  }
-  return true;
-}
-
-const std::string* flag(const std::vector<std::string>& flags, char f) {
-  for (const std::string& s : flags) {
-    if (s[0] == f) return &s;
-  }
-  return nullptr;
-}
-
-}  // namespace
-
-void Session::meta_reply(std::string* out, std::string_view code, std::string_view key,
-                         const Item& it, const std::vector<std::string>& flags, bool value,
-                         bool quiet) {
-  if (quiet) return;
-  const bool hit = code == "HD" || code == "VA";
-  std::string ret;
-  for (const std::string& f : flags) {
-    switch (f[0]) {
-      case 'O':
-        ret += " " + f;
-        break;
-      case 'k':
-        ret += " k" + std::string(key);
-        break;
-      case 'c':
-        if (hit) ret += " c" + std::to_string(it.cas);
-        break;
-      case 'f':
-        if (hit) ret += " f" + std::to_string(it.flags);
-        break;
-      case 's':
-        if (hit) ret += " s" + std::to_string(it.data.size());
-        break;
-      case 't':
-        if (hit) {
-          ret += " t" + (it.exptime == 0 ? std::string("-1")
-                                         : std::to_string(std::max<int64_t>(it.exptime - cache_->now(), 0)));
-        }
-        break;
-      default:
-        break;
-    }
-  }
-  if (value && hit) {
-    fmt::format_to(std::back_inserter(*out), "VA {}{}\r\n", it.data.size(), ret);
-    out->append(it.data);
-    out->append("\r\n");
-    return;
-  }
-  out->append(code);
-  out->append(ret);
-  out->append("\r\n");
-}
-
-void Session::meta_get(std::string_view* tok, size_t n, std::string* out) {
-  std::vector<std::string> flags;
-  if (n < 2 || !valid_key(tok[1])) return reply(out, kBadFormat);
-  if (!meta_flags(tok, 2, n, "cfhklOqstTvN", &flags)) return reply(out, "CLIENT_ERROR invalid flag");
-  int64_t ttl = 0;
-  const std::string* t = flag(flags, 'T');
-  if (t != nullptr && !parse_i64(std::string_view(*t).substr(1), &ttl)) return reply(out, kBadToken);
-  Item it;
-  Result<bool> r = cache_->get(tok[1], &it, t != nullptr ? &ttl : nullptr);
-  if (!r.ok()) return server_error(out, r.status());
-  if (t != nullptr && *r) wrote_ = true;
-  if (!*r) {
-    if (flag(flags, 'q') != nullptr) return;
-    // As memcached: a miss returns the opaque and the key, so that a client
-    // can match pipelined replies.
-    out->append("EN");
-    for (const std::string& f : flags) {
-      if (f[0] == 'O') out->append(" ").append(f);
-      if (f[0] == 'k') out->append(" k").append(tok[1]);
-    }
-    out->append("\r\n");
-    return;
-  }
-  meta_reply(out, "HD", tok[1], it, flags, flag(flags, 'v') != nullptr, false);
-}
-
-void Session::meta_set(std::string_view* tok, size_t n, std::string* out) {
-  Pending p;
-  int64_t bytes;
-  if (n < 3 || !valid_key(tok[1]) || !parse_i64(tok[2], &bytes) || bytes < 0 ||
-      bytes > INT32_MAX - 2) {
-    return reply(out, kBadFormat);
-  }
-  if (!meta_flags(tok, 3, n, "cCFIkOqsSTM", &p.meta_flags)) {
-    swallow_ = static_cast<uint64_t>(bytes) + 2;
-    return reply(out, "CLIENT_ERROR invalid flag");
-  }
-  p.key = std::string(tok[1]);
-  p.meta = true;
-  p.quiet = flag(p.meta_flags, 'q') != nullptr;
-  bool ok = true;
-  if (const std::string* f = flag(p.meta_flags, 'F')) ok &= parse_u32(std::string_view(*f).substr(1), &p.flags);
-  if (const std::string* f = flag(p.meta_flags, 'T')) ok &= parse_i64(std::string_view(*f).substr(1), &p.exptime);
-  if (const std::string* f = flag(p.meta_flags, 'C')) ok &= parse_cas(std::string_view(*f).substr(1), &p.cas);
-  if (const std::string* f = flag(p.meta_flags, 'M')) {
-    static const std::pair<char, StoreMode> kModes[] = {
-        {'S', StoreMode::kSet}, {'E', StoreMode::kAdd}, {'A', StoreMode::kAppend},
-        {'P', StoreMode::kPrepend}, {'R', StoreMode::kReplace}};
-    bool known = false;
-    for (const auto& [c, m] : kModes) {
-      if (f->size() == 2 && (c == (*f)[1] || c == ((*f)[1] & ~0x20))) {
-        p.mode = m;
-        known = true;
-      }
-    }
-    ok &= known;
-  }
-  if (!ok) {
-    swallow_ = static_cast<uint64_t>(bytes) + 2;
-    return reply(out, kBadToken);
-  }
-  if (p.cas && p.mode == StoreMode::kSet) p.mode = StoreMode::kCas;
-  await_data(std::move(p), bytes, out);
-}
-
-void Session::meta_delete(std::string_view* tok, size_t n, std::string* out) {
-  std::vector<std::string> flags;
-  if (n < 2 || !valid_key(tok[1])) return reply(out, kBadFormat);
-  if (!meta_flags(tok, 2, n, "CkOqIxT", &flags)) return reply(out, "CLIENT_ERROR invalid flag");
-  std::optional<uint64_t> cas;
-  if (const std::string* f = flag(flags, 'C'); f && !parse_cas(std::string_view(*f).substr(1), &cas)) {
-    return reply(out, kBadToken);
-  }
-  Result<DeleteResult> r = cache_->remove(tok[1], cas);
-  if (!r.ok()) return server_error(out, r.status());
-  if (*r == DeleteResult::kDeleted) wrote_ = true;
-  static constexpr std::string_view kCodes[] = {"HD", "NF", "EX"};
-  meta_reply(out, kCodes[static_cast<size_t>(*r)], tok[1], Item(), flags, false,
-             *r == DeleteResult::kDeleted && flag(flags, 'q') != nullptr);
-}
-
-void Session::meta_arithmetic(std::string_view* tok, size_t n, std::string* out) {
-  std::vector<std::string> flags;
-  if (n < 2 || !valid_key(tok[1])) return reply(out, kBadFormat);
-  if (!meta_flags(tok, 2, n, "CNJDTMOqtckv", &flags)) return reply(out, "CLIENT_ERROR invalid flag");
-  DeltaOptions o;
-  uint64_t by = 1;
-  int64_t ttl = 0;
-  bool incr = true, ok = true;
-  for (const std::string& f : flags) {
-    const std::string_view arg = std::string_view(f).substr(1);
-    switch (f[0]) {
-      case 'C': ok &= parse_cas(arg, &o.compare_cas); break;
-      case 'N': o.vivify = true; ok &= parse_i64(arg, &o.vivify_exptime); break;
-      case 'J': ok &= parse_u64(arg, &o.initial); break;
-      case 'D': ok &= parse_u64(arg, &by); break;
-      case 'T': ok &= parse_i64(arg, &ttl); o.touch = &ttl; break;
-      case 'M':
-        ok &= arg.size() == 1 && std::string_view("IiDd+-").find(arg[0]) != std::string_view::npos;
-        incr = !arg.empty() && (arg[0] == 'I' || arg[0] == 'i' || arg[0] == '+');
-        break;
-      default: break;
-    }
-  }
-  if (!ok) return reply(out, kBadToken);
-  uint64_t v = 0;
-  Item it;
-  Result<DeltaResult> r = cache_->delta(tok[1], incr, by, &v, o, &it);
-  if (!r.ok()) return server_error(out, r.status());
-  switch (*r) {
-    case DeltaResult::kOk:
-      wrote_ = true;
-      it.data = std::to_string(v);  // the number, without memcached's padding
-      return meta_reply(out, "HD", tok[1], it, flags, flag(flags, 'v') != nullptr,
-                        flag(flags, 'q') != nullptr);
-    case DeltaResult::kNotFound:
-      return meta_reply(out, "NF", tok[1], it, flags, false, false);
-    case DeltaResult::kExists:
-      return meta_reply(out, "EX", tok[1], it, flags, false, false);
-    case DeltaResult::kNonNumeric:
-      return reply(out, "CLIENT_ERROR cannot increment or decrement non-numeric value");
-  }
-}
-
-void Session::meta_debug(std::string_view* tok, size_t n, std::string* out) {
-  if (n != 2 || !valid_key(tok[1])) return reply(out, kBadFormat);
-  Item it;
-  Result<bool> r = cache_->get(tok[1], &it);
-  if (!r.ok()) return server_error(out, r.status());
-  if (!*r) return reply(out, "EN");
-  const int64_t exp = it.exptime == 0 ? -1 : it.exptime - cache_->now();
-  reply(out, fmt::format("ME {} exp={} la=0 cas={} fetch=no cls=1 size={}", tok[1], exp, it.cas,
-                         tok[1].size() + it.data.size() + 48));
 }
 
 void Session::stats(std::string_view* tok, size_t n, std::string* out) {

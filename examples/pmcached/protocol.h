@@ -36,6 +36,8 @@ struct ServerInfo {
 // The longest command line: past it, a connection is closed (as memcached
 // does), except for retrieval lines of many keys.
 inline constexpr size_t kMaxLine = 8 << 10;
+inline constexpr std::string_view kBadFormat = "CLIENT_ERROR bad command line format";
+inline constexpr std::string_view kTooLarge = "SERVER_ERROR object too large for cache";
 inline constexpr size_t kMaxRetrievalLine = 1 << 20;
 
 class Session {
@@ -77,6 +79,7 @@ class Session {
     bool noreply = false;
     bool meta = false;   // ms: replies with meta codes and flags
     bool quiet = false;  // ms q: no HD
+    uint32_t state = 0;  // ms: kKeyBinary (b), kStale (I)
     std::vector<std::string> meta_flags;
   };
 
@@ -100,14 +103,14 @@ class Session {
   void values(std::string_view keys, std::string* out);
   void delta(bool incr, std::string_view* tok, size_t n, std::string* out);
   void stats(std::string_view* tok, size_t n, std::string* out);
-  // The meta protocol (mg, ms, md, ma, me): flags after the key.
+  // The meta protocol (mg, ms, md, ma, me; meta.cc): flags after the key.
   void meta_get(std::string_view* tok, size_t n, std::string* out);
   void meta_set(std::string_view* tok, size_t n, std::string* out);
+  // ms's reply once its data block is stored (r: kStored to kNotFound).
+  void meta_set_reply(StoreResult r, uint64_t cas, std::string* out);
   void meta_delete(std::string_view* tok, size_t n, std::string* out);
   void meta_arithmetic(std::string_view* tok, size_t n, std::string* out);
   void meta_debug(std::string_view* tok, size_t n, std::string* out);
-  void meta_reply(std::string* out, std::string_view code, std::string_view key, const Item& it,
-                  const std::vector<std::string>& flags, bool value, bool quiet);
   void reply(std::string* out, std::string_view s);
   void server_error(std::string* out, const Status& s);
 

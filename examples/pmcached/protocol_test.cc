@@ -134,6 +134,47 @@ TEST_F(ProtocolTest, MetaCasGuardsEveryModeAndAnOversizedMsRemovesInAny) {
             "STORED\r\nSERVER_ERROR object too large for cache\r\nEND\r\n");
 }
 
+// memcached 1.6.18's stale-while-revalidate, replies as it gives them:
+// md I marks an item stale (new CAS); the first mg wins its recache (W),
+// later ones see Z; an ms I with an older CAS still stores, as stale; a
+// plain set makes it fresh. mg N vivifies a miss the same way.
+TEST_F(ProtocolTest, StaleItemsAndVivifiedMissesHandOutOneRecacheToken) {
+  EXPECT_EQ(run("ms k 1 T100\r\na\r\nmd k I q\r\nmg k v\r\nmg k v\r\nmg k s\r\nmg k c\r\n"),
+            "HD\r\nVA 1 X W\r\na\r\nVA 1 Z X\r\na\r\nHD s1 Z X\r\nHD c2 Z X\r\n");
+  EXPECT_EQ(run("ms k 1 C1 I\r\nb\r\nmg k v\r\nms k 1\r\nc\r\nmg k v\r\n"),
+            "HD\r\nVA 1 Z X\r\nb\r\nHD\r\nVA 1\r\nc\r\n");
+  EXPECT_EQ(run("mg n s v N30\r\nmg n s v N30\r\nmg n t h\r\n"),
+            "VA 0 s0 W\r\n\r\nVA 0 s0 Z\r\n\r\nHD t30 h1 Z\r\n");
+}
+
+// Base64 keys (b) name the same items as text keys; an item stored with one
+// shows its key in base64 until an append replaces it. A binary key that
+// starts with a NUL byte cannot reach the cache's own records.
+TEST_F(ProtocolTest, Base64KeysAndTheirReplies) {
+  EXPECT_EQ(run("ms a2V5 1 b k\r\nx\r\nmg key v k\r\nmg a2V5 b k s\r\nms key 1 MA k\r\ny\r\n"
+                "mg key k\r\nmg !! b\r\nme a2V5 b\r\n"),
+            "HD ka2V5 b\r\nVA 1 ka2V5 b\r\nx\r\nHD ka2V5 b s1\r\nHD kkey\r\nHD kkey\r\n"
+            "CLIENT_ERROR error decoding key\r\n"
+            "ME key exp=-1 la=0 cas=2 fetch=yes cls=1 size=53\r\n");
+  // "\0pmcached/cas" and "\0pmcached/flush": the CAS block and the flush mark.
+  EXPECT_EQ(run("ms AHBtY2FjaGVkL2Nhcw== 1 b\r\nx\r\nms AHBtY2FjaGVkL2ZsdXNo 1 b\r\ny\r\n"
+                "mg AHBtY2FjaGVkL2Nhcw== b v\r\nmg key v\r\n"),
+            "HD\r\nHD\r\nVA 1\r\nx\r\nVA 2\r\nxy\r\n");
+}
+
+// Each command's error strings, as memcached 1.6.18 words them.
+TEST_F(ProtocolTest, MetaErrorsAreMemcachedsWordForWord) {
+  EXPECT_EQ(run("mg k0 T0 x\r\nmg k0 T0 T0\r\nmd k0 x\r\nma k0 Mi\r\nms k0 1 Ms\r\na\r\n"
+                "mg\r\nma k Dx\r\nmg k Tx\r\nms k 1 MSS\r\nb\r\nmg k O" + std::string(32, 'o') +
+                "\r\n"),
+            "CLIENT_ERROR invalid flag\r\nCLIENT_ERROR duplicate flag\r\n"
+            "CLIENT_ERROR invalid or duplicate flag\r\nCLIENT_ERROR invalid mode for ma M token\r\n"
+            "CLIENT_ERROR invalid mode for ms M token\r\nERROR\r\n"
+            "CLIENT_ERROR invalid or duplicate flag\r\n"
+            "CLIENT_ERROR bad token in command line format\r\n"
+            "CLIENT_ERROR incorrect length for M token\r\nCLIENT_ERROR opaque token too long\r\n");
+}
+
 // Only a connection's first byte tells the binary protocol.
 TEST_F(ProtocolTest, ByteEightyLaterIsAnUnknownCommand) {
   EXPECT_EQ(run("mn\r\n\x80" "abc\r\nmn\r\n"), "MN\r\nERROR\r\nMN\r\n");
