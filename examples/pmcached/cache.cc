@@ -21,12 +21,14 @@ struct Header {
   int64_t time;
 };
 static_assert(sizeof(Header) == 32);
+// The magic's low three bytes are "PMC"; its high byte is '1' for an item
+// with no meta state (the only form before there was state, so older
+// stores read unchanged), or 0x80 | Item::state. The header stays 32 bytes
+// either way: an item of -I bytes can take state, as the store's records
+// are sized for -I plus this header.
 constexpr uint32_t kMagic = 0x31434d50;  // "PMC1"
-// An item with meta state (Item::state) has it after the header; the
-// others keep the 32-byte form (and stores written before there was state
-// read as they were).
-constexpr uint32_t kMagicState = 0x32434d50;  // "PMC2"
-constexpr size_t kStateBytes = 8;              // the state, then 4 bytes of zeros
+constexpr uint32_t kMagicMask = 0x00ffffff;
+constexpr uint32_t kStateForm = 0x80;
 
 // The cache's own records: under a NUL byte, which no client key holds.
 const std::string kCasKey("\0pmcached/cas", 13);
@@ -35,24 +37,22 @@ const std::string kFlushKey("\0pmcached/flush", 15);
 constexpr uint64_t kCasBlock = 1 << 20;
 
 std::string encode(const Item& it, int64_t time) {
-  const Header h{it.state != 0 ? kMagicState : kMagic, it.flags, it.exptime, it.cas, time};
-  const size_t head = sizeof h + (it.state != 0 ? kStateBytes : 0);
-  std::string v(head + it.data.size(), '\0');
+  const uint32_t magic =
+      it.state == 0 ? kMagic : (kMagic & kMagicMask) | (kStateForm | it.state) << 24;
+  const Header h{magic, it.flags, it.exptime, it.cas, time};
+  std::string v(sizeof h + it.data.size(), '\0');
   std::memcpy(v.data(), &h, sizeof h);
-  if (it.state != 0) std::memcpy(v.data() + sizeof h, &it.state, sizeof it.state);
-  std::memcpy(v.data() + head, it.data.data(), it.data.size());
+  std::memcpy(v.data() + sizeof h, it.data.data(), it.data.size());
   return v;
 }
 
-// The header's size (where the data starts), or 0 when `v` holds no item.
-size_t decode(std::string_view v, Header* h, uint32_t* state) {
-  if (v.size() < sizeof *h) return 0;
+bool decode(std::string_view v, Header* h, uint32_t* state) {
+  if (v.size() < sizeof *h) return false;
   std::memcpy(h, v.data(), sizeof *h);
-  *state = 0;
-  if (h->magic == kMagic) return sizeof *h;
-  if (h->magic != kMagicState || v.size() < sizeof *h + kStateBytes) return 0;
-  std::memcpy(state, v.data() + sizeof *h, sizeof *state);
-  return sizeof *h + kStateBytes;
+  const uint32_t high = h->magic >> 24;
+  *state = high == (kMagic >> 24) ? 0 : high & ~kStateForm;
+  return (h->magic & kMagicMask) == (kMagic & kMagicMask) &&
+         (*state == 0 ? high == (kMagic >> 24) : (high & kStateForm) != 0);
 }
 
 // Client keys that start with a NUL byte (binary keys, which the meta
@@ -66,6 +66,8 @@ class StoreKey {
       key_ = escaped_;
     }
   }
+  StoreKey(const StoreKey&) = delete;  // key_ may point into escaped_
+  StoreKey& operator=(const StoreKey&) = delete;
   operator std::string_view() const { return key_; }
 
  private:
@@ -220,8 +222,7 @@ Result<bool> Cache::read_locked(Shard& s, std::string_view key, Item* out, int64
   if (!st.ok()) return st;
   Header h;
   uint32_t state;
-  const size_t head = decode(v, &h, &state);
-  if (head == 0) {
+  if (!decode(v, &h, &state)) {
     return Status::corruption("item '" + std::string(key) + "' has no valid header");
   }
   if (dead(h.exptime, h.time, h.cas)) {
@@ -238,7 +239,7 @@ Result<bool> Cache::read_locked(Shard& s, std::string_view key, Item* out, int64
   out->exptime = h.exptime;
   out->cas = h.cas;
   out->state = state;
-  out->data.assign(v, head);
+  out->data.assign(v, sizeof h);
   if (time != nullptr) *time = h.time;
   return true;
 }
@@ -303,6 +304,12 @@ Result<bool> Cache::get(std::string_view client_key, Item* out, const int64_t* t
 
 Result<bool> Cache::meta_get(std::string_view client_key, Item* out, MetaGet* m) {
   const StoreKey key(client_key);
+  Result<bool> r = meta_get_locked(key, out, m);
+  if (r.ok() && m->created) PM_TRY(evict_if_over(key));
+  return r;
+}
+
+Result<bool> Cache::meta_get_locked(std::string_view key, Item* out, MetaGet* m) {
   Shard& s = shard_of(key);
   std::lock_guard<std::mutex> l(s.mu);
   n_->cmd_get++;
@@ -320,6 +327,8 @@ Result<bool> Cache::meta_get(std::string_view client_key, Item* out, MetaGet* m)
     n_->get_misses++;
     if (m->touch != nullptr) n_->touch_misses++;
     if (!m->vivify) return false;
+    // With -M and no room, no item (memcached's allocation fails: a miss).
+    if (!o_.evict && bytes_.load() + entry_bytes(key, 0) > o_.memory_limit) return false;
     // As memcached: an empty item, whose recache this client has won.
     *out = Item();
     out->exptime = absolute(m->touch != nullptr && m->touch_last ? *m->touch : m->vivify_exptime);
@@ -534,6 +543,13 @@ Result<bool> Cache::touch(std::string_view client_key, int64_t exptime) {
 Result<DeltaResult> Cache::delta(std::string_view client_key, bool incr, uint64_t by,
                                  uint64_t* value, const DeltaOptions& o, Item* result) {
   const StoreKey key(client_key);
+  Result<DeltaResult> r = delta_locked(key, incr, by, value, o, result);
+  if (r.ok() && *r == DeltaResult::kCreated) PM_TRY(evict_if_over(key));
+  return r;
+}
+
+Result<DeltaResult> Cache::delta_locked(std::string_view key, bool incr, uint64_t by,
+                                        uint64_t* value, const DeltaOptions& o, Item* result) {
   Shard& s = shard_of(key);
   std::lock_guard<std::mutex> l(s.mu);
   Item it;
@@ -542,6 +558,9 @@ Result<DeltaResult> Cache::delta(std::string_view client_key, bool incr, uint64_
   if (!found.ok()) return found.status();
   if (!*found && o.vivify) {  // created with the initial value, no delta applied
     it.data = std::to_string(o.initial);
+    if (!o_.evict && bytes_.load() + entry_bytes(key, it.data.size()) > o_.memory_limit) {
+      return DeltaResult::kNoMemory;
+    }
     it.exptime = absolute(o.touch != nullptr && o.touch_last ? *o.touch : o.vivify_exptime);
     Result<uint64_t> c = next_cas();
     if (!c.ok()) return c.status();
@@ -569,13 +588,15 @@ Result<DeltaResult> Cache::delta(std::string_view client_key, bool incr, uint64_
   v = incr ? v + by : (by > v ? 0 : v - by);  // incr wraps at 2^64, decr stops at 0
   std::string out = std::to_string(v);
   // As memcached: a shorter number is written over the old one, padded with
-  // spaces to its length.
+  // spaces to its length; a longer one makes a new item (not yet read).
+  const bool grew = out.size() > it.data.size();
   if (out.size() < it.data.size()) out.resize(it.data.size(), ' ');
   it.data = std::move(out);
+  if (grew) it.state = 0;  // (a new item: not stale, its key not binary)
   Result<uint64_t> c = next_cas();
   if (!c.ok()) return c.status();
   it.cas = *c;
-  PM_TRY(write_locked(s, key, it, time, false));
+  PM_TRY(write_locked(s, key, it, time, grew));
   *value = v;
   if (result != nullptr) *result = it;
   return DeltaResult::kOk;
@@ -675,14 +696,12 @@ void Cache::rebuild_index() {
     st = store_->scan("", [&](std::string_view key, std::string_view v) {
       Header h;
       uint32_t state;
-      if (own_record(key)) return true;
-      const size_t head = decode(v, &h, &state);
-      if (head == 0) return true;
+      if (own_record(key) || !decode(v, &h, &state)) return true;
       Shard& s = shard_of(key);
       std::lock_guard<std::mutex> l(s.mu);
       std::string k(key);
       if (s.index.count(k) != 0 || s.removed_during_rebuild.count(k) != 0) return true;
-      const uint64_t bytes = entry_bytes(key, v.size() - head);
+      const uint64_t bytes = entry_bytes(key, v.size() - sizeof h);
       s.index.emplace(std::move(k),
                       Entry{static_cast<uint32_t>(bytes), 0, false, h.exptime, h.time, h.cas});
       bytes_ += bytes;

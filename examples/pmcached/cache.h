@@ -69,13 +69,15 @@ struct Item {
 
 enum class StoreMode { kSet, kAdd, kReplace, kAppend, kPrepend, kCas };
 enum class StoreResult { kStored, kNotStored, kExists, kNotFound, kTooLarge, kNoMemory };
-enum class DeltaResult { kOk, kNotFound, kNonNumeric, kExists, kCreated };
+enum class DeltaResult { kOk, kNotFound, kNonNumeric, kExists, kCreated, kNoMemory };
 enum class DeleteResult { kDeleted, kNotFound, kExists };
 
 // The meta protocol's extras for incr/decr (ma).
 struct DeltaOptions {
   std::optional<uint64_t> compare_cas;  // only if the item's CAS is this (else kExists)
-  bool vivify = false;           // a missing item is created with `initial` (kCreated)
+  // A missing item is created with `initial` (kCreated; with -M and no
+  // room, kNoMemory).
+  bool vivify = false;
   int64_t vivify_exptime = 0;
   uint64_t initial = 0;
   const int64_t* touch = nullptr;  // new expiry (a created item's too when touch_last)
@@ -223,6 +225,11 @@ class Cache {
   // are in seconds: without it, a set among items used in the same second
   // could evict its own item, and the get right after it missed.
   Status evict_if_over(std::string_view keep = {});
+  // meta_get and delta under the key's stripe lock (store keys); their
+  // callers evict for a created item once it is released.
+  Result<bool> meta_get_locked(std::string_view key, Item* out, MetaGet* m);
+  Result<DeltaResult> delta_locked(std::string_view key, bool incr, uint64_t by, uint64_t* value,
+                                   const DeltaOptions& o, Item* result);
   void rebuild_index();
   void background();
 

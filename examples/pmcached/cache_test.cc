@@ -276,5 +276,42 @@ TEST_F(CacheTest, MetaStateAndBinaryKeysSurviveARestart) {
   EXPECT_GT(after, before) << "no CAS unique is handed out twice";
 }
 
+// An item as large as -I takes meta state (the state lives in the header:
+// it adds no bytes the store's records would have to hold).
+TEST_F(CacheTest, AnItemOfTheLargestSizeCanBeInvalidated) {
+  CacheOptions o;
+  o.item_max = 4096;
+  auto c = open(o);
+  ASSERT_EQ(set(*c, StoreMode::kSet, "big", std::string(4096, 'b')), StoreResult::kStored);
+  Result<DeleteResult> r = c->invalidate("big", std::nullopt, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  Item it;
+  MetaGet m;
+  ASSERT_TRUE(*c->meta_get("big", &it, &m));
+  EXPECT_EQ(it.data.size(), 4096u);
+  EXPECT_TRUE(m.won);
+  EXPECT_EQ(it.state, kStale | kTokenSent);
+}
+
+// With -M, a miss that mg N or ma N would vivify past the memory limit
+// stays a miss (memcached's allocation fails), and nothing is stored.
+TEST_F(CacheTest, VivifyingRespectsTheMemoryLimit) {
+  CacheOptions o;
+  o.memory_limit = 4096;
+  o.evict = false;
+  auto c = open(o);
+  ASSERT_EQ(set(*c, StoreMode::kSet, "fill", std::string(4000, 'f')), StoreResult::kStored);
+  Item it;
+  MetaGet m;
+  m.vivify = true;
+  EXPECT_FALSE(*c->meta_get(std::string(200, 'v'), &it, &m));
+  EXPECT_FALSE(m.created);
+  DeltaOptions d;
+  d.vivify = true;
+  uint64_t v;
+  EXPECT_EQ(*c->delta(std::string(200, 'n'), true, 1, &v, d), DeltaResult::kNoMemory);
+  EXPECT_EQ(c->stats().curr_items, 1u);
+}
+
 }  // namespace
 }  // namespace pmcached

@@ -3,10 +3,7 @@
 // beside pmcached and compares reply by reply. Its quirks are kept where a
 // client could see them: which flags each command prints back, and which
 // error string each command gives for the same mistake.
-#include <cctype>
-#include <cerrno>
 #include <climits>
-#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -44,51 +41,30 @@ std::string base64_encode(std::string_view in) {
   return out;
 }
 
-// Standard base64 with padding; false on anything else or an empty result.
+// Base64 as memcached decodes it: bytes outside the alphabet (and '=')
+// are skipped; what is left must be whole groups of four; the first group
+// with padding ends the key. False when nothing (or too much padding) is
+// left.
 bool base64_decode(std::string_view in, std::string* out) {
   out->clear();
-  if (in.size() % 4 != 0) return false;
-  for (size_t i = 0; i < in.size(); i += 4) {
-    uint32_t v = 0;
-    size_t pad = 0;
-    for (size_t j = 0; j < 4; j++) {
-      const char c = in[i + j];
-      const size_t d = kBase64.find(c);
-      if (c == '=' && i + 4 == in.size() && j >= 2) {
-        pad++;
-      } else if (d == std::string_view::npos || pad > 0) {
-        return false;
-      }
-      v = v << 6 | (d == std::string_view::npos ? 0 : static_cast<uint32_t>(d));
-    }
-    out->push_back(static_cast<char>(v >> 16));
-    if (pad < 2) out->push_back(static_cast<char>(v >> 8));
-    if (pad < 1) out->push_back(static_cast<char>(v));
+  size_t count = 0;
+  for (char c : in) count += c == '=' || kBase64.find(c) != std::string_view::npos;
+  if (count == 0 || count % 4 != 0) return false;
+  uint32_t group = 0;
+  size_t n = 0, pad = 0;
+  for (char c : in) {
+    const size_t d = kBase64.find(c);
+    if (c != '=' && d == std::string_view::npos) continue;
+    pad += c == '=';
+    group = group << 6 | (c == '=' ? 0 : static_cast<uint32_t>(d));
+    if (++n < 4) continue;
+    if (pad > 2) return false;
+    for (size_t i = 0; i < 3 - pad; i++) out->push_back(static_cast<char>(group >> (16 - 8 * i)));
+    if (pad > 0) break;
+    group = 0;
+    n = 0;
   }
   return !out->empty();
-}
-
-// ---------------------------------------------------------------- numbers
-
-// memcached's safe_strtol: strtol's syntax, then the end or white space;
-// a number past 32 bits keeps its low 32 (memcached stores a long into an
-// int32_t: T99999999999 is a time in 2008, so the item expires at once).
-bool parse_i32(std::string_view s, int32_t* out) {
-  const std::string z(s);
-  char* end = nullptr;
-  errno = 0;
-  const long v = std::strtol(z.c_str(), &end, 10);
-  if (errno == ERANGE || end == z.c_str() || (*end != '\0' && !std::isspace(*end))) return false;
-  *out = static_cast<int32_t>(static_cast<uint32_t>(v));
-  return true;
-}
-
-// memcached's safe_strtoul into 32 bits: a '-' fails, a larger number wraps.
-bool parse_flags(std::string_view s, uint32_t* out) {
-  uint64_t v;
-  if (!parse_u64(s, &v)) return false;
-  *out = static_cast<uint32_t>(v);
-  return true;
 }
 
 // ---------------------------------------------------------------- flags
@@ -153,7 +129,7 @@ bool parse_flags(std::string_view* tok, size_t first, size_t n, Flags* f, std::s
       case 'q': f->quiet = true; break;
       case 'I': f->stale = true; break;
       case 'F':
-        if (!parse_flags(arg, &f->client_flags)) bad = true;  // (memcached sets no message)
+        if (!parse_u32_wrap(arg, &f->client_flags)) bad = true;  // (memcached sets no message)
         break;
       case 'C': {
         uint64_t v;
@@ -199,8 +175,13 @@ bool flag_before(const Flags& f, char c, size_t end) {
   return false;
 }
 
+// The k flag: the key as sent, or in base64 (with b) when it came so. A key
+// whose bytes cannot stand in a reply line (an item a text command made
+// from a base64 key, by append) is sent in base64 too, where memcached
+// 1.6.18 sends the raw bytes and breaks the client's reading of the stream.
 void append_key(std::string* out, std::string_view key, bool binary) {
   out->append(" k");
+  for (char c : key) binary |= static_cast<unsigned char>(c) <= 0x20 || c == 0x7f;
   if (!binary) {
     out->append(key);
     return;
@@ -411,10 +392,14 @@ void Session::meta_arithmetic(std::string_view* tok, size_t n, std::string* out)
   Result<DeltaResult> r = cache_->delta(f.key, incr, f.delta, &v, o, &it);
   if (!r.ok()) return server_error(out, r.status());
   if (*r == DeltaResult::kOk || *r == DeltaResult::kCreated) wrote_ = true;
-  if (cut < f.n && *r != DeltaResult::kNonNumeric) return reply(out, kOpaqueTooLong);
+  if (cut < f.n && *r != DeltaResult::kNonNumeric && *r != DeltaResult::kNoMemory) {
+    return reply(out, kOpaqueTooLong);
+  }
   switch (*r) {
     case DeltaResult::kNonNumeric:
       return reply(out, "CLIENT_ERROR cannot increment or decrement non-numeric value");
+    case DeltaResult::kNoMemory:
+      return reply(out, "SERVER_ERROR Out of memory allocating new item");
     case DeltaResult::kNotFound:
     case DeltaResult::kExists:
       out->append(*r == DeltaResult::kNotFound ? "NF" : "EX");

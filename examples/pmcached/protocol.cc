@@ -3,6 +3,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -11,21 +14,6 @@
 namespace pmcached {
 
 namespace {
-
-bool parse_i64(std::string_view s, int64_t* out) {
-  const bool neg = !s.empty() && s[0] == '-';
-  uint64_t v;
-  if (!parse_u64(neg ? s.substr(1) : s, &v) || v > uint64_t{INT64_MAX}) return false;
-  *out = neg ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);
-  return true;
-}
-
-bool parse_u32(std::string_view s, uint32_t* out) {
-  uint64_t v;
-  if (!parse_u64(s, &v) || v > UINT32_MAX) return false;
-  *out = static_cast<uint32_t>(v);
-  return true;
-}
 
 // A CAS unique given by the client (0 too: it then matches no item).
 bool parse_cas(std::string_view s, std::optional<uint64_t>* out) {
@@ -58,6 +46,23 @@ size_t tokenize(std::string_view line, std::vector<std::string_view>* tok) {
 }
 
 }  // namespace
+
+bool parse_i32(std::string_view s, int32_t* out) {
+  const std::string z(s);
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(z.c_str(), &end, 10);
+  if (errno == ERANGE || end == z.c_str() || (*end != '\0' && !std::isspace(*end))) return false;
+  *out = static_cast<int32_t>(static_cast<uint32_t>(v));
+  return true;
+}
+
+bool parse_u32_wrap(std::string_view s, uint32_t* out) {
+  uint64_t v;
+  if (!parse_u64(s, &v)) return false;
+  *out = static_cast<uint32_t>(v);
+  return true;
+}
 
 void Session::reply(std::string* out, std::string_view s) {
   if (noreply_) return;
@@ -145,10 +150,10 @@ void Session::command(std::string_view line, std::string* out) {
     // delete <key> [0] [noreply]: the 0 is an old hold time, still accepted.
     const bool nr = n > 2 && tok[n - 1] == "noreply";
     const size_t args = n - (nr ? 1 : 0);
+    noreply_ = nr;  // (silences the error too, as memcached's)
     if (n < 2 || args > 3 || (args == 3 && tok[2] != "0")) {
       return reply(out, "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]");
     }
-    noreply_ = nr;
     if (!valid_key(tok[1])) return reply(out, kBadFormat);
     Result<DeleteResult> r = cache_->remove(tok[1]);
     if (!r.ok()) return server_error(out, r.status());
@@ -158,9 +163,9 @@ void Session::command(std::string_view line, std::string* out) {
   if (cmd == "touch") {
     if (n != 3 && n != 4) return reply(out, "ERROR");
     noreply_at(3);
-    int64_t exptime;
+    int32_t exptime;
     if (!valid_key(tok[1])) return reply(out, kBadFormat);
-    if (!parse_i64(tok[2], &exptime)) return reply(out, "CLIENT_ERROR invalid exptime argument");
+    if (!parse_i32(tok[2], &exptime)) return reply(out, "CLIENT_ERROR invalid exptime argument");
     Result<bool> r = cache_->touch(tok[1], exptime);
     if (!r.ok()) return server_error(out, r.status());
     if (*r) wrote_ = true;
@@ -169,9 +174,11 @@ void Session::command(std::string_view line, std::string* out) {
   if (cmd == "flush_all") {
     if (n > 3) return reply(out, "ERROR");
     noreply_at(n - 1);
-    int64_t delay = 0;
+    int32_t delay = 0;
     const size_t args = n - (noreply_ ? 1 : 0);
-    if (args == 2 && !parse_i64(tok[1], &delay)) return reply(out, kBadFormat);
+    if (args == 2 && !parse_i32(tok[1], &delay)) {
+      return reply(out, "CLIENT_ERROR invalid exptime argument");
+    }
     Status s = cache_->flush_all(delay);
     if (!s.ok()) return server_error(out, s);
     wrote_ = true;
@@ -182,7 +189,7 @@ void Session::command(std::string_view line, std::string* out) {
     if (n < 2 || n > 3) return reply(out, "ERROR");
     noreply_ = tok[n - 1] == "noreply";
     uint32_t level = 0;
-    if (!parse_u32(tok[1], &level) && tok[1] != "noreply") return reply(out, "ERROR");
+    if (!parse_u32_wrap(tok[1], &level)) return reply(out, kBadFormat);
     info_->verbosity = static_cast<int>(std::min<uint32_t>(level, 3));
     return reply(out, "OK");
   }
@@ -204,8 +211,11 @@ void Session::command(std::string_view line, std::string* out) {
 void Session::retrieval(bool cas, bool touch, std::string_view* tok, size_t n, std::string* out) {
   const size_t first = touch ? 2 : 1;
   if (n <= first) return reply(out, "ERROR");
-  int64_t exptime = 0;
-  if (touch && !parse_i64(tok[1], &exptime)) return reply(out, "CLIENT_ERROR invalid exptime argument");
+  int32_t exptime32 = 0;
+  if (touch && !parse_i32(tok[1], &exptime32)) {
+    return reply(out, "CLIENT_ERROR invalid exptime argument");
+  }
+  int64_t exptime = exptime32;
   for (size_t i = first; i < n; i++) {
     if (!valid_key(tok[i])) return reply(out, kBadFormat);
   }
@@ -269,12 +279,14 @@ void Session::storage(StoreMode mode, std::string_view* tok, size_t n, std::stri
   p.mode = mode;
   p.key = std::string(tok[1]);
   p.noreply = noreply_;
-  int64_t bytes;
-  if (!parse_u32(tok[2], &p.flags) || !parse_i64(tok[3], &p.exptime) ||
-      !parse_i64(tok[4], &bytes) || bytes < 0 || bytes > INT32_MAX - 2 ||
+  // Numbers as memcached reads them: flags and exptime wrap at 32 bits.
+  int32_t exptime, bytes;
+  if (!parse_u32_wrap(tok[2], &p.flags) || !parse_i32(tok[3], &exptime) ||
+      !parse_i32(tok[4], &bytes) || bytes < 0 || bytes > INT32_MAX - 2 ||
       (cas && !parse_cas(tok[5], &p.cas))) {
     return reply(out, kBadFormat);
   }
+  p.exptime = exptime;
   // As memcached: after a bad key the data block is read as commands.
   if (!valid_key(tok[1])) return reply(out, kBadFormat);
   await_data(std::move(p), bytes, out);
@@ -358,6 +370,8 @@ void Session::delta(bool incr, std::string_view* tok, size_t n, std::string* out
       return reply(out, "CLIENT_ERROR cannot increment or decrement non-numeric value");
     case DeltaResult::kExists:
       return reply(out, "EXISTS");
+    case DeltaResult::kNoMemory:  // (not without DeltaOptions::vivify)
+      return reply(out, "SERVER_ERROR out of memory");
   }
 }
 

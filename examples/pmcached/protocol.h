@@ -38,6 +38,13 @@ struct ServerInfo {
 inline constexpr size_t kMaxLine = 8 << 10;
 inline constexpr std::string_view kBadFormat = "CLIENT_ERROR bad command line format";
 inline constexpr std::string_view kTooLarge = "SERVER_ERROR object too large for cache";
+
+// Numbers as memcached's safe_strtol and safe_strtoul read them: strtol's
+// syntax, then the end or white space, and the low 32 bits of what was
+// read (memcached stores a long into 32 bits: an exptime of 99999999999
+// is a time in 2008, flags of 2^32 are 0). A '-' fails parse_u32_wrap.
+bool parse_i32(std::string_view s, int32_t* out);
+bool parse_u32_wrap(std::string_view s, uint32_t* out);
 inline constexpr size_t kMaxRetrievalLine = 1 << 20;
 
 class Session {
