@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <random>
 
 #include "testutil/temp_dir.h"
@@ -80,6 +81,38 @@ TEST_F(ProtocolTest, AGetOfManyValuesStreamsItsReplyAtTheFeedsLimit) {
   } while (used < script.size() || s.streaming());
   EXPECT_GT(feeds, 40u);
   EXPECT_EQ(out, want);
+}
+
+// A gat's relative expiry counts from the command, as memcached's does:
+// the keys of a reply that streams while the clock moves all get the same.
+TEST_F(ProtocolTest, AStreamedGatGivesEveryKeyTheSameExpiry) {
+  std::atomic<int64_t> now{1'700'000'000};
+  CacheOptions o;
+  o.clock = [&] { return now.load(); };
+  Result<std::unique_ptr<Cache>> c = Cache::open(dir_.file("gat.kv"), o);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  std::string script = "gat 100";
+  for (int i = 0; i < 100; i++) {
+    const std::string key = "g" + std::to_string(i);
+    ASSERT_EQ(*(*c)->store(StoreMode::kSet, key, 0, 0, std::string(1000, 'x')),
+              StoreResult::kStored);
+    script += " " + key;
+  }
+  script += "\r\n";
+  Session s(c->get(), &info_);
+  std::string out;
+  size_t used = 0, feeds = 0;
+  do {
+    used += s.feed(std::string_view(script).substr(used), &out, out.size() + 10000);
+    now++;  // a second passes between the parts of the reply
+    ASSERT_LT(++feeds, 100u);
+  } while (used < script.size() || s.streaming());
+  EXPECT_GT(feeds, 5u);
+  for (int i = 0; i < 100; i++) {
+    Item it;
+    ASSERT_TRUE(*(*c)->get("g" + std::to_string(i), &it));
+    EXPECT_EQ(it.exptime, 1'700'000'100) << "g" << i;
+  }
 }
 
 // Pipelined gets of a large item: feed stops once the replies reach the
