@@ -174,11 +174,15 @@ class ContainerImpl final : public Container {
   Status grow_to(uint64_t new_heap_size);
   Status commit_locked();
   // Rewrites the pending header of the last (fully applied) commit as
-  // applied; at a clean close (`both`), the other slot's too (journal.h).
-  Status mark_applied(bool both = false) {
+  // applied, and the other slot's if it is still pending (journal.h). Both,
+  // always: a commit that fails after this (no room on a full disk) leaves
+  // journal_pending_ false, so the close marks nothing, and a pending older
+  // slot would be replayed over newer data if the newest header were ever
+  // damaged.
+  Status mark_applied() {
     PM_TRY(drain_deferred());
-    both = both && !g_planted_bugs.close_marks_newest_only;
-    PM_TRY(mark_journal_slots_applied(*persist_, seq_.load(), slots(), both));
+    PM_TRY(mark_journal_slots_applied(*persist_, seq_.load(), slots(),
+                                      !g_planted_bugs.close_marks_newest_only));
     journal_pending_ = false;
     journal_state_ = JournalState::kApplied;
     return Status();
@@ -282,7 +286,7 @@ ContainerImpl::~ContainerImpl() {
     g_open.erase(std::remove(g_open.begin(), g_open.end(), this), g_open.end());
   }
   if (persist_ && journal_pending_ && failed_.ok() && FileLock::forks() == forks_at_open_) {
-    (void)mark_applied(/*both=*/true);  // (a fork()ed child leaves the parent's file alone)
+    (void)mark_applied();  // (a fork()ed child leaves the parent's file alone)
   }
   // The tracker goes before the mapping it watches; the lock goes last.
   tracker_.reset();

@@ -171,10 +171,11 @@ Status mark_journal_applied(Persist& p, JournalHeader h, int slots = 1);
 // Marks the last commit's header (`seq`) applied and drains; then, with
 // `both` and two slots, the other slot's pending header too (the commit
 // before, whose write-back `seq`'s drain made durable). REQUIRES:
-// every commit up to `seq` written back and drained. A clean close marks
-// both: else a damaged newest header (media, not a crash) would leave the
-// older one pending, and recovery would replay it over newer bytes, half
-// of a later transaction undone, silently.
+// every commit up to `seq` written back and drained. The container marks
+// both, at a clean close and mid-session: else a damaged newest header
+// (media, not a crash) would leave the older one pending, and recovery
+// would replay it over newer bytes, half of a later transaction undone,
+// silently. (`both` false: the planted bug close_marks_newest_only.)
 Status mark_journal_slots_applied(Persist& p, uint64_t seq, int slots, bool both);
 
 }  // namespace pm

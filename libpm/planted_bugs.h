@@ -58,8 +58,10 @@ struct PlantedBugs {
   // A read-only open of a pending commit applies it to the home copy only,
   // not to the working view mapped from the file.
   bool read_only_view_skips_replay = false;
-  // A clean close marks the newest header slot applied, not the older one
-  // (a damaged newest header then has recovery replay the older commit).
+  // Marking the journal applied (a clean close, or a commit on a full disk
+  // finishing the deferred one) marks the newest header slot, not the
+  // older one (a damaged newest header then has recovery replay the older
+  // commit).
   bool close_marks_newest_only = false;
 };
 
