@@ -36,7 +36,7 @@ Result<std::unique_ptr<Backend>> Backend::create(pm::Container* c, const Geometr
   r->max_key = g.max_key;
   r->max_value = g.max_value;
   r->seq_high = 1;
-  r->flags = kAllEntriesChecksummed;
+  r->flags = kAllEntriesChecksummed | kChainEndsMarked;
   IndexRoot* index = nullptr;
   if (g.ordered) {
     Result<IndexRoot*> made = OrderedIndex::create(c, g.max_key);
@@ -47,8 +47,8 @@ Result<std::unique_ptr<Backend>> Backend::create(pm::Container* c, const Geometr
   Result<void*> seg = c->alloc(kSegBuckets * sizeof(BackendEntry*));
   if (!seg.ok()) return seg.status();
   c->will_write(*seg, kSegBuckets * sizeof(BackendEntry*));
-  std::memset(*seg, 0, kSegBuckets * sizeof(BackendEntry*));
   r->segs[0] = static_cast<BackendEntry**>(*seg);
+  for (uint64_t b = 0; b < kSegBuckets; b++) r->segs[0][b] = chain_end(b);
   PM_TRY(c->set_root(r));
   auto b = std::unique_ptr<Backend>(new Backend(c, r));
   if (index != nullptr) {
@@ -92,7 +92,7 @@ Result<std::unique_ptr<Backend>> Backend::attach(pm::Container* c) {
     }
   }
   auto be = std::unique_ptr<Backend>(new Backend(c, r));
-  if (r->version == kBackendVersion && r->index != 0) {
+  if (r->version >= 3 && r->index != 0) {
     // A damaged index root leaves the table readable (pm check, salvage);
     // a store refuses to open on it (index_status()).
     Result<std::unique_ptr<OrderedIndex>> idx =
@@ -107,6 +107,31 @@ Result<std::unique_ptr<Backend>> Backend::attach(pm::Container* c) {
 }
 
 Status Backend::upgrade() {
+  if (root_->version < 3) PM_TRY(add_index());
+  return mark_chain_ends();
+}
+
+Status Backend::mark_chain_ends() {
+  for (uint64_t b = 0; b < buckets(); b++) {
+    BackendEntry** link = slot(b);
+    for (uint64_t n = 0; !is_chain_end(*link); n++) {
+      PM_TRY(check_entry(*link));
+      if (n > max_chain()) return Status::corruption("store backend: a bucket chain loops");
+      link = &(*link)->next;
+    }
+    if (*link == nullptr) {
+      c_->will_write(link, sizeof *link);
+      *link = chain_end(b);
+    } else if (*link != chain_end(b)) {  // (marked already: a root moved back to version 3)
+      return check_end(b, *link);
+    }
+  }
+  set(&root_->flags, root_->flags | kChainEndsMarked);
+  set(&root_->version, kBackendVersion);
+  return Status();
+}
+
+Status Backend::add_index() {
   // Every live key first (the table is as the last commit left it: nothing
   // runs yet), then the new root and its index, in key order.
   std::vector<std::string> keys;
@@ -122,7 +147,7 @@ Status Backend::upgrade() {
   std::memset(static_cast<void*>(r), 0, sizeof *r);
   std::memcpy(static_cast<void*>(r), root_,
               root_->version == 1 ? kBackendRootV1Bytes : kBackendRootV2Bytes);
-  r->version = kBackendVersion;
+  r->version = 3;
   Result<IndexRoot*> index = OrderedIndex::create(c_, r->max_key);
   if (!index.ok()) return index.status();
   r->index = reinterpret_cast<uint64_t>(*index);
@@ -156,6 +181,14 @@ Status Backend::check_entry(const BackendEntry* e) const {
                             "); run 'pm check', then 'pm kv salvage'");
 }
 
+Status Backend::check_end(uint64_t b, const BackendEntry* end) const {
+  if (end == end_of(b)) return Status();
+  return Status::corruption(
+      "store backend: the chain of bucket " + std::to_string(b) + " ends in a damaged link (" +
+      (end == nullptr ? std::string("zeroed") : "not its end mark") +
+      "): keys after it cannot be read; run 'pm check', then 'pm kv salvage'");
+}
+
 Status Backend::check_sum(const BackendEntry* e) const {
   if ((entry_has_sum(e) || !all_checksummed()) && entry_sum_ok(e)) return Status();
   return Status::corruption("store backend: the entry of key '" + std::string(key_of(e)) +
@@ -176,13 +209,14 @@ void Backend::prefetch_for_read(uint64_t h, bool entry) {
 Result<BackendEntry**> Backend::find_link(uint64_t b, std::string_view key) {
   BackendEntry** link = slot(b);
   bool same_length = false;  // an entry passed over might be this key's, damaged
-  for (uint64_t n = 0; *link != nullptr; n++) {
+  for (uint64_t n = 0; !is_chain_end(*link); n++) {
     PM_TRY(check_entry(*link));
     if (key_of(*link) == key) return link;
     same_length |= key_len(*link) == key.size();
     if (n > max_chain()) return Status::corruption("store backend: a bucket chain loops");
     link = &(*link)->next;
   }
+  PM_TRY(check_end(b, *link));
   // A miss is an answer ("no such key", or a new entry linked here): it
   // must not come from damage to the key's own entry.
   if (same_length) PM_TRY(check_keys_of_length(b, key.size()));
@@ -190,7 +224,7 @@ Result<BackendEntry**> Backend::find_link(uint64_t b, std::string_view key) {
 }
 
 Status Backend::check_keys_of_length(uint64_t b, size_t klen) const {
-  for (const BackendEntry* e = *slot(b); e != nullptr; e = e->next) {  // walked whole just now
+  for (const BackendEntry* e = *slot(b); !is_chain_end(e); e = e->next) {  // walked just now
     // A key that hashes to another bucket was damaged: the key sought may
     // be it. (Hashing the key alone keeps a damaged value a failure of its
     // own key's reads, and costs what a key's hash costs; a damaged key
@@ -212,7 +246,7 @@ Result<Backend::Found> Backend::get(std::string_view key, uint64_t h, std::strin
   if (!link.ok()) return link.status();
   Found f;
   const BackendEntry* e = **link;
-  if (e == nullptr) return f;
+  if (is_chain_end(e)) return f;
   PM_TRY(check_sum(e));
   f.seq = e->seq;
   f.ghost = is_ghost(e);
@@ -261,7 +295,7 @@ Status Backend::apply_put(std::string_view key, uint64_t h, std::string_view val
   Result<BackendEntry**> found = find_link(b, key);
   if (!found.ok()) return found.status();
   BackendEntry** link = *found;
-  BackendEntry* old = *link;
+  BackendEntry* old = is_chain_end(*link) ? nullptr : *link;
   if (old != nullptr && old->seq >= seq) return Status();  // a newer update is applied
   if (old != nullptr && !is_ghost(old) && old->vlen == value.size()) {
     // Same size: overwrite in place (one announced range, no allocation).
@@ -282,7 +316,7 @@ Status Backend::apply_put(std::string_view key, uint64_t h, std::string_view val
       return s;
     }
   }
-  (*e)->next = old ? old->next : nullptr;
+  (*e)->next = old ? old->next : end_of(b);
   c_->will_write(link, sizeof *link);
   *link = *e;
   if (old == nullptr) {
@@ -306,7 +340,7 @@ Status Backend::apply_remove(std::string_view key, uint64_t h, uint64_t seq) {
   Result<BackendEntry**> found = find_link(b, key);
   if (!found.ok()) return found.status();
   BackendEntry** link = *found;
-  BackendEntry* old = *link;
+  BackendEntry* old = is_chain_end(*link) ? nullptr : *link;
   if (old != nullptr && old->seq >= seq) return Status();
   // A live key that stops being live leaves the index just before its
   // entry changes: erase never allocates, and fails only on a damaged node,
@@ -356,7 +390,7 @@ Status Backend::apply_remove(std::string_view key, uint64_t h, uint64_t seq) {
       return st;
     }
   }
-  (*e)->next = old ? old->next : nullptr;
+  (*e)->next = old ? old->next : end_of(b);
   link_ghost(*e);
   c_->will_write(link, sizeof *link);
   *link = *e;
@@ -387,7 +421,8 @@ Status Backend::split_as_needed(uint64_t max_splits) {
     BackendEntry** keep_tail = &keep;
     BackendEntry** move_tail = &move;
     uint64_t walked = 0;
-    for (BackendEntry* e = *slot(from); e != nullptr; walked++) {
+    BackendEntry* e = *slot(from);
+    for (; !is_chain_end(e); walked++) {
       PM_TRY(check_entry(e));
       if (walked > max_chain()) return Status::corruption("store backend: a bucket chain loops");
       BackendEntry* next = e->next;
@@ -397,10 +432,11 @@ Status Backend::split_as_needed(uint64_t max_splits) {
       tail = &e->next;
       e = next;
     }
+    PM_TRY(check_end(from, e));
     c_->will_write(keep_tail, sizeof *keep_tail);
-    *keep_tail = nullptr;
+    *keep_tail = end_of(from);
     c_->will_write(move_tail, sizeof *move_tail);
-    *move_tail = nullptr;
+    *move_tail = end_of(to);
     c_->will_write(slot(from), sizeof(BackendEntry*));
     *slot(from) = keep;
     c_->will_write(slot(to), sizeof(BackendEntry*));
@@ -484,7 +520,8 @@ Status Backend::scan(std::string_view prefix,
       for (uint64_t b = o % n0; b < buckets(); b += n0) {
         std::lock_guard<std::mutex> l(stripe(b));
         uint64_t n = 0;
-        for (BackendEntry* e = *slot(b); e != nullptr; e = e->next, n++) {
+        BackendEntry* e = *slot(b);
+        for (; !is_chain_end(e); e = e->next, n++) {
           PM_TRY(check_entry(e));
           if (n > max_chain()) return Status::corruption("store backend: a bucket chain loops");
           if (is_ghost(e) || !key_of(e).starts_with(prefix)) continue;
@@ -492,6 +529,7 @@ Status Backend::scan(std::string_view prefix,
           PM_TRY(check_sum(e));
           batch.emplace_back(std::string(key_of(e)), std::string(entry_value(e)));
         }
+        PM_TRY(check_end(b, e));
       }
     }
     for (auto& [k, v] : batch) {

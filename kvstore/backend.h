@@ -38,14 +38,18 @@ using pm::Status;
 
 inline constexpr uint64_t kBackendMagic = 0x31444e454b434142;  // "BACKEND1"
 // 2: session_start (recovery.h). 3: the ordered index (ordered_index.h).
-// Older roots are upgraded at the first writable open.
-inline constexpr uint32_t kBackendVersion = 3;
+// 4: chain ends marked (kChainEndsMarked). Older roots are upgraded at the
+// first writable open.
+inline constexpr uint32_t kBackendVersion = 4;
 inline constexpr uint32_t kMaxLogs = 256;
 inline constexpr uint64_t kSegBuckets = 4096;  // buckets per segment (32 KiB)
 inline constexpr uint64_t kMaxSegs = 16384;    // up to 64 Mi buckets
 // BackendRoot::flags: every entry carries a checksum (a store created with
 // checksums; an upgraded one keeps its older entries as they were).
 inline constexpr uint64_t kAllEntriesChecksummed = 1;
+// Every chain ends in its bucket's chain_end() mark (backend_entry.h); a 0
+// link is damage.
+inline constexpr uint64_t kChainEndsMarked = 2;
 
 struct BackendRoot {
   uint64_t magic;
@@ -64,7 +68,7 @@ struct BackendRoot {
   // Version 2. Where session `session` began writing each log: the end of
   // the valid records its recovery found there (recovery.h).
   uint64_t session_start[kMaxLogs];
-  uint64_t flags;  // kAllEntriesChecksummed
+  uint64_t flags;  // kAllEntriesChecksummed, kChainEndsMarked
   // Version 3. The ordered index of the live keys (an IndexRoot); 0: a
   // store created without one (StoreOptions::ordered).
   uint64_t index;
@@ -100,12 +104,15 @@ class Backend {
   bool legacy() const { return root_->version == 1; }
   // Every entry must carry a checksum.
   bool all_checksummed() const { return !legacy() && (root_->flags & kAllEntriesChecksummed); }
-  // An older root (no ordered index: scans order what they find instead).
+  // Chains end in marks, not 0.
+  bool ends_marked() const { return !legacy() && (root_->flags & kChainEndsMarked); }
+  // An older root (before 3, no ordered index: scans order what they find
+  // instead; before 4, chain ends not marked).
   bool upgradable() const { return root_->version < kBackendVersion; }
   // Moves an older root into a current one, building the ordered index
-  // from the live entries (durable at the next commit). Single-threaded.
-  // On failure the root and the index are as before (the caller aborts
-  // what was allocated).
+  // from the live entries and marking every chain's end (durable at the
+  // next commit). Single-threaded. On failure the caller aborts: the root,
+  // the index and the chains are then as before.
   Status upgrade();
   // The ordered index of the live keys; nullptr for a store created
   // without one, or an older root opened read-only.
@@ -177,9 +184,9 @@ class Backend {
   uint64_t bucket_of(uint64_t h) const;
   template <int kWrite>
   __attribute__((no_sanitize("thread"))) void prefetch_entry(uint64_t h) const {
-    const char* e = reinterpret_cast<const char*>(
-        *const_cast<BackendEntry* const volatile*>(slot(bucket_of(h))));
-    if (e == nullptr) return;
+    BackendEntry* head = *const_cast<BackendEntry* const volatile*>(slot(bucket_of(h)));
+    if (is_chain_end(head)) return;
+    const char* e = reinterpret_cast<const char*>(head);
     __builtin_prefetch(e, kWrite);
     __builtin_prefetch(e + 64, kWrite);
     __builtin_prefetch(e + 128, kWrite);
@@ -195,6 +202,12 @@ class Backend {
   Status check_keys_of_length(uint64_t b, size_t klen) const;
   Result<BackendEntry*> new_entry(std::string_view key, std::string_view value, uint64_t seq,
                                   bool ghost);
+  // What ends bucket b's chain: its mark, or 0 in an older store.
+  BackendEntry* end_of(uint64_t b) const { return ends_marked() ? chain_end(b) : nullptr; }
+  // kCorruption unless `end`, where a walk of bucket b stopped, is its end.
+  Status check_end(uint64_t b, const BackendEntry* end) const;
+  Status add_index();        // upgrade(): a version 1 or 2 root into a 3
+  Status mark_chain_ends();  // upgrade(): a version 3 root into a 4
   void link_ghost(BackendEntry* e);
   // kCorruption when e may not be read.
   Status check_entry(const BackendEntry* e) const;

@@ -58,6 +58,26 @@ inline BackendEntry* entry_ghost_link(const BackendEntry* e) {
   return p;
 }
 
+// Chain ends. In a store with kChainEndsMarked (backend.h) the link that
+// ends bucket b's chain holds kChainEndTag | b << 1, not 0: odd, it is
+// never an entry's address, and it names its bucket, so a link that damage
+// zeroed (or pointed at another chain's end) is told from a chain's end. A
+// 0 there would end the chain early and hide every key after it as a miss;
+// the entries' checksums do not cover their links. The tag's high bits keep
+// the mark out of the heap read either way the heap's conservative marking
+// reads a word (reach.cc: an address, or an offset from the word): small
+// marks, read as offsets, pointed into the segment itself, and each cost a
+// search for the block holding that address (the crash harness, which
+// checks every crash image's heap, ran nine times slower).
+inline constexpr uint64_t kChainEndTag = 0xc000000000000001;
+inline BackendEntry* chain_end(uint64_t bucket) {
+  return reinterpret_cast<BackendEntry*>(kChainEndTag | bucket << 1);
+}
+// The end of a chain, marked or not (what a walk stops at).
+inline bool is_chain_end(const BackendEntry* e) {
+  return e == nullptr || (reinterpret_cast<uintptr_t>(e) & 1) != 0;
+}
+
 // The checksum the entry should carry now.
 uint64_t entry_checksum(const BackendEntry* e);
 // True when the entry has no checksum, or a matching one.

@@ -40,9 +40,11 @@ class Walker {
   void chains(const std::function<void(const BackendEntry*, uint64_t)>& visit,
               std::vector<std::string>* problems) {
     std::unordered_set<const BackendEntry*> seen;
+    // (Version 1 roots have no flags.)
+    const bool marked = r_.version >= 2 && (r_.flags & kChainEndsMarked) != 0;
     for (uint64_t b = 0; b < buckets(); b++) {
-      for (const BackendEntry* e = r_.segs[b / kSegBuckets][b % kSegBuckets]; e != nullptr;
-           e = e->next) {
+      const BackendEntry* e = r_.segs[b / kSegBuckets][b % kSegBuckets];
+      for (; !is_chain_end(e); e = e->next) {
         if (!readable(e, "bucket " + std::to_string(b), problems)) break;
         if (!seen.insert(e).second) {
           problems->push_back("bucket " + std::to_string(b) +
@@ -50,6 +52,11 @@ class Walker {
           break;
         }
         visit(e, b);
+      }
+      if (is_chain_end(e) && e != (marked ? chain_end(b) : nullptr)) {
+        problems->push_back("bucket " + std::to_string(b) + ": its chain ends in a damaged link (" +
+                            (e == nullptr ? "zeroed" : "not its end mark") +
+                            "); the entries after it are lost to reads");
       }
     }
   }
@@ -243,7 +250,7 @@ StoreOptions options_like(const BackendRoot& r) {
   o.log_bytes = r.log_bytes;
   o.max_key_bytes = r.max_key;
   o.max_value_bytes = r.max_value;
-  o.ordered = r.version < kBackendVersion || r.index != 0;  // as it was made
+  o.ordered = r.version < 3 || r.index != 0;  // as it was made
   o.background = false;
   o.durability = Durability::kAsync;  // one sync at the end
   return o;

@@ -65,8 +65,8 @@ void damage(const std::string& path, const std::string& key,
   auto* r = c->root<BackendRoot>();
   const uint64_t b = bucket_for(*r, hash_key(key));
   BackendEntry* e = r->segs[b / kSegBuckets][b % kSegBuckets];
-  while (e != nullptr && entry_key(e) != key) e = e->next;
-  ASSERT_TRUE(e != nullptr) << key;
+  while (!is_chain_end(e) && entry_key(e) != key) e = e->next;
+  ASSERT_FALSE(is_chain_end(e)) << key;
   c->will_write(e, sizeof *e + entry_key_len(e) + e->vlen);
   fn(e, r);
   ASSERT_TRUE(c->commit().ok());
@@ -153,8 +153,8 @@ TEST(DamagedStoreTest, AZeroedHeapBitmapIsNotWrittenOver) {
     auto* r = c->root<BackendRoot>();
     const uint64_t b = bucket_for(*r, hash_key("k7"));
     BackendEntry* e = r->segs[b / kSegBuckets][b % kSegBuckets];
-    while (e != nullptr && entry_key(e) != "k7") e = e->next;
-    ASSERT_TRUE(e != nullptr);
+    while (!is_chain_end(e) && entry_key(e) != "k7") e = e->next;
+    ASSERT_FALSE(is_chain_end(e));
     pm::GranuleBits* bits = pm::test::granule_bits_for(c.get(), e);
     c->will_write(bits, sizeof *bits);
     std::memset(bits, 0, sizeof *bits);
@@ -216,6 +216,114 @@ TEST(DamagedStoreTest, AChainCycleEndsReadsInsteadOfLooping) {
   ASSERT_TRUE(ck.ok());
   ASSERT_FALSE(ck->problems.empty());
   EXPECT_NE(ck->problems[0].find("loops"), std::string::npos) << ck->problems[0];
+}
+
+// Chains end in a mark naming their bucket, so a link zeroed by damage (the
+// entries' checksums do not cover links) is corruption, not the chain's end:
+// before, the keys after it read as missing, and a put of one of them linked
+// a second entry there.
+TEST(DamagedStoreTest, AZeroedChainLinkIsCorruptionNotAMissingKey) {
+  for (const bool head : {false, true}) {
+    SCOPED_TRACE(head ? "the bucket's head" : "a link in the chain");
+    pm::test::TempDir dir;
+    const std::string path = dir.file("s.pm");
+    make_store(path);
+    std::string behind;  // a key after k11 in k11's chain
+    {
+      auto c = pm::test::must(pm::Container::open(path));
+      const BackendRoot& r = *c->root<BackendRoot>();
+      const uint64_t b = bucket_for(r, hash_key("k11"));
+      for (int i = 0; behind.empty(); i++) {
+        const std::string k = "behind" + std::to_string(i);
+        if (bucket_for(r, hash_key(k)) == b) behind = k;
+      }
+    }
+    {
+      auto s = must(Store::open(path, small()));
+      ASSERT_TRUE(s->put(behind, "hidden?").ok());  // new keys go to the chain's end
+      ASSERT_TRUE(s->checkpoint().ok());
+    }
+    if (head) {
+      pm::Options o;
+      o.tracker = pm::TrackerKind::kHints;
+      auto c = pm::test::must(pm::Container::open(path, o));
+      auto* r = c->root<BackendRoot>();
+      const uint64_t b = bucket_for(*r, hash_key("k11"));
+      BackendEntry** slot = &r->segs[b / kSegBuckets][b % kSegBuckets];
+      c->will_write(slot, sizeof *slot);
+      *slot = nullptr;
+      ASSERT_TRUE(c->commit().ok());
+    } else {
+      damage(path, "k11", [](BackendEntry* e, BackendRoot*) { e->next = nullptr; });
+    }
+    Reads r = read_everything(path, behind);
+    EXPECT_TRUE(r.get.is_corruption()) << r.get.to_string();
+    EXPECT_NE(r.get.to_string().find("bucket"), std::string::npos) << r.get.to_string();
+    EXPECT_TRUE(r.scan.is_corruption()) << r.scan.to_string();
+    {
+      auto s = must(Store::open(path, small()));
+      ASSERT_NE(s, nullptr);
+      EXPECT_TRUE(s->put(behind, "again").is_corruption() || !s->checkpoint().ok())
+          << "a put must not link a second entry of the key at the damage";
+    }
+    auto c = pm::test::must(pm::Container::open(path));
+    Result<StoreCheck> ck = check_store(c.get());
+    ASSERT_TRUE(ck.ok());
+    bool named = false;
+    for (const std::string& p : ck->problems) {
+      named |= p.find("damaged link (zeroed)") != std::string::npos;
+    }
+    EXPECT_TRUE(named) << (ck->problems.empty() ? "no problem found" : ck->problems[0]);
+  }
+}
+
+// A version 3 store (chains end in 0) opens read-only as it is, and its
+// first writable open marks every chain's end (format 4).
+TEST(DamagedStoreTest, AVersionThreeStoreGetsItsChainEndsMarkedAtItsFirstWritableOpen) {
+  pm::test::TempDir dir;
+  const std::string path = dir.file("s.pm");
+  make_store(path);
+  {  // back to format 3
+    pm::Options o;
+    o.tracker = pm::TrackerKind::kHints;
+    auto c = pm::test::must(pm::Container::open(path, o));
+    auto* r = c->root<BackendRoot>();
+    const uint64_t buckets = (kSegBuckets << r->level) + r->split;
+    for (uint64_t b = 0; b < buckets; b++) {
+      BackendEntry** link = &r->segs[b / kSegBuckets][b % kSegBuckets];
+      while (!is_chain_end(*link)) link = &(*link)->next;
+      ASSERT_EQ(*link, chain_end(b));
+      c->will_write(link, sizeof *link);
+      *link = nullptr;
+    }
+    c->will_write(r, sizeof *r);
+    r->version = 3;
+    r->flags &= ~kChainEndsMarked;
+    ASSERT_TRUE(c->commit().ok());
+  }
+  auto read_all = [&](bool read_only) {
+    StoreOptions o = small();
+    o.read_only = read_only;
+    auto s = must(Store::open(path, o));
+    ASSERT_NE(s, nullptr);
+    for (int i = 0; i < 220; i++) {
+      std::string v;
+      ASSERT_TRUE(s->get("k" + std::to_string(i), &v).ok()) << i;
+    }
+  };
+  read_all(true);
+  {
+    auto c = pm::test::must(pm::Container::open(path));
+    EXPECT_EQ(c->root<BackendRoot>()->version, 3u) << "a read-only open changes nothing";
+  }
+  read_all(false);
+  auto c = pm::test::must(pm::Container::open(path));
+  const BackendRoot& r = *c->root<BackendRoot>();
+  EXPECT_EQ(r.version, kBackendVersion);
+  EXPECT_NE(r.flags & kChainEndsMarked, 0u);
+  Result<StoreCheck> ck = check_store(c.get());
+  ASSERT_TRUE(ck.ok());
+  EXPECT_TRUE(ck->problems.empty()) << ck->problems.front();
 }
 
 TEST(DamagedStoreTest, AHealthyStoreChecksClean) {

@@ -1433,6 +1433,7 @@ int a_commit_failing_after_finishing_the_deferred_one(const std::string& path) {
   (*c)->will_write(b, 2 * kPage);  // A0: the first page 1
   std::memset(b, 1, kPage);
   if (!(*c)->commit().ok()) return 5;
+  (*c)->will_write(b, 2 * kPage);
   std::memset(b, 2, 2 * kPage);  // A: both pages 2 (A0's slot stays pending)
   if (!(*c)->commit().ok()) return 6;
   const uint64_t heap_end = newest_header(path, (*c)->info().commits).body_offset;
