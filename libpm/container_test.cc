@@ -1350,6 +1350,15 @@ JournalHeader newest_header(const std::string& path, uint64_t seq) {
   return h;
 }
 
+// A container whose root is a data block of `bytes`, committed and closed:
+// 0, or the step that failed (2, 3) for a child test's exit code.
+int create_with_a_block(const std::string& path, uint64_t bytes) {
+  auto c = Container::create(path, small());
+  if (!c.ok()) return 2;
+  Result<void*> p = (*c)->alloc(bytes, AllocKind::kData);
+  return p.ok() && (*c)->set_root(*p).ok() && (*c)->commit().ok() ? 0 : 3;
+}
+
 // Off pmem a commit's write-back is deferred, and the next body goes above
 // the deferred body when it does not fit below it (journal.h, rule 2). On a
 // file that cannot grow, that room may be missing where the journal's room
@@ -1359,12 +1368,7 @@ JournalHeader newest_header(const std::string& path, uint64_t seq) {
 // file-size limit; exit codes: 0 good, else the step that went wrong.
 int commit_with_no_room_above_the_deferred_body(const std::string& path) {
   constexpr uint64_t kPage = 4096, kBlock = 8u << 20;
-  {
-    auto c = Container::create(path, small());
-    if (!c.ok()) return 2;
-    Result<void*> p = (*c)->alloc(kBlock, AllocKind::kData);
-    if (!p.ok() || !(*c)->set_root(*p).ok() || !(*c)->commit().ok()) return 3;
-  }
+  if (int step = create_with_a_block(path, kBlock); step != 0) return step;
   // Reopened, nothing is deferred: the one-page commit A goes to the heap's
   // end and stays deferred.
   auto c = Container::open(path);
@@ -1421,12 +1425,7 @@ TEST_F(ContainerTest, AFullFileTakesCommitsWithNoRoomAboveTheDeferredBody) {
 // step that went wrong.
 int a_commit_failing_after_finishing_the_deferred_one(const std::string& path) {
   constexpr uint64_t kPage = 4096, kBlock = 8u << 20;
-  {
-    auto c = Container::create(path, small());
-    if (!c.ok()) return 2;
-    Result<void*> p = (*c)->alloc(kBlock, AllocKind::kData);
-    if (!p.ok() || !(*c)->set_root(*p).ok() || !(*c)->commit().ok()) return 3;
-  }
+  if (int step = create_with_a_block(path, kBlock); step != 0) return step;
   auto c = Container::open(path);
   if (!c.ok()) return 4;
   auto* b = (*c)->root<std::byte>();

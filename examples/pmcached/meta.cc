@@ -203,7 +203,19 @@ std::string ttl_of(int64_t exptime, int64_t now) {
   return exptime == 0 ? "-1" : std::to_string(exptime - now);
 }
 
+// md's and ma's checks of their command line, the same in both: "" when
+// it is good, else the reply (any flag error is "invalid or duplicate").
+std::string_view parse_md_ma(std::string_view* tok, size_t n, Flags* f) {
+  if (n < 2) return "ERROR";
+  if (tok[1].size() > kMaxKey) return kBadFormat;
+  if (n + 1 > kMaxMetaTokens) return "CLIENT_ERROR options flags too long";
+  std::string_view err;
+  if (!parse_flags(tok, 2, n, f, &err)) return kInvalidOrDuplicate;
+  return {};
+}
+
 }  // namespace
+
 
 // ---------------------------------------------------------------- mg
 
@@ -339,12 +351,8 @@ void Session::meta_set_reply(StoreResult r, uint64_t cas, std::string* out) {
 // ---------------------------------------------------------------- md
 
 void Session::meta_delete(std::string_view* tok, size_t n, std::string* out) {
-  if (n < 2) return reply(out, "ERROR");
-  if (tok[1].size() > kMaxKey) return reply(out, kBadFormat);
-  if (n + 1 > kMaxMetaTokens) return reply(out, "CLIENT_ERROR options flags too long");
   Flags f;
-  std::string_view err;
-  if (!parse_flags(tok, 2, n, &f, &err)) return reply(out, kInvalidOrDuplicate);
+  if (std::string_view err = parse_md_ma(tok, n, &f); !err.empty()) return reply(out, err);
   if (opaque_too_long(f) < f.n) return reply(out, kOpaqueTooLong);
   int64_t ttl = f.ttl.value_or(0);
   Result<DeleteResult> r = f.stale ? cache_->invalidate(f.key, f.cas, f.ttl ? &ttl : nullptr)
@@ -363,12 +371,8 @@ void Session::meta_delete(std::string_view* tok, size_t n, std::string* out) {
 // ---------------------------------------------------------------- ma
 
 void Session::meta_arithmetic(std::string_view* tok, size_t n, std::string* out) {
-  if (n < 2) return reply(out, "ERROR");
-  if (tok[1].size() > kMaxKey) return reply(out, kBadFormat);
-  if (n + 1 > kMaxMetaTokens) return reply(out, "CLIENT_ERROR options flags too long");
   Flags f;
-  std::string_view err;
-  if (!parse_flags(tok, 2, n, &f, &err)) return reply(out, kInvalidOrDuplicate);
+  if (std::string_view err = parse_md_ma(tok, n, &f); !err.empty()) return reply(out, err);
   bool incr = true;
   switch (f.mode) {
     case 0: case 'I': case '+': break;

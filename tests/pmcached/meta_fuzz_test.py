@@ -313,7 +313,7 @@ def gen_classic(rng):
     if cmd in ("set", "add", "replace", "append", "prepend", "cas"):
         data = rng.choice(["", "5", "12", "abc", " 9", "18446744073709551615", "x" * 300])
         n = len(data) if rng.random() < 0.95 else rng.choice(["x", "-1", str(max(len(data) - 1, 0))])
-        cas = " " + fill_placeholder(cas_token(rng)) if cmd == "cas" else ""
+        cas = " " + cas_token(rng) if cmd == "cas" else ""  # ({casN}: filled per server)
         extra = " junk" if rng.random() < 0.03 else ""
         return f"{cmd} {key} {number()} {ttl(rng) or 0} {n}{cas}{noreply}{extra}\r\n{data}\r\n", []
     if cmd in ("get", "gets"):
@@ -329,10 +329,6 @@ def gen_classic(rng):
     if cmd == "verbosity":
         return f"verbosity {rng.choice(['1', 'x', ''])}{noreply}\r\n", []
     return f"flush_all{rng.choice(['', ' 0', ' x', ' -1'])}{noreply}\r\n", []
-
-
-def fill_placeholder(token):
-    return token  # (CAS placeholders are filled per server when sent)
 
 
 GENERATORS = [gen_mg] * 4 + [gen_ms] * 4 + [gen_md] * 2 + [gen_ma] * 2 + [gen_other] + \
