@@ -314,8 +314,10 @@ Result<bool> Cache::meta_get_locked(std::string_view key, Item* out, MetaGet* m)
   std::lock_guard<std::mutex> l(s.mu);
   n_->cmd_get++;
   if (m->touch != nullptr) n_->cmd_touch++;
-  // The access record as it was: h and l report it before this read.
-  if (auto e = s.index.find(std::string(std::string_view(key))); e != s.index.end()) {
+  // The access record as it was: h and l report it before this read (a
+  // second lookup, so only when asked).
+  if (auto e = m->access ? s.index.find(std::string(std::string_view(key))) : s.index.end();
+      e != s.index.end()) {
     m->fetched = e->second.fetched;
     m->idle = now() - start_ - e->second.atime;
   }

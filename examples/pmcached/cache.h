@@ -96,6 +96,7 @@ struct MetaGet {
   bool recache_after_touch = false;  // R comes after T: it sees T's expiry
   bool bump = true;                // u turns it off: the access is not recorded
   bool grant = true;               // false: no recache token is given (an error reply)
+  bool access = false;             // h or l: fill in fetched and idle
   // Out:
   bool created = false;   // by N (the client won it: W)
   bool won = false;       // W: this client recaches the item

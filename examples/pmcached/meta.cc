@@ -237,6 +237,7 @@ void Session::meta_get(std::string_view* tok, size_t n, std::string* out) {
   // (N after the opaque has no effect, so T, if before it, decides.)
   m.touch_last = f.touch_after_vivify || !flag_before(f, 'N', cut);
   m.recache = f.recache;
+  m.access = flag_before(f, 'h', f.n) || flag_before(f, 'l', f.n);
   for (size_t i = 0; i < f.n && f.tok[i][0] != 'R'; i++) {
     if (f.tok[i][0] == 'T') m.recache_after_touch = true;
   }
