@@ -179,10 +179,11 @@ class ContainerImpl final : public Container {
   // journal_pending_ false, so the close marks nothing, and a pending older
   // slot would be replayed over newer data if the newest header were ever
   // damaged.
-  Status mark_applied() {
+  Status mark_applied(bool closing = false) {
     PM_TRY(drain_deferred());
-    PM_TRY(mark_journal_slots_applied(*persist_, seq_.load(), slots(),
-                                      !g_planted_bugs.close_marks_newest_only));
+    const bool planted = closing ? g_planted_bugs.close_marks_newest_only
+                                 : g_planted_bugs.finish_marks_newest_only;
+    PM_TRY(mark_journal_slots_applied(*persist_, seq_.load(), slots(), !planted));
     journal_pending_ = false;
     journal_state_ = JournalState::kApplied;
     return Status();
@@ -286,7 +287,7 @@ ContainerImpl::~ContainerImpl() {
     g_open.erase(std::remove(g_open.begin(), g_open.end(), this), g_open.end());
   }
   if (persist_ && journal_pending_ && failed_.ok() && FileLock::forks() == forks_at_open_) {
-    (void)mark_applied();  // (a fork()ed child leaves the parent's file alone)
+    (void)mark_applied(/*closing=*/true);  // (a fork()ed child leaves the parent's file alone)
   }
   // The tracker goes before the mapping it watches; the lock goes last.
   tracker_.reset();

@@ -1476,9 +1476,9 @@ TEST_F(ContainerTest, ACommitFailingAfterFinishingTheDeferredOneLeavesNoSlotPend
   std::pair<int, int> fixed, planted;
   run(&fixed);
   EXPECT_EQ(fixed, (std::pair<int, int>{2, 2}));
-  g_planted_bugs.close_marks_newest_only = true;
+  g_planted_bugs.finish_marks_newest_only = true;
   run(&planted);
-  g_planted_bugs.close_marks_newest_only = false;
+  g_planted_bugs.finish_marks_newest_only = false;
   EXPECT_NE(planted, (std::pair<int, int>{2, 2})) << "the planted bug went unseen";
 }
 

@@ -175,7 +175,8 @@ Status mark_journal_applied(Persist& p, JournalHeader h, int slots = 1);
 // both, at a clean close and mid-session: else a damaged newest header
 // (media, not a crash) would leave the older one pending, and recovery
 // would replay it over newer bytes, half of a later transaction undone,
-// silently. (`both` false: the planted bug close_marks_newest_only.)
+// silently. (`both` false: the planted bugs close_marks_newest_only and
+// finish_marks_newest_only.)
 Status mark_journal_slots_applied(Persist& p, uint64_t seq, int slots, bool both);
 
 }  // namespace pm

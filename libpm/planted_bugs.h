@@ -58,11 +58,12 @@ struct PlantedBugs {
   // A read-only open of a pending commit applies it to the home copy only,
   // not to the working view mapped from the file.
   bool read_only_view_skips_replay = false;
-  // Marking the journal applied (a clean close, or a commit on a full disk
-  // finishing the deferred one) marks the newest header slot, not the
+  // Marking the journal applied marks the newest header slot, not the
   // older one (a damaged newest header then has recovery replay the older
-  // commit).
+  // commit): at a clean close, and mid-session (a commit on a full disk
+  // that finishes the deferred one and then fails for want of room).
   bool close_marks_newest_only = false;
+  bool finish_marks_newest_only = false;
 };
 
 // Read by libpm, written only by tests.

@@ -407,6 +407,10 @@ const Planted kPlanted[] = {
     // (the allocator's commits all change its root's count).
     {"close_marks_newest_only", &g_planted_bugs.close_marks_newest_only,
      chains(make_allocator_workload, UnitMode::kMsyncPages, 30)},
+    // The same, mid-session: the full variant's sessions end with a commit
+    // that finishes the deferred one and then fails for want of room.
+    {"finish_marks_newest_only", &g_planted_bugs.finish_marks_newest_only,
+     chains(make_mutation_full_workload, UnitMode::kMsyncPages, 6)},
     // Defect 4: found only with an injected EIO.
     {"mutate_after_failed_writeback", &g_planted_bugs.mutate_after_failed_writeback,
      faults(make_allocator_workload, UnitMode::kMsyncPages, 60)},
