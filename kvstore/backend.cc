@@ -183,6 +183,7 @@ Status Backend::check_entry(const BackendEntry* e) const {
 
 Status Backend::check_end(uint64_t b, const BackendEntry* end) const {
   if (end == end_of(b)) return Status();
+  if (end == nullptr && g_kv_planted_bugs.zeroed_link_ends_chain) return Status();
   return Status::corruption(
       "store backend: the chain of bucket " + std::to_string(b) + " ends in a damaged link (" +
       (end == nullptr ? std::string("zeroed") : "not its end mark") +
@@ -208,28 +209,27 @@ void Backend::prefetch_for_read(uint64_t h, bool entry) {
 
 Result<BackendEntry**> Backend::find_link(uint64_t b, std::string_view key) {
   BackendEntry** link = slot(b);
-  bool same_length = false;  // an entry passed over might be this key's, damaged
   for (uint64_t n = 0; !is_chain_end(*link); n++) {
     PM_TRY(check_entry(*link));
     if (key_of(*link) == key) return link;
-    same_length |= key_len(*link) == key.size();
     if (n > max_chain()) return Status::corruption("store backend: a bucket chain loops");
     link = &(*link)->next;
   }
   PM_TRY(check_end(b, *link));
   // A miss is an answer ("no such key", or a new entry linked here): it
   // must not come from damage to the key's own entry.
-  if (same_length) PM_TRY(check_keys_of_length(b, key.size()));
+  if (*slot(b) != *link) PM_TRY(check_passed_keys(b));
   return link;
 }
 
-Status Backend::check_keys_of_length(uint64_t b, size_t klen) const {
+Status Backend::check_passed_keys(uint64_t b) const {
   for (const BackendEntry* e = *slot(b); !is_chain_end(e); e = e->next) {  // walked just now
     // A key that hashes to another bucket was damaged: the key sought may
-    // be it. (Hashing the key alone keeps a damaged value a failure of its
-    // own key's reads, and costs what a key's hash costs; a damaged key
-    // that still hashes here, one in as many as there are buckets, passes.)
-    if (key_len(e) == klen && bucket_of(hash_key(key_of(e))) != b) {
+    // be it, a byte of its key or of its length changed. (Hashing the key
+    // alone keeps a damaged value a failure of its own key's reads, and
+    // costs what a key's hash costs, on misses only; a damaged key that
+    // still hashes here, one in as many as there are buckets, passes.)
+    if (bucket_of(hash_key(key_of(e))) != b) {
       return Status::corruption("store backend: an entry in bucket " + std::to_string(b) +
                                 " holds a key that belongs elsewhere (damaged); run 'pm check', "
                                 "then 'pm kv salvage'");

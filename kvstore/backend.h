@@ -196,10 +196,9 @@ class Backend {
   // Finds the key's entry and the link that points to it (the chain's end
   // when absent). REQUIRES: stripe lock.
   Result<BackendEntry**> find_link(uint64_t b, std::string_view key);
-  // kCorruption when an entry of bucket b with a key of `klen` bytes holds
-  // a key of another bucket: a damaged byte in the key sought would make
-  // it a miss.
-  Status check_keys_of_length(uint64_t b, size_t klen) const;
+  // kCorruption when an entry of bucket b holds a key of another bucket: a
+  // damaged byte in the key sought, or in its length, would make it a miss.
+  Status check_passed_keys(uint64_t b) const;
   Result<BackendEntry*> new_entry(std::string_view key, std::string_view value, uint64_t seq,
                                   bool ghost);
   // What ends bucket b's chain: its mark, or 0 in an older store.

@@ -138,6 +138,19 @@ TEST(DamagedStoreTest, AFlippedKeyByteIsCorruptionNotAMissingKey) {
   EXPECT_TRUE(r.scan.is_corruption()) << r.scan.to_string();
 }
 
+// The same for a flipped bit in a key's length: the entry reads as a
+// shorter key (the checksum covers the length, but a miss reads no entry's
+// checksum).
+TEST(DamagedStoreTest, AFlippedKeyLengthIsCorruptionNotAMissingKey) {
+  pm::test::TempDir dir;
+  const std::string path = dir.file("s.pm");
+  make_store(path);
+  damage(path, "k19", [](BackendEntry* e, BackendRoot*) { e->klen ^= 1; });  // "k1"
+  Reads r = read_everything(path, "k19");
+  EXPECT_TRUE(r.get.is_corruption()) << r.get.to_string();
+  EXPECT_TRUE(r.scan.is_corruption()) << r.scan.to_string();
+}
+
 // A zeroed heap bitmap reads as free granules: a store that allocated
 // there would write new entries over live ones. Every old key must read
 // back as written or fail, whatever the writes after the damage did.

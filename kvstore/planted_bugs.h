@@ -53,6 +53,10 @@ struct KvPlantedBugs {
   // a scan opens its snapshot without waiting for the updates numbered in
   // it that have not logged their record yet (store_scan.cc).
   bool snapshot_skips_in_flight = false;
+  // a get, put or scan takes a zeroed chain link for its chain's end (as
+  // before format 4): the keys behind it read as not found
+  // (CorruptionFuzzTest.AZeroedChainLinkNeverHidesAKey).
+  bool zeroed_link_ends_chain = false;
   // The version tree (version_tree.cc):
   bool tree_split_in_place = false;         // a split rewrites the full node in place
   bool tree_commit_before_persist = false;  // the version store precedes the node writes' drain

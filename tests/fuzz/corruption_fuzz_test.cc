@@ -1,6 +1,6 @@
 // Corruption fuzzer: damaged containers and stores never crash or hang a
 // tool, and `pm check` flags every mutant on which a read returns data that
-// was never written.
+// was never written or misses a key the store holds.
 //
 // Three seed files (a container with lists and named objects, a store with
 // keys in its backend, its logs and removed, and a store written through
@@ -11,7 +11,10 @@
 // process with a time limit: what `pm info`, `pm check`, `pm kv get/ls/stats`
 // and a mount (pmfs::Fs, walked as the kernel would) run. A signal, a
 // sanitizer report or the time limit is a failure; so is a read of a value
-// never written when check found nothing wrong.
+// never written, or a "not found" for a key the store holds, when check
+// found nothing wrong. A fourth seed (a store whose keys are all in its
+// backend) has each of its chain links zeroed in turn: no key may then read
+// as not found, and check must flag each.
 //
 // PM_FUZZ_MUTANTS sets the mutants per seed (default 1000; the sanitizer
 // stage runs fewer through PM_CRASH_QUICK), PM_FUZZ_SEED the first seed.
@@ -37,6 +40,7 @@
 #include "kv/store.h"
 #include "kvstore/backend.h"
 #include "kvstore/crl.h"
+#include "kvstore/planted_bugs.h"
 #include "kvstore/store_impl.h"
 #include "libpm/heap_layout.h"
 #include "libpm/journal.h"
@@ -84,6 +88,9 @@ struct Seed {
   History history;   // stores: every key's values ever written
   bool store = false;
   bool mount = false;
+  // backend_seed: what it holds of keys "key0" to "key<keys - 1>"
+  std::map<std::string, std::string> final;
+  int keys = 0;
 };
 
 // Each seed is built in a child, so that the parent never maps a container
@@ -124,7 +131,7 @@ Seed container_seed(const std::string& dir) {
     if (!find_or_construct<uint64_t>(**c, "counter", 7).ok()) return false;
     return (*c)->commit().ok();
   }));
-  return {"container", read_file(path), {}, false, false};
+  return {"container", read_file(path), {}, false, false, {}, 0};
 }
 
 Seed store_seed(const std::string& dir) {
@@ -150,7 +157,7 @@ Seed store_seed(const std::string& dir) {
     for (int i = 0; i < 120; i += 9) (void)(*s)->remove("key" + std::to_string(i));
     return true;
   }));
-  return {"store", read_file(path), h, true, false};
+  return {"store", read_file(path), h, true, false, {}, 0};
 }
 
 Seed mount_seed(const std::string& dir) {
@@ -187,7 +194,34 @@ Seed mount_seed(const std::string& dir) {
     fuse_entry_param l;
     return fs.do_make(d.ino, "link", S_IFLNK | 0777, 0, "../f0", {0, 0}, &l) == 0;
   }));
-  return {"mount", read_file(path), h, false, true};
+  return {"mount", read_file(path), h, false, true, {}, 0};
+}
+
+// A store whose keys are all in its backend (the last epoch applied every
+// log record), so that each get reads its bucket's chain; some removed.
+Seed backend_seed(const std::string& dir) {
+  const std::string path = dir + "/backend.pm";
+  Seed seed{"backend", {}, {}, true, false, {}, 200};
+  for (int i = 0; i < seed.keys; i++) {
+    const std::string v =
+        "value " + std::to_string(i) + std::string(static_cast<size_t>(i % 5) * 30, '.');
+    seed.history["key" + std::to_string(i)].insert(v);
+    if (i % 9 != 0) seed.final["key" + std::to_string(i)] = v;
+  }
+  EXPECT_TRUE(in_child([&] {
+    auto s = kv::Store::open(path, store_options());
+    if (!s.ok()) return false;
+    for (const auto& [k, vs] : seed.history) {
+      if (!(*s)->put(k, *vs.begin()).ok()) return false;
+    }
+    if (!(*s)->checkpoint().ok()) return false;
+    for (int i = 0; i < seed.keys; i += 9) {
+      if (!(*s)->remove("key" + std::to_string(i)).ok()) return false;
+    }
+    return (*s)->checkpoint().ok();
+  }));
+  seed.bytes = read_file(path);
+  return seed;
 }
 
 // ---------------------------------------------------------------- mutations
@@ -202,6 +236,37 @@ uint64_t file_off(const Superblock& sb, uint64_t ptr, uint64_t size) {
 template <typename T>
 T* at(Bytes& b, uint64_t off) {
   return reinterpret_cast<T*>(b.data() + off);
+}
+
+// The file offsets of a store's chain links: each non-empty bucket's head
+// and each entry's link to the next (the last one holds its bucket's end
+// mark).
+std::vector<uint64_t> chain_links(Bytes& m) {
+  std::vector<uint64_t> links;
+  auto* sb = at<Superblock>(m, 0);
+  const auto* hh = at<HeapHeader>(m, sb->heap_offset);
+  const uint64_t root_off = file_off(*sb, sb->base_address + hh->root, m.size());
+  if (root_off == 0 || root_off + sizeof(kv::BackendRoot) > m.size()) return links;
+  const auto* r = at<kv::BackendRoot>(m, root_off);
+  const uint64_t buckets = (kv::kSegBuckets << r->level) + r->split;
+  for (uint64_t b = 0; b < buckets; b++) {
+    const uint64_t seg =
+        file_off(*sb, reinterpret_cast<uint64_t>(r->segs[b / kv::kSegBuckets]), m.size());
+    if (seg == 0) return {};
+    uint64_t off = seg + (b % kv::kSegBuckets) * 8;
+    for (int n = 0; n < 1024; n++) {
+      const uint64_t v = *at<uint64_t>(m, off);
+      if (kv::is_chain_end(reinterpret_cast<const kv::BackendEntry*>(v))) {
+        if (n > 0) links.push_back(off);
+        break;
+      }
+      links.push_back(off);
+      const uint64_t e = file_off(*sb, v, m.size());
+      if (e == 0) break;
+      off = e + offsetof(kv::BackendEntry, next);
+    }
+  }
+  return links;
 }
 
 // Rewrites a field and fixes up the checksum over it, so that only the
@@ -337,9 +402,10 @@ struct Outcome {
   int32_t ok = 0;            // the tool completed without an error
   int32_t flagged = 0;       // check: problems found (or the file refused)
   int32_t never_written = 0;  // reads: a value that was never written came back
+  int32_t silent_misses = 0;  // kAllKeys: a key answered "not found", or a scan without it
 };
 
-enum class Tool { kInfo, kCheck, kKvRead, kMount };
+enum class Tool { kInfo, kCheck, kKvRead, kMount, kAllKeys };
 const char* tool_name(Tool t) {
   switch (t) {
     case Tool::kInfo:
@@ -350,6 +416,8 @@ const char* tool_name(Tool t) {
       return "kv get/ls/stats";
     case Tool::kMount:
       return "mount walk";
+    case Tool::kAllKeys:
+      return "get every key, ls";
   }
   return "?";
 }
@@ -397,13 +465,44 @@ Outcome run_kv(const std::string& path, const History& h) {
   for (int i = 0; i < 120; i += 7) {
     std::string v;
     const std::string k = "key" + std::to_string(i);
-    if ((*s)->get(k, &v).ok()) seen(k, v);
+    const Status st = (*s)->get(k, &v);
+    if (st.ok()) seen(k, v);
+    if (st.is_not_found() && i % 9 != 0) o.silent_misses++;  // store_seed removed i % 9 == 0
   }
   (void)(*s)->scan("", [&](std::string_view k, std::string_view v) {
     seen(k, v);
     return true;
   });
   (void)(*s)->stats();
+  o.ok = 1;
+  return o;
+}
+
+// Every key of a store whose final contents are known: a get returns the
+// final value, or not found for a removed key, or an error; a scan that
+// succeeds lists exactly the final keys. Else the damage lost or revived a
+// key silently.
+Outcome run_all_keys(const std::string& path, const std::map<std::string, std::string>& final,
+                     int keys) {
+  Outcome o;
+  auto s = kv::Store::open(path, store_options());
+  if (!s.ok()) return o;
+  for (int i = 0; i < keys; i++) {
+    const std::string k = "key" + std::to_string(i);
+    std::string v;
+    const Status st = (*s)->get(k, &v);
+    const auto it = final.find(k);
+    if (st.ok() && (it == final.end() || v != it->second)) o.never_written = 1;
+    if (st.is_not_found() && it != final.end()) o.silent_misses++;
+  }
+  size_t listed = 0;
+  const Status scan = (*s)->scan("", [&](std::string_view k, std::string_view v) {
+    const auto it = final.find(std::string(k));
+    if (it == final.end() || it->second != v) o.never_written = 1;
+    listed++;
+    return true;
+  });
+  if (scan.ok() && listed != final.size()) o.silent_misses++;
   o.ok = 1;
   return o;
 }
@@ -459,6 +558,9 @@ std::string run_tool(Tool tool, const Seed& seed, const Bytes& mutant, const std
         break;
       case Tool::kMount:
         o = run_mount(path);
+        break;
+      case Tool::kAllKeys:
+        o = run_all_keys(path, seed.final, seed.keys);
         break;
     }
     (void)!::write(fds[1], &o, sizeof o);
@@ -526,12 +628,13 @@ TEST(CorruptionFuzzTest, DamagedFilesNeverCrashOrHangAToolAndCheckFlagsBadReads)
         outcomes.push_back(o);
       }
       for (const Outcome& o : outcomes) {
-        if (!o.never_written) continue;
+        if (!o.never_written && !o.silent_misses) continue;
         bad_reads++;
         if (forged) continue;
         EXPECT_TRUE(check_outcome.flagged)
-            << seed.name << " mutant PM_FUZZ_SEED=" << s << " (" << how
-            << "): a read returned a value never written, and check found nothing";
+            << seed.name << " mutant PM_FUZZ_SEED=" << s << " (" << how << "): a read "
+            << (o.never_written ? "returned a value never written" : "missed a key it holds")
+            << ", and check found nothing";
       }
     }
   }
@@ -543,9 +646,67 @@ TEST(CorruptionFuzzTest, DamagedFilesNeverCrashOrHangAToolAndCheckFlagsBadReads)
                 static_cast<unsigned long long>(c.tried - c.ok),
                 name == "check" ? (", flagged " + std::to_string(c.flagged)).c_str() : "");
   }
-  std::printf("  reads of never-written values: %llu (each flagged by check unless forged); "
+  std::printf("  reads of never-written values or misses of held keys: %llu (each flagged by "
+              "check unless forged); "
               "failures: %llu\n",
               static_cast<unsigned long long>(bad_reads), static_cast<unsigned long long>(failures));
+}
+
+// Entries' checksums do not cover their links: a link zeroed by damage
+// must read as corruption, never as the end of its chain, which would hide
+// every key behind it as "not found" (before format 4 it did). Every link
+// of the backend seed is zeroed in turn (a sample of them in the sanitizer
+// stage): a get of each key, a scan and check run on each mutant.
+struct ZeroedLinks {
+  uint64_t mutants = 0, flagged = 0, refused = 0, silent = 0;
+};
+
+// Zeroes every `every`-th link of the seed in turn; with `expect_clean`
+// each mutant must lose no key silently and be flagged by check.
+ZeroedLinks zero_links(const Seed& seed, const std::vector<uint64_t>& links, size_t every,
+                       const std::string& dir, bool expect_clean) {
+  ZeroedLinks z;
+  for (size_t i = 0; i < links.size(); i += every) {
+    Bytes m = seed.bytes;
+    std::memset(m.data() + links[i], 0, 8);
+    const std::string how = "the link at file offset " + std::to_string(links[i]) + " zeroed";
+    z.mutants++;
+    Outcome reads, check;
+    std::string why = run_tool(Tool::kAllKeys, seed, m, dir, &reads);
+    if (why.empty()) why = run_tool(Tool::kCheck, seed, m, dir, &check);
+    if (!why.empty()) {
+      ADD_FAILURE() << how << ": " << why;
+      continue;
+    }
+    z.refused += !reads.ok;
+    z.flagged += check.flagged;
+    z.silent += reads.silent_misses > 0;
+    if (!expect_clean) continue;
+    EXPECT_EQ(reads.silent_misses, 0) << how << ": keys read as not found";
+    EXPECT_EQ(reads.never_written, 0) << how << ": a value read that the store does not hold";
+    EXPECT_TRUE(check.flagged) << how << ": check found nothing";
+  }
+  return z;
+}
+
+TEST(CorruptionFuzzTest, AZeroedChainLinkNeverHidesAKey) {
+  test::TempDir dir;
+  const Seed seed = backend_seed(dir.path());
+  Bytes probe = seed.bytes;
+  const std::vector<uint64_t> links = chain_links(probe);
+  ASSERT_GT(links.size(), static_cast<size_t>(seed.keys)) << "the seed's chains were not found";
+  const size_t every = static_cast<size_t>(10 / scaled(10));  // 1, or 10 when quick
+  const ZeroedLinks z = zero_links(seed, links, every, dir.path(), true);
+  std::printf("zeroed links: %llu of %zu mutated, %llu flagged by check, %llu stores refused\n",
+              static_cast<unsigned long long>(z.mutants), links.size(),
+              static_cast<unsigned long long>(z.flagged),
+              static_cast<unsigned long long>(z.refused));
+  // The reads see the damage: with a zeroed link taken for a chain's end,
+  // this test must find keys lost.
+  kv::g_kv_planted_bugs.zeroed_link_ends_chain = true;
+  const ZeroedLinks planted = zero_links(seed, links, every * 4, dir.path(), false);
+  kv::g_kv_planted_bugs.zeroed_link_ends_chain = false;
+  EXPECT_GT(planted.silent, 0u) << "the planted bug zeroed_link_ends_chain went unseen";
 }
 
 }  // namespace
