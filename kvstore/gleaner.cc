@@ -111,7 +111,7 @@ Result<uint64_t> Gleaner::glean(uint64_t max_records, bool* skipped) {
       }
       if (blocked_end != 0) {
         if (g_kv_planted_bugs.skip_blocked_record) cur.pos.store(blocked_end);
-        PM_TRY(apply_beyond(n, L, blocked_end, tail));
+        PM_TRY(apply_beyond(n, L, cur, blocked_end, tail));
         break;  // this log waits for room; the others go on
       }
     }
@@ -120,9 +120,18 @@ Result<uint64_t> Gleaner::glean(uint64_t max_records, bool* skipped) {
   return seen;
 }
 
-Status Gleaner::apply_beyond(uint32_t n, LogState* L, uint64_t pos, uint64_t tail) {
+Status Gleaner::apply_beyond(uint32_t n, LogState* L, Cursor& cur, uint64_t pos, uint64_t tail) {
+  // Sampled before the pass: what the pass itself frees changes it.
+  const pm::HeapCounters now = env_.container->heap_counters();
+  const bool same = cur.blocked == pos && cur.room == now && cur.tried_to <= tail &&
+                    !g_kv_planted_bugs.reread_behind_blocked;
+  cur.blocked = pos;
+  cur.room = now;
+  if (same) pos = std::max(pos, cur.tried_to);
+  cur.tried_to = tail;
   Record rec;
   for (; pos < tail; pos += rec.header.len) {
+    beyond_reads_.fetch_add(1, std::memory_order_relaxed);
     if (!L->log->read(pos, env_.limits, &rec)) {
       return fail(Status::corruption("log " + std::to_string(n) + ": record at " +
                                      std::to_string(pos) + " does not validate"));

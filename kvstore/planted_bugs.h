@@ -57,6 +57,10 @@ struct KvPlantedBugs {
   // before format 4): the keys behind it read as not found
   // (CorruptionFuzzTest.AZeroedChainLinkNeverHidesAKey).
   bool zeroed_link_ends_chain = false;
+  // every glean blocked on a full backend reads every record behind the
+  // blocked one again, though the heap is as it was (gleaner.h,
+  // apply_beyond): failing puts on a full disk take 50-125 ms each.
+  bool reread_behind_blocked = false;
   // The version tree (version_tree.cc):
   bool tree_split_in_place = false;         // a split rewrites the full node in place
   bool tree_commit_before_persist = false;  // the version store precedes the node writes' drain

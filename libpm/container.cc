@@ -144,6 +144,7 @@ class ContainerImpl final : public Container {
   uint64_t private_bytes() const override {
     return private_pages_.load(std::memory_order_relaxed) * kPage;
   }
+  HeapCounters heap_counters() const override { return heap_->counters(); }
   CheckReport check(bool foreign_writer) override;
   Result<CollectReport> collect(bool dry_run) override;
   void begin_mutation() override { gate_.enter(); }

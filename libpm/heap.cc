@@ -103,6 +103,7 @@ void Heap::committed() {
   if (indexed_) {
     for (const auto& [page, n] : freed_uncommitted_) add_free(page, n);
   }
+  released_ += !freed_uncommitted_.empty();
   freed_uncommitted_.clear();
 }
 
@@ -702,6 +703,12 @@ Heap::Stats Heap::stats() {
     for (const auto& [page, n] : freed_uncommitted_) free_pages += n;
   }
   return {h->heap_size, h->used_bytes, h->blocks, meta, h->segments, free_pages * kPage};
+}
+
+HeapCounters Heap::counters() {
+  std::lock_guard<std::mutex> l(mu_);
+  const HeapHeader* h = header();
+  return {h->heap_size, h->used_bytes, h->blocks, released_};
 }
 
 void Heap::for_each_block(const std::function<void(void*, uint64_t)>& fn) {

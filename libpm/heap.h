@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "libpm/heap_layout.h"
+#include "pm/container.h"  // HeapCounters
 #include "libpm/journal.h"
 #include "libpm/tracker.h"
 #include "pm/container.h"
@@ -80,6 +81,7 @@ class Heap {
     uint64_t free_page_bytes;
   };
   Stats stats();
+  HeapCounters counters();
 
   // Full consistency check of the persistent heap metadata: page maps (data
   // block kinds included), slab headers and bitmaps, counters. Appends one
@@ -228,6 +230,7 @@ class Heap {
   mutable size_t last_seg_ = 0;                            // segment_of()'s last answer
   std::vector<std::pair<uint64_t, uint64_t>> to_release_;  // freed runs (page, npages)
   std::vector<std::pair<uint64_t, uint64_t>> freed_uncommitted_;  // (page, npages), see free()
+  uint64_t released_ = 0;  // committed() calls that made freed pages allocatable
   uint64_t to_release_pages_ = 0;
   bool indexed_ = false;
   std::set<std::pair<uint64_t, uint64_t>> free_by_size_;  // (npages, page)

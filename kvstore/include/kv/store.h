@@ -147,6 +147,9 @@ struct StoreStats {
   uint64_t records_applied = 0, records_collapsed = 0;
   uint64_t epochs = 0;
   uint64_t writer_waits = 0;     // puts that found every log full and helped glean
+  // Records read again behind one the full backend had no room for (each
+  // pass tries only what the last did not, while the heap stays as it was)
+  uint64_t blocked_rereads = 0;
   uint64_t background_wakes = 0; // puts that rang for a background thread idle with no work
   int gleaners_active = 0;
   uint64_t snapshots_open = 0;   // scans and iterators reading at a snapshot now

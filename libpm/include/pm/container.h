@@ -79,6 +79,19 @@ struct CollectReport {
   std::vector<std::pair<uint64_t, uint64_t>> freed_by_size;
 };
 
+// The heap's counters that change whenever room may appear in it
+// (Container::heap_counters): an allocation that failed for want of room,
+// retried while they are all unchanged, fails again, unless the file can
+// now grow (space freed on the disk), which a retry of that allocation
+// finds out.
+struct HeapCounters {
+  uint64_t heap_bytes = 0;  // the heap's size
+  uint64_t used_bytes = 0;  // bytes in allocated blocks
+  uint64_t blocks = 0;      // allocated blocks
+  uint64_t released = 0;    // commits that made freed pages allocatable again
+  bool operator==(const HeapCounters&) const = default;
+};
+
 struct ContainerInfo {
   std::string path;
   uint64_t file_bytes = 0;       // size of the file
@@ -254,6 +267,9 @@ class Container {
   // ContainerInfo::private_bytes alone: one atomic load, for a check after
   // every commit (usage() costs a system call and the heap's statistics).
   virtual uint64_t private_bytes() const = 0;
+  // O(1): the heap's lock, no system call (usage() costs both and walks
+  // the heap's bitmaps).
+  virtual HeapCounters heap_counters() const = 0;
 
   // Verifies the heap metadata (page maps, granule and slab bitmaps, data
   // block marks, counters) and reports escaping pointers in object blocks

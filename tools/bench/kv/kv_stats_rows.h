@@ -37,6 +37,7 @@ inline std::vector<std::pair<const char*, nlohmann::json>> kv_stat_rows(const kv
           {"records_collapsed", s.records_collapsed},
           {"epochs", s.epochs},
           {"writer_waits", s.writer_waits},
+          {"blocked_rereads", s.blocked_rereads},
           {"background_wakes", s.background_wakes},
           {"gleaners_active", s.gleaners_active},
           {"snapshots_open", s.snapshots_open},
