@@ -630,6 +630,17 @@ Status Cache::flush_all(int64_t delay) {
 Status Cache::sync() { return store_->sync(); }
 Status Cache::checkpoint() { return store_->checkpoint(); }
 
+void Cache::dump(size_t shard, const std::function<void(const DumpedItem&)>& fn) {
+  Shard& s = *shards_[shard % kShards];
+  std::lock_guard<std::mutex> l(s.mu);
+  for (const auto& [k, e] : s.index) {
+    if (own_record(k) || dead(e.exptime, e.time, e.cas)) continue;
+    const std::string_view key = k[0] == '\0' ? std::string_view(k).substr(1) : k;  // StoreKey
+    fn(DumpedItem{key, e.exptime, start_ + e.atime, e.cas, e.fetched, e.bytes,
+                  e.bytes - entry_bytes(k, 0)});
+  }
+}
+
 uint64_t Cache::sweep(size_t first_shard, size_t shards) {
   uint64_t removed = 0;
   std::vector<std::string> dead_keys;

@@ -176,6 +176,25 @@ class Cache {
   // beyond a unix time, negative expired) as a unix time; -1: expired.
   int64_t absolute(int64_t exptime) const;
 
+  // What the dumps of memcached (lru_crawler metadump, stats cachedump)
+  // print of an item: all from the DRAM index, nothing read from the store.
+  struct DumpedItem {
+    std::string_view key;  // the client's key
+    int64_t exptime;       // unix time, 0: never
+    int64_t last_access;   // unix time
+    uint64_t cas;
+    bool fetched;          // read since stored
+    uint64_t bytes;        // key + item header + data
+    uint64_t data_bytes;
+  };
+  // Calls fn for each live item of index shard `shard` (0 to
+  // kDumpShards - 1), under that shard's lock. Items written meanwhile to
+  // shards dumped already are not seen, as in memcached's crawl; while the
+  // index is being rebuilt (stats: index_ready 0) only the items indexed so
+  // far are.
+  static constexpr size_t kDumpShards = 1024;
+  void dump(size_t shard, const std::function<void(const DumpedItem&)>& fn);
+
   // Removes expired and flushed items; returns how many. The background
   // thread runs it every second over a share of the index.
   uint64_t sweep(size_t first_shard, size_t shards);
@@ -204,7 +223,7 @@ class Cache {
     // bring them back.
     std::unordered_set<std::string> removed_during_rebuild;
   };
-  static constexpr size_t kShards = 1024;
+  static constexpr size_t kShards = kDumpShards;
 
   Cache(std::unique_ptr<kv::Store> store, const CacheOptions& o);
   Status init();

@@ -1,7 +1,5 @@
 #include "protocol.h"
 
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include <cctype>
 #include <cerrno>
@@ -82,6 +80,10 @@ size_t Session::feed(std::string_view in, std::string* out, size_t out_limit) {
       values(std::string_view(get_.rest).substr(get_.at), out);
       continue;
     }
+    if (dumping_) {
+      metadump(out);
+      continue;
+    }
     if (used == in.size()) break;
     std::string_view rest = in.substr(used);
     if (swallow_ > 0) {
@@ -155,6 +157,7 @@ void Session::command(std::string_view line, std::string* out) {
       return reply(out, "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]");
     }
     if (!valid_key(tok[1])) return reply(out, kBadFormat);
+    info_->prefixes.record_delete(tok[1]);
     Result<DeleteResult> r = cache_->remove(tok[1]);
     if (!r.ok()) return server_error(out, r.status());
     if (*r == DeleteResult::kDeleted) wrote_ = true;
@@ -198,6 +201,7 @@ void Session::command(std::string_view line, std::string* out) {
     return;
   }
   if (cmd == "stats") return stats(tok, n, out);
+  if (cmd == "lru_crawler") return lru_crawler(tok, n, out);
   if (cmd == "mn") return reply(out, "MN");
   if (cmd == "mg") return meta_get(tok, n, out);
   if (cmd == "ms") return meta_set(tok, n, out);
@@ -250,6 +254,7 @@ void Session::values(std::string_view keys, std::string* out) {
     const std::string_view key = keys.substr(at, len);
     at += len;
     Result<bool> r = cache_->get(key, &it, get_.touch ? &get_.exptime : nullptr);
+    info_->prefixes.record_get(key, r.ok() && *r);
     if (!r.ok()) {
       // No VALUE lines without their END, unless some were sent already.
       if (!get_.streaming) out->resize(start);
@@ -289,6 +294,7 @@ void Session::storage(StoreMode mode, std::string_view* tok, size_t n, std::stri
   p.exptime = exptime;
   // As memcached: after a bad key the data block is read as commands.
   if (!valid_key(tok[1])) return reply(out, kBadFormat);
+  info_->prefixes.record_set(p.key);
   await_data(std::move(p), bytes, out);
 }
 
@@ -373,95 +379,6 @@ void Session::delta(bool incr, std::string_view* tok, size_t n, std::string* out
     case DeltaResult::kNoMemory:  // (not without DeltaOptions::vivify)
       return reply(out, "SERVER_ERROR out of memory");
   }
-}
-
-void Session::stats(std::string_view* tok, size_t n, std::string* out) {
-  auto stat = [&](std::string_view name, const auto& v) {
-    fmt::format_to(std::back_inserter(*out), "STAT {} {}\r\n", name, v);
-  };
-  const CacheOptions& o = cache_->options();
-  if (n == 1) {
-    const CacheStats s = cache_->stats();
-    const int64_t now = cache_->now();
-    struct rusage ru {};
-    ::getrusage(RUSAGE_SELF, &ru);
-    stat("pid", ::getpid());
-    stat("uptime", now - info_->started);
-    stat("time", now);
-    stat("version", info_->version);
-    stat("pointer_size", sizeof(void*) * 8);
-    stat("rusage_user", fmt::format("{}.{:06}", ru.ru_utime.tv_sec, ru.ru_utime.tv_usec));
-    stat("rusage_system", fmt::format("{}.{:06}", ru.ru_stime.tv_sec, ru.ru_stime.tv_usec));
-    stat("max_connections", info_->max_connections);
-    stat("curr_connections", info_->curr_connections.load());
-    stat("total_connections", info_->total_connections.load());
-    stat("rejected_connections", info_->rejected_connections.load());
-    stat("cmd_get", s.cmd_get);
-    stat("cmd_set", s.cmd_set);
-    stat("cmd_flush", s.cmd_flush);
-    stat("cmd_touch", s.cmd_touch);
-    stat("get_hits", s.get_hits);
-    stat("get_misses", s.get_misses);
-    stat("get_expired", s.get_expired);
-    stat("get_flushed", s.get_flushed);
-    stat("delete_misses", s.delete_misses);
-    stat("delete_hits", s.delete_hits);
-    stat("incr_misses", s.incr_misses);
-    stat("incr_hits", s.incr_hits);
-    stat("decr_misses", s.decr_misses);
-    stat("decr_hits", s.decr_hits);
-    stat("cas_misses", s.cas_misses);
-    stat("cas_hits", s.cas_hits);
-    stat("cas_badval", s.cas_badval);
-    stat("touch_hits", s.touch_hits);
-    stat("touch_misses", s.touch_misses);
-    stat("bytes_read", info_->bytes_read.load());
-    stat("bytes_written", info_->bytes_written.load());
-    stat("limit_maxbytes", o.memory_limit);
-    stat("threads", info_->threads);
-    stat("bytes", s.bytes);
-    stat("curr_items", s.curr_items);
-    stat("total_items", s.total_items);
-    stat("evictions", s.evictions);
-    stat("reclaimed", s.reclaimed);
-    stat("index_ready", s.index_ready ? 1 : 0);
-    out->append("END\r\n");
-    return;
-  }
-  const std::string_view what = tok[1];
-  if (what == "reset" && n == 2) {
-    cache_->reset_stats();
-    return reply(out, "RESET");
-  }
-  if (what == "settings" && n == 2) {
-    stat("maxbytes", o.memory_limit);
-    stat("maxconns", info_->max_connections);
-    stat("num_threads", info_->threads);
-    stat("evictions", o.evict ? "on" : "off");
-    stat("item_size_max", o.item_max);
-    stat("verbosity", info_->verbosity.load());
-    stat("cas_enabled", "yes");
-    stat("durability", info_->sync_before_reply ? "group commit" : "per write");
-    out->append("END\r\n");
-    return;
-  }
-  if ((what == "items" || what == "slabs") && n == 2) {
-    // One class holds every item: there are no slabs to report on.
-    const CacheStats s = cache_->stats();
-    if (what == "items") {
-      if (s.curr_items > 0) {
-        stat("items:1:number", s.curr_items);
-        stat("items:1:evicted", s.evictions);
-        stat("items:1:reclaimed", s.reclaimed);
-      }
-    } else {
-      stat("active_slabs", s.curr_items > 0 ? 1 : 0);
-      stat("total_malloced", s.bytes);
-    }
-    out->append("END\r\n");
-    return;
-  }
-  reply(out, "ERROR");
 }
 
 }  // namespace pmcached

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cache.h"
+#include "prefix_stats.h"
 
 namespace pmcached {
 
@@ -31,6 +32,7 @@ struct ServerInfo {
   std::atomic<int> verbosity{0};
   std::string version;
   bool sync_before_reply = false;  // group commit (a store that is not on pmem)
+  PrefixStats prefixes;            // stats detail
 };
 
 // The longest command line: past it, a connection is closed (as memcached
@@ -62,7 +64,7 @@ class Session {
   size_t feed(std::string_view in, std::string* out, size_t out_limit = SIZE_MAX);
   // A get's reply stopped at the limit: feed again once *out is sent, even
   // with no more input.
-  bool streaming() const { return get_.streaming; }
+  bool streaming() const { return get_.streaming || dumping_; }
 
   // The connection is to be closed once *out is sent (quit, a line too long,
   // binary protocol).
@@ -109,7 +111,14 @@ class Session {
   // when *out reaches the feed's limit.
   void values(std::string_view keys, std::string* out);
   void delta(bool incr, std::string_view* tok, size_t n, std::string* out);
+  // admin.cc: stats and its subcommands; lru_crawler.
   void stats(std::string_view* tok, size_t n, std::string* out);
+  void stats_detail(std::string_view what, std::string* out);
+  void cachedump(std::string_view* tok, size_t n, std::string* out);
+  void lru_crawler(std::string_view* tok, size_t n, std::string* out);
+  // Appends metadump lines from shard dump_shard_ on, until the feed's
+  // limit; then END.
+  void metadump(std::string* out);
   // The meta protocol (mg, ms, md, ma, me; meta.cc): flags after the key.
   void meta_get(std::string_view* tok, size_t n, std::string* out);
   void meta_set(std::string_view* tok, size_t n, std::string* out);
@@ -126,6 +135,8 @@ class Session {
   bool has_pending_ = false;
   Pending pending_;
   Retrieval get_;
+  bool dumping_ = false;  // an lru_crawler metadump streams
+  size_t dump_shard_ = 0;
   size_t out_limit_ = SIZE_MAX;
   uint64_t swallow_ = 0;  // bytes of a refused data block still to drop
   bool noreply_ = false;  // the current command's replies are suppressed

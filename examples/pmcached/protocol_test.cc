@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <random>
+#include <set>
 
 #include "testutil/temp_dir.h"
 
@@ -246,6 +248,77 @@ TEST_F(ProtocolTest, OversizedValuesAreSwallowedAndLongLinesClose) {
   EXPECT_TRUE(b.closing());
 }
 
+// memcached's dumps (memcached-tool's dump and keys read lru_crawler
+// metadump; libmemcached's memcdump stats cachedump) and stats detail.
+TEST_F(ProtocolTest, DumpsAndPrefixStatsAnswerAsMemcachedDoes) {
+  EXPECT_EQ(run("lru_crawler metadump all\r\n"), "END\r\n");
+  run("set a%20b 5 0 1\r\nx\r\nset k 3 0 2\r\nyy\r\nget k\r\nms AGFi 1 b\r\nz\r\n");
+  const std::string dump = run("lru_crawler metadump all\r\n");
+  EXPECT_NE(dump.find("key=a%2520b exp=-1 la="), std::string::npos) << dump;
+  EXPECT_NE(dump.find(" fetch=no cls=1 size="), std::string::npos) << dump;
+  EXPECT_NE(dump.find("key=k exp=-1 la="), std::string::npos) << dump;
+  EXPECT_NE(dump.find(" fetch=yes cls=1 size="), std::string::npos) << dump;
+  EXPECT_NE(dump.find("key=%00ab exp=-1"), std::string::npos) << "a binary key, encoded";
+  EXPECT_EQ(std::count(dump.begin(), dump.end(), '\n'), 4) << dump;
+  EXPECT_TRUE(dump.ends_with("\nEND\r\n")) << dump;
+  EXPECT_EQ(run("lru_crawler metadump 1,2\r\n"), dump);
+  EXPECT_EQ(run("lru_crawler metadump 2\r\n"), "END\r\n");
+  EXPECT_EQ(run("lru_crawler metadump 64\r\nlru_crawler metadump x\r\n"),
+            "BADCLASS invalid class id\r\nBADCLASS invalid class id\r\n");
+  EXPECT_EQ(run("lru_crawler metadump\r\nlru_crawler metadump ,\r\n"),
+            "ERROR\r\nNOTSTARTED no items to crawl\r\n");
+  EXPECT_EQ(run("lru_crawler crawl all\r\nlru_crawler sleep 2000000\r\nlru_crawler tocrawl x\r\n"),
+            "OK\r\nCLIENT_ERROR sleep must be one second or less\r\n"
+            "CLIENT_ERROR bad command line format\r\n");
+
+  const std::string items = run("stats cachedump 1 0\r\n");
+  EXPECT_NE(items.find("ITEM a%20b [1 b; 0 s]\r\n"), std::string::npos) << items;
+  EXPECT_NE(items.find("ITEM k [2 b; 0 s]\r\n"), std::string::npos) << items;
+  EXPECT_EQ(items.find("ab ["), std::string::npos) << "binary keys are left out: " << items;
+  const std::string one = run("stats cachedump 1 1\r\n");
+  EXPECT_EQ(std::count(one.begin(), one.end(), '\n'), 2) << one;
+  EXPECT_EQ(run("stats cachedump 2 0\r\nstats cachedump 64 0\r\nstats cachedump 1\r\n"),
+            "END\r\nCLIENT_ERROR Illegal slab id\r\nCLIENT_ERROR bad command line\r\n");
+  EXPECT_EQ(run("stats sizes\r\n"), "STAT sizes_status disabled\r\nEND\r\n");
+
+  // Per prefix (before the first ':'), classic commands only, while on.
+  EXPECT_EQ(run("set p:1 0 0 1\r\nx\r\nstats detail dump\r\n"), "STORED\r\nEND\r\n");
+  EXPECT_EQ(run("stats detail on\r\nset p:1 0 0 1\r\nx\r\nget p:1 p:2 q\r\ndelete p:1\r\n"
+                "mg p:3 v\r\nset q 0 0 1\r\nx\r\nstats detail dump\r\n"),
+            "OK\r\nSTORED\r\nVALUE p:1 0 1\r\nx\r\nEND\r\nDELETED\r\nEN\r\nSTORED\r\n"
+            "PREFIX p get 2 hit 1 set 1 del 1\r\nEND\r\n");
+  EXPECT_EQ(run("stats detail x\r\nstats detail\r\n"),
+            "CLIENT_ERROR usage: stats detail on|off|dump\r\n"
+            "CLIENT_ERROR usage: stats detail on|off|dump\r\n");
+  EXPECT_EQ(run("stats reset\r\nstats detail dump\r\n"), "RESET\r\nEND\r\n");
+}
+
+// A metadump of many items streams: a feed stops at its limit between two
+// index shards and goes on at the next, and every item is listed once.
+TEST_F(ProtocolTest, AMetadumpOfManyItemsStreamsAtTheFeedsLimit) {
+  for (int i = 0; i < 3000; i++) {
+    ASSERT_TRUE(cache_->store(StoreMode::kSet, "key" + std::to_string(i), 0, 0, "v").ok());
+  }
+  Session s(cache_.get(), &info_);
+  const std::string cmd = "lru_crawler metadump all\r\nmn\r\n";
+  std::string out, chunk;
+  size_t used = 0, feeds = 0;
+  do {
+    chunk.clear();
+    used += s.feed(std::string_view(cmd).substr(used), &chunk, 4096);
+    EXPECT_LT(chunk.size(), 4096u + 2000u) << "one shard past the limit at most";
+    out += chunk;
+    ASSERT_LT(++feeds, 10000u);
+  } while (used < cmd.size() || s.streaming());
+  EXPECT_GT(feeds, 20u);
+  ASSERT_TRUE(out.ends_with("END\r\nMN\r\n")) << out.substr(out.size() - 100);
+  std::set<std::string> keys;
+  for (size_t at = 0; out.compare(at, 4, "key=") == 0; at = out.find('\n', at) + 1) {
+    EXPECT_TRUE(keys.insert(out.substr(at + 4, out.find(' ', at) - at - 4)).second);
+  }
+  EXPECT_EQ(keys.size(), 3000u);
+}
+
 // Random bytes and random mutations of valid commands, in random chunks:
 // the session never crashes, never hangs, and the cache stays usable.
 TEST_F(ProtocolTest, RandomInputNeverBreaksTheServer) {
@@ -254,7 +327,8 @@ TEST_F(ProtocolTest, RandomInputNeverBreaksTheServer) {
       "set k 0 0 3\r\nabc\r\n", "get k k2 k3\r\n", "gets k\r\n", "cas k 0 0 1 5\r\nx\r\n",
       "incr k 5\r\n",           "decr k 5\r\n",    "touch k 10\r\n", "gat 10 k\r\n",
       "delete k noreply\r\n",   "flush_all 0\r\n", "stats\r\n",  "version\r\n",
-      "append k 0 0 1\r\nz\r\n", "verbosity 1\r\n", "mn\r\n"};
+      "append k 0 0 1\r\nz\r\n", "verbosity 1\r\n", "mn\r\n", "lru_crawler metadump all\r\n",
+      "stats cachedump 1 0\r\n", "stats detail on\r\n", "stats detail dump\r\n"};
   for (int round = 0; round < 3000; round++) {
     std::string in;
     const int parts = 1 + static_cast<int>(rng() % 6);

@@ -24,9 +24,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 import time
 
-KEYS = ["k0", "k1", "k2", "n0", "bin"]
+KEYS = ["k0", "k1", "k2", "n0", "bin", "p:0"]  # (p:0 for stats detail's prefixes)
 RAW_BIN = bytes([0, 1, 32, 255, 10])  # the key "bin" stands for with b: NUL, space, newline
 
 
@@ -70,6 +71,8 @@ class Conn:
         return b"<closed>"
 
     def request(self, data):
+        if data.startswith(b"lru_crawler metadump "):
+            return self.metadump(data)
         # The reply ends at the MN of our mn (after those of any mn sent).
         want = len(re.findall(rb"(?:^|\n)mn[ \r]", data)) + 1
         try:
@@ -85,6 +88,20 @@ class Conn:
         self.buf = parts[-1]
         return b"MN\r\n".join(parts[:-1])
 
+    def metadump(self, data):
+        """memcached answers a metadump from its crawler thread and reads
+        nothing more of the connection meanwhile (an mn sent behind it is
+        lost): the reply is one error line, or lines ending in END."""
+        self.sock.sendall(data)
+        while not (self.buf.endswith(b"END\r\n") or
+                   (self.buf.endswith(b"\r\n") and self.buf.count(b"\n") == 1)):
+            d = self.sock.recv(1 << 16)
+            if not d:
+                return self.reconnect()
+            self.buf += d
+        reply, self.buf = self.buf, b""
+        return reply
+
     def rank(self, cas):
         if cas not in self.cas_seen:
             self.cas_seen.append(cas)
@@ -97,12 +114,44 @@ class Conn:
 CAS_IN_REPLY = re.compile(rb"(?<= c)(\d+)|(?<=cas=)(\d+)")
 
 
+def normalise_dump(reply):
+    """lru_crawler metadump's lines (ended by \\n alone), in key order (the
+    order is each server's own: memcached's crawls its LRUs), without the
+    slab class and the item size (memcached's own) and the CAS unique (the
+    lines may differ, dump_covers, and ranks taken from them would shift
+    every later one); and stats detail dump's PREFIX lines, in key order."""
+    if reply.startswith(b"key=") or b"\nkey=" in reply:
+        body, end, rest = reply.partition(b"END\r\n")
+        lines = sorted(line for line in body.split(b"\n") if line)
+        lines = [b" ".join(t for t in line.split(b" ")
+                          if not t.startswith((b"cls=", b"size=", b"cas="))) for line in lines]
+        return b"\n".join(lines + [end + rest])
+    if reply.startswith(b"PREFIX "):
+        body, end, rest = reply.partition(b"END\r\n")
+        return b"\r\n".join(sorted(body.split(b"\r\n"))) + end + rest
+    return reply
+
+
+PADDED_VALUE = re.compile(rb"(VALUE \S+ \d+ |VA )(\d+)([^\r\n]*\r\n)(\d+) +\r\n")
+
+
+def unpad(reply):
+    """A decr (or ma) whose number gets shorter pads it with spaces to the
+    old length when memcached changes its item in place, and not when it
+    replaces a copy that a reply being sent still references (timing);
+    pmcached always pads. Values of digits and spaces lose the spaces (no
+    generator stores one)."""
+    return PADDED_VALUE.sub(lambda m: m.group(1) + str(len(m.group(4))).encode() + m.group(3) +
+                            m.group(4) + b"\r\n", reply)
+
+
 def normalise(conn, reply):
     """CAS uniques become ranks; a line's clock numbers are kept for a
     tolerant compare."""
     def sub(m):  # (0 is no unique: ms's c on a failure)
         v = m.group(0).decode()
         return b"0" if v == "0" else b"#" + str(conn.rank(v)).encode()
+    reply = unpad(normalise_dump(reply))
     # A key whose bytes break a reply line: memcached sends them raw (and
     # the stream breaks), pmcached in base64.
     reply = reply.replace(b" k" + RAW_BIN + b" ", b" k" + base64.b64encode(RAW_BIN) + b" b ")
@@ -170,14 +219,35 @@ def key_of(template):
     return t[1].encode()
 
 
-def drop_item_marks(reply):
+def drop_item_marks(reply, keys=()):
     """An incr, decr or ma changes memcached's item in place, or replaces it
     with a copy that has lost its marks (fetched, stale, token sent) when a
     reply being sent still references it: which one depends on timing.
-    After one, an mg's h, W, X and Z are not compared."""
+    After one, an mg's h, W, X and Z are not compared, nor a metadump's
+    fetch= of `keys`."""
+    if reply.startswith(b"key="):
+        encoded = [b"key=" + urllib.parse.quote_from_bytes(k, safe="-._~").encode() + b" "
+                   for k in keys if k]
+        return b"\n".join(b" ".join(t for t in line.split(b" ") if not t.startswith(b"fetch="))
+                          if line.startswith(tuple(encoded)) else line
+                          for line in reply.split(b"\n"))
     lines = reply.split(b"\r\n")
     head = [t for t in lines[0].split(b" ") if t not in (b"h0", b"h1", b"W", b"X", b"Z")]
     return b"\r\n".join([b" ".join(head)] + lines[1:])
+
+
+def dump_covers(ours, theirs):
+    """A metadump lists every live item in pmcached; memcached's crawler
+    passes over an item that a connection still references (the one a
+    reply just sent named, often): every line of memcached's must be in
+    ours, alike but for the clock."""
+    if not (ours.startswith(b"key=") or theirs.startswith(b"key=")):
+        return same(ours, theirs)
+    def lines(d):
+        return {line.split(b" ", 1)[0]: line for line in d.split(b"\n") if line.startswith(b"key=")}
+    mine, ref = lines(ours), lines(theirs)
+    return ours.endswith(b"END\r\n") and theirs.endswith(b"END\r\n") and \
+        all(k in mine and same(mine[k], line) for k, line in ref.items())
 
 
 def same(a, b):
@@ -203,6 +273,13 @@ def same(a, b):
 
 def ttl(rng):
     return rng.choice(["0", "100", "1000", "-1", "5000", "x", "", "99999999999"])
+
+
+def horizon(rng):
+    """R's argument: as many choices as ttl's (the same random draws), none
+    within a second of a TTL, so that whether an item expires before it
+    does not depend on where each server's clock ticks."""
+    return rng.choice(["0", "50", "1500", "-1", "4000", "x", "", "99999999999"])
 
 
 def key_token(rng, binary):
@@ -251,7 +328,7 @@ COMMON = {"k": None, "O": opaque, "q": None, "b": None, "P": None, "L": lambda r
 
 def gen_mg(rng):
     menu = dict(COMMON, v=None, c=None, f=None, s=None, t=None, h=None, l=None, u=None,
-                N=ttl, R=ttl, T=ttl, C=cas_token)
+                N=ttl, R=horizon, T=ttl, C=cas_token)
     fl = flags_for(rng, menu, ["E5", "x", "Z", "!", "W", "I", "F3", "MS", "D2"])
     return "mg %s %s\r\n" % (key_token(rng, "b" in fl), " ".join(fl)), fl
 
@@ -331,8 +408,26 @@ def gen_classic(rng):
     return f"flush_all{rng.choice(['', ' 0', ' x', ' -1'])}{noreply}\r\n", []
 
 
+def gen_admin(rng):
+    """Dumps and stats subcommands (memcached-tool's dump and keys read
+    lru_crawler metadump). Not lru_crawler crawl: memcached's runs in the
+    background, and a metadump right after it is BUSY. No metadump of
+    numbered classes: pmcached's one class (1) holds every item, and
+    memcached's class 1 its smallest."""
+    return rng.choice([
+        "lru_crawler metadump all\r\n", "lru_crawler metadump 99\r\n",
+        "lru_crawler metadump x\r\n", "lru_crawler metadump 1,99\r\n",
+        "lru_crawler metadump\r\n", "lru_crawler tocrawl x\r\n",
+        "lru_crawler sleep 2000000\r\n", "lru_crawler nothing\r\n",
+        "stats detail on\r\n", "stats detail off\r\n", "stats detail dump\r\n",
+        "stats detail\r\n", "stats detail x\r\n", "stats sizes\r\n",
+        "stats cachedump 99 0\r\n", "stats cachedump 1\r\n", "stats cachedump x 0\r\n",
+        "stats cachedump 2 0\r\n",
+    ]), []
+
+
 GENERATORS = [gen_mg] * 4 + [gen_ms] * 4 + [gen_md] * 2 + [gen_ma] * 2 + [gen_other] + \
-    [gen_classic] * 4
+    [gen_classic] * 4 + [gen_admin]
 
 
 def fill_cas(conn, template):
@@ -390,7 +485,10 @@ def main():
                     rewritten.add(key)
                 elif template.startswith("mg ") and key in rewritten:
                     got = [drop_item_marks(g) for g in got]
-                if not same(*got):
+                elif template.startswith("lru_crawler metadump") and rewritten:
+                    got = [drop_item_marks(g, rewritten) for g in got]
+                if not (dump_covers(*got) if template.startswith("lru_crawler metadump")
+                        else same(*got)):
                     steps = "".join(f"    {t!r} -> {r!r}\n" for t, r in history[-6:-1])
                     failures.append(f"sequence {seq} (seed {a.seed}): after\n{steps}"
                                     f"  {template!r}\n    pmcached:  {got[0]!r}\n"

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 
 MEMCAPABLE = sys.argv[1] == "--memcapable"
 if MEMCAPABLE:
@@ -586,6 +587,52 @@ def many_connections(tmp):
     s.stop()
 
 
+MEMCACHED_TOOL = "/usr/share/memcached/scripts/memcached-tool"  # (Debian's memcached)
+
+
+def dumps_with_tools_nobody_here_wrote(tmp):
+    """memcached-tool's dump (lru_crawler metadump, then a get per key) and
+    keys, and libmemcached's memcdump (stats cachedump): every item, and the
+    dump restores them into another server."""
+    a = start_pmcached(os.path.join(tmp, "dump_a.kv"))
+    c = a.client()
+    want = {}
+    for i in range(300):
+        key = f"user:{i}" if i % 3 else f"k%{i}"
+        value = (b"v%d-" % i) * (1 + i % 40)
+        c.set(key, value, expire=0 if i % 2 else 1000, flags=i % 7)
+        want[key] = (value, i % 7)
+    tool, perl = MEMCACHED_TOOL, shutil.which("perl")
+    if os.path.exists(tool) and perl:
+        addr = f"127.0.0.1:{a.port}"
+        keys = subprocess.run([perl, tool, addr, "keys"], capture_output=True, timeout=60)
+        listed = {urllib.parse.unquote(line.split(" ", 1)[0][4:])
+                  for line in keys.stdout.decode().splitlines() if line.startswith("key=")}
+        check("memcached-tool keys lists every key", listed, set(want))
+        dump = subprocess.run([perl, tool, addr, "dump"], capture_output=True, timeout=60).stdout
+        check("memcached-tool dump writes an add per item", dump.count(b"add "), len(want))
+        b = start_pmcached(os.path.join(tmp, "dump_b.kv"))
+        replies = raw(b.port, dump)
+        check("the dump restores into another server", replies.count(b"STORED\r\n"), len(want))
+        # The same replies (values and flags) from both, and the expiries.
+        ttls_ok = True
+        for i, key in enumerate(want):
+            request = f"get {key}\r\n".encode()
+            check(f"{key} restored", raw(b.port, request), raw(a.port, request))
+            ttl = int(raw(b.port, f"mg {key} t\r\n".encode()).split(b" t", 1)[1].split()[0])
+            ttls_ok &= ttl == -1 if i % 2 else 990 <= ttl <= 1000
+        check("the dump keeps the expiries", ttls_ok, True)
+        b.stop()
+    else:
+        print("note: memcached-tool (Debian's memcached) or perl missing: not run")
+    memcdump = shutil.which("memcdump")
+    if memcdump:
+        r = subprocess.run([memcdump, f"--servers=127.0.0.1:{a.port}"], capture_output=True,
+                           timeout=60)
+        check("memcdump lists every key", set(r.stdout.decode().split()), set(want))
+    a.stop()
+
+
 def memcapable():
     """libmemcached's memcapable (Debian names it memccapable), ascii tests:
     pmcached does not serve the binary protocol."""
@@ -631,6 +678,7 @@ def main():
         many_connections(tmp)
         pipelined_gets_stay_bounded(tmp)
         a_long_reply_shares_its_worker(tmp)
+        dumps_with_tools_nobody_here_wrote(tmp)
     finally:
         for p in RUNNING:
             if p.poll() is None:
