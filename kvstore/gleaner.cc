@@ -123,11 +123,17 @@ Result<uint64_t> Gleaner::glean(uint64_t max_records, bool* skipped) {
 Status Gleaner::apply_beyond(uint32_t n, LogState* L, Cursor& cur, uint64_t pos, uint64_t tail) {
   // Sampled before the pass: what the pass itself frees changes it.
   const pm::HeapCounters now = env_.container->heap_counters();
+  const auto t = std::chrono::steady_clock::now();
   const bool same = cur.blocked == pos && cur.room == now && cur.tried_to <= tail &&
+                    t - cur.full_pass < kFullPassEvery &&
                     !g_kv_planted_bugs.reread_behind_blocked;
   cur.blocked = pos;
   cur.room = now;
-  if (same) pos = std::max(pos, cur.tried_to);
+  if (same) {
+    pos = std::max(pos, cur.tried_to);
+  } else {
+    cur.full_pass = t;
+  }
   cur.tried_to = tail;
   Record rec;
   for (; pos < tail; pos += rec.header.len) {

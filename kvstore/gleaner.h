@@ -21,6 +21,7 @@
 #define KVSTORE_GLEANER_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <shared_mutex>
@@ -107,6 +108,7 @@ class Gleaner {
     // at `room` (while the heap's counters stay so, they cannot fit better).
     uint64_t blocked = 0, tried_to = 0;
     pm::HeapCounters room;
+    std::chrono::steady_clock::time_point full_pass{};  // the last pass from `blocked`
   };
   Status apply(const Op& op, uint64_t h, LogRef ref, uint64_t seq);
   // The backend is full and log n's record before `pos` is one it has no
@@ -121,12 +123,15 @@ class Gleaner {
   //
   // Records an earlier pass tried behind the same blocked record are tried
   // again only once the heap has changed (room may have appeared; a disk
-  // that got room shows when the blocked record's retry grows the heap):
+  // that got room for the blocked record shows when its retry grows the
+  // heap), or kFullPassEvery after the last full pass (a disk that got
+  // room for smaller records only, which the heap's counters do not show):
   // else each update on a full disk that found the logs full read every
   // record in them again (pmcached: 50-125 ms per failing set, 64 MiB
   // logs). Skipping them is always safe: the cursor stays before them, and
   // they are applied in order once the blocked record is.
   Status apply_beyond(uint32_t n, LogState* L, Cursor& cur, uint64_t pos, uint64_t tail);
+  static constexpr std::chrono::seconds kFullPassEvery{5};
   // Records read ahead of their apply, so that the cache misses of their
   // keys' frontend and backend buckets overlap (prefetched together).
   static constexpr int kBatch = 16;

@@ -114,6 +114,11 @@ void Session::stats(std::string_view* tok, size_t n, std::string* out) {
     return reply(out, "RESET");
   }
   if (what == "detail") return stats_detail(n < 3 ? "" : tok[2], out);
+  if (what == "conns" && info_->list_conns) {
+    info_->list_conns(out);
+    out->append("END\r\n");
+    return;
+  }
   if (what == "cachedump") return cachedump(tok, n, out);
   if (what == "sizes" && n == 2) {
     // memcached tracks item sizes only with -o track_sizes.
@@ -163,7 +168,9 @@ void Session::stats_detail(std::string_view what, std::string* out) {
 
 // stats cachedump <class> <limit>: "ITEM <key> [<bytes> b; <expiry> s]" per
 // item, at most `limit` (0: all) and 2 MB, as memcached (which lists one
-// of the class's LRUs). Binary keys are left out, as memcached does.
+// of the class's LRUs). Keys that start with a NUL byte are left out, and
+// a key is printed up to its first NUL; memcached leaves out every key
+// stored in base64 (the DRAM index does not know which were).
 void Session::cachedump(std::string_view* tok, size_t n, std::string* out) {
   if (n < 4) return reply(out, "CLIENT_ERROR bad command line");
   uint32_t id = 0, limit = 0;
@@ -182,7 +189,7 @@ void Session::cachedump(std::string_view* tok, size_t n, std::string* out) {
       const std::string line = fmt::format("ITEM {} [{} b; {} s]\r\n",
                                            it.key.substr(0, it.key.find('\0')), it.data_bytes,
                                            it.exptime);
-      full = out->size() - start + line.size() + 5 > kMost;
+      full = out->size() - start + line.size() + 6 > kMost;  // (memcached's END\r\n\0)
       if (full) return;
       out->append(line);
       shown++;
@@ -200,7 +207,10 @@ void Session::lru_crawler(std::string_view* tok, size_t n, std::string* out) {
     if (!parse_classes(tok[2], &ours, &none)) return reply(out, "BADCLASS invalid class id");
     if (none) return reply(out, "NOTSTARTED no items to crawl");
     if (what == "crawl") {
-      // What memcached's crawler does: expired and flushed items go now.
+      // memcached walks its hash table for metadumps only.
+      if (tok[2] == "hash") return reply(out, "ERROR an unknown error happened");
+      // What memcached's crawler does: expired and flushed items go now
+      // (here, on this connection's thread: an admin command).
       if (ours) cache_->sweep(0, Cache::kDumpShards);
       return reply(out, "OK");
     }

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,6 +34,9 @@ struct ServerInfo {
   std::string version;
   bool sync_before_reply = false;  // group commit (a store that is not on pmem)
   PrefixStats prefixes;            // stats detail
+  // stats conns: appends the STAT lines of the listening socket and of
+  // every connection (set by the server while it serves).
+  std::function<void(std::string*)> list_conns;
 };
 
 // The longest command line: past it, a connection is closed (as memcached

@@ -11,9 +11,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 #include <string_view>
@@ -37,6 +40,11 @@ struct Conn {
   Worker* worker;
   bufferevent* bev;
   Session session;
+  // For stats conns (read from other workers' threads).
+  int fd = -1;
+  std::string addr;                    // the client's, as memcached prints it
+  std::atomic<int64_t> last_cmd{0};    // unix seconds of the last input served
+  std::atomic<bool> serving{false};    // running its commands now
   std::string in, out;
   bool stalled = false;  // commands (or a get's values) wait until the replies drain
   bool eof = false;      // the client sent all it will (a half-close)
@@ -48,12 +56,60 @@ struct Worker {
   const ServerOptions* o;
   event_base* base = nullptr;
   evconnlistener* listener = nullptr;
+  std::mutex conns_mu;  // the worker changes conns under it; stats conns reads them
   std::unordered_set<Conn*> conns;
   std::thread thread;
 };
 
+// "tcp:<ip>:<port>" (or tcp6:[<ip>]:<port>), as memcached's stats conns.
+std::string address_of(const sockaddr_storage& ss) {
+  char ip[INET6_ADDRSTRLEN] = "?";
+  if (ss.ss_family == AF_INET) {
+    const auto& a = reinterpret_cast<const sockaddr_in&>(ss);
+    ::inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
+    return "tcp:" + std::string(ip) + ":" + std::to_string(ntohs(a.sin_port));
+  }
+  const auto& a = reinterpret_cast<const sockaddr_in6&>(ss);
+  ::inet_ntop(AF_INET6, &a.sin6_addr, ip, sizeof ip);
+  return "tcp6:[" + std::string(ip) + "]:" + std::to_string(ntohs(a.sin6_port));
+}
+
+// stats conns: the listening socket, then every connection, by descriptor.
+void list_conns(const std::vector<std::unique_ptr<Worker>>& workers, int listen_fd,
+                const std::string& listen_addr, int64_t started, int64_t now, std::string* out) {
+  struct Row {
+    int fd;
+    std::string addr;
+    bool serving;
+    int64_t last_cmd;
+  };
+  std::vector<Row> rows;
+  for (const auto& w : workers) {
+    std::lock_guard<std::mutex> l(w->conns_mu);
+    for (const Conn* c : w->conns) {
+      rows.push_back({c->fd, c->addr, c->serving.load(), c->last_cmd.load()});
+    }
+  }
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.fd < b.fd; });
+  auto stat = [&](int fd, std::string_view name, const auto& v) {
+    out->append("STAT " + std::to_string(fd) + ":" + std::string(name) + " " + v + "\r\n");
+  };
+  stat(listen_fd, "addr", listen_addr);
+  stat(listen_fd, "state", std::string("conn_listening"));
+  stat(listen_fd, "secs_since_last_cmd", std::to_string(now - started));
+  for (const Row& r : rows) {
+    stat(r.fd, "addr", r.addr);
+    stat(r.fd, "listen_addr", listen_addr);
+    stat(r.fd, "state", std::string(r.serving ? "conn_parse_cmd" : "conn_waiting"));
+    stat(r.fd, "secs_since_last_cmd", std::to_string(now - r.last_cmd));
+  }
+}
+
 void close_conn(Conn* c) {
-  c->worker->conns.erase(c);
+  {
+    std::lock_guard<std::mutex> l(c->worker->conns_mu);
+    c->worker->conns.erase(c);
+  }
   c->worker->info->curr_connections--;
   bufferevent_free(c->bev);
   delete c;
@@ -128,10 +184,14 @@ void serve_input(bufferevent* bev, Conn* c) {
   try {
     const size_t pending = evbuffer_get_length(output);
     const size_t limit = pending < kOutputHigh ? kOutputHigh - pending : 0;
+    c->serving = true;
+    c->last_cmd = c->worker->cache->now();
     const size_t used = c->session.feed(c->in, &c->out, limit);
+    c->serving = false;
     c->in.erase(0, used);
     c->stalled = c->out.size() >= limit && (!c->in.empty() || c->session.streaming());
   } catch (const std::bad_alloc&) {
+    c->serving = false;
     return fail_conn(bev, c, "out of memory");
   }
   // Group commit: the changes these replies acknowledge are durable first.
@@ -210,7 +270,16 @@ void on_accept(evconnlistener*, evutil_socket_t fd, sockaddr*, int, void* arg) {
     return;
   }
   auto* c = new Conn(w, bev, w->cache, w->info);
-  w->conns.insert(c);
+  c->fd = fd;
+  sockaddr_storage peer{};
+  socklen_t len = sizeof peer;
+  c->addr = ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) == 0 ? address_of(peer)
+                                                                            : "unknown";
+  c->last_cmd = w->cache->now();
+  {
+    std::lock_guard<std::mutex> l(w->conns_mu);
+    w->conns.insert(c);
+  }
   w->info->total_connections++;
   bufferevent_setcb(bev, on_read, on_write, on_event, c);
   bufferevent_setwatermark(bev, EV_WRITE, kOutputLow, 0);
@@ -288,6 +357,13 @@ int serve(Cache* cache, const ServerOptions& o, ServerInfo* info) {
     }
     workers.push_back(std::move(w));
   }
+  // (Before any worker runs: sessions read it.)
+  sockaddr_storage self{};
+  socklen_t self_len = sizeof self;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &self_len);
+  info->list_conns = [&workers, fd, addr = address_of(self), info, cache](std::string* out) {
+    list_conns(workers, fd, addr, info->started, cache->now(), out);
+  };
   // The main thread waits for SIGTERM or SIGINT; the workers serve.
   Stop stop_ctx{&workers, event_base_new(), cache, Status()};
   auto stop = [](evutil_socket_t, short, void* arg) { stop_all(static_cast<Stop*>(arg)); };
@@ -318,6 +394,7 @@ int serve(Cache* cache, const ServerOptions& o, ServerInfo* info) {
   std::fflush(stderr);
   event_base_dispatch(main_base);
   for (auto& w : workers) w->thread.join();
+  info->list_conns = nullptr;
   cache->on_index_done(nullptr);
   event_free(term);
   event_free(intr);

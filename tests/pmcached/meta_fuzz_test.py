@@ -92,14 +92,20 @@ class Conn:
         """memcached answers a metadump from its crawler thread and reads
         nothing more of the connection meanwhile (an mn sent behind it is
         lost): the reply is one error line, or lines ending in END."""
-        self.sock.sendall(data)
-        while not (self.buf.endswith(b"END\r\n") or
-                   (self.buf.endswith(b"\r\n") and self.buf.count(b"\n") == 1)):
-            d = self.sock.recv(1 << 16)
-            if not d:
-                return self.reconnect()
-            self.buf += d
-        reply, self.buf = self.buf, b""
+        for _ in range(100):
+            self.sock.sendall(data)
+            while not (self.buf.endswith(b"END\r\n") or
+                       (self.buf.endswith(b"\r\n") and self.buf.count(b"\n") == 1)):
+                d = self.sock.recv(1 << 16)
+                if not d:
+                    return self.reconnect()
+                self.buf += d
+            reply, self.buf = self.buf, b""
+            # memcached's own expiry crawls run now and then: a metadump
+            # meanwhile is BUSY.
+            if not reply.startswith(b"BUSY "):
+                return reply
+            time.sleep(0.05)
         return reply
 
     def rank(self, cas):
