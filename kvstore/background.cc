@@ -97,6 +97,7 @@ void StoreImpl::note_quiet(uint64_t* seq_seen, uint32_t* rounds) {
 }
 
 void StoreImpl::gleaner_loop(int id) {
+  uint32_t full_wait_ms = 0;  // as maintenance_loop's: doubling while the backend is full
   while (!stopping_.load()) {
     if (id >= active_gleaners_.load()) {
       sleep_background(50, nullptr);
@@ -105,9 +106,12 @@ void StoreImpl::gleaner_loop(int id) {
     bool skipped = false;
     Result<uint64_t> n = stop_.or_stop("glean", [&] { return gleaner_->glean(4096, &skipped); });
     if (!n.ok() && n.status().code() == Code::kNoSpace) {
-      sleep_background(o_.epoch_ms, nullptr);  // a full backend: until an epoch frees room
+      // A full backend: until an epoch frees room (or a ring).
+      full_wait_ms = std::min(kFullDiskWaitMs, std::max(2 * full_wait_ms, o_.epoch_ms));
+      sleep_background(full_wait_ms, nullptr);
       continue;
     }
+    full_wait_ms = 0;
     if (!n.ok()) return;  // the store is stopped
     if (*n == 0) {
       // Nothing to do: sleep until an eighth of a log waits to be applied
@@ -124,6 +128,12 @@ void StoreImpl::maintenance_loop() {
   uint64_t last_sync = now_us(), last_epoch = now_us();
   uint64_t quiet_seq = 0;
   uint32_t quiet_rounds = 0;
+  // After an epoch whose commit found no room (a full disk), the next one
+  // waits this long, doubling up to kFullDiskWaitMs: full logs ask for an
+  // epoch every few milliseconds, and each such commit diffs and journals
+  // the epoch's changes again to fail again. A writer that finds the logs
+  // full still runs its own epoch.
+  uint32_t full_wait_ms = 0;
   while (!stopping_.load()) {
     uint32_t ms = o_.epoch_ms;
     if (durability_ == Durability::kAsync) ms = std::min(ms, o_.async_sync_ms);
@@ -140,10 +150,13 @@ void StoreImpl::maintenance_loop() {
     }
     const uint64_t now = now_us();
     const double occ = logs_->occupancy();
-    if (now - last_epoch >= o_.epoch_ms * 1000ull || occ > 0.5) {
+    if ((now - last_epoch >= o_.epoch_ms * 1000ull || occ > 0.5) &&
+        now - last_epoch >= full_wait_ms * 1000ull) {
       last_epoch = now;
       Status s = advance_epoch();
       if (!s.ok() && s.code() != Code::kNoSpace) return;  // the store is stopped
+      full_wait_ms = s.ok() ? 0
+                            : std::min(kFullDiskWaitMs, std::max(2 * full_wait_ms, o_.epoch_ms));
       // Dynamic roles: more gleaners while the logs fill, fewer when they drain.
       int active = active_gleaners_.load();
       const double occ_now = logs_->occupancy();

@@ -159,6 +159,9 @@ class StoreImpl final : public Store {
   // threads sleep kDeepIdleMs at a time (an idle daemon woke 120 times a
   // second), and the next update rings them (wake_background_if).
   static constexpr uint32_t kDeepIdleMs = 1000;
+  // The longest wait between background epochs that find no room (a full
+  // disk; background.cc): space freed on the disk is used within it.
+  static constexpr uint32_t kFullDiskWaitMs = 1000;
   std::atomic<bool> deep_idle_{false};
   // Sets deep_idle_ once the store has been quiet for a second of rounds.
   void note_quiet(uint64_t* seq_seen, uint32_t* rounds);
