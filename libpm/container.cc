@@ -610,6 +610,11 @@ Status ContainerImpl::grow_to(uint64_t new_heap_size) {
       no_room_ = s;
     }
     PM_TRY(s);
+    // The disk had room after all: a later growth may find more (without
+    // this, one that used the room freed left the free space at or below
+    // the old sample, and a second growth failed at once until a commit
+    // was made, which a gleaner blocked on that record never makes).
+    no_room_from_ = 0;
   }
   uint64_t mapped = mapped_.load();
   if (new_heap_size > mapped) {

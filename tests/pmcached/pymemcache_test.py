@@ -638,12 +638,19 @@ def stats_conns(tmp):
     connection (its address, the listening address, a state)."""
     s = start_pmcached(os.path.join(tmp, "conns_list.kv"))
     idle = [socket.create_connection(("127.0.0.1", s.port)) for _ in range(2)]
+    for c in idle:  # served once: its worker has registered it
+        c.settimeout(20)
+        c.sendall(b"mn\r\n")
+        check("an idle connection is served", c.recv(100), b"MN\r\n")
     asker = socket.create_connection(("127.0.0.1", s.port))
     asker.sendall(b"stats conns\r\n")
     out = b""
     asker.settimeout(20)
     while not out.endswith(b"END\r\n"):
-        out += asker.recv(1 << 16)
+        d = asker.recv(1 << 16)
+        if not d:
+            break
+        out += d
     lines = out.decode().splitlines()[:-1]
     rows = {}
     for line in lines:
