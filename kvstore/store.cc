@@ -629,7 +629,7 @@ StoreStats StoreImpl::stats() {
   st.records_collapsed = n_.value(Counter::kCollapsed);
   st.epochs = n_.value(Counter::kEpochs);
   st.writer_waits = n_.value(Counter::kWriterWaits);
-  st.blocked_rereads = gleaner_ != nullptr ? gleaner_->blocked_rereads() : 0;
+  st.blocked_rereads = gleaner_->blocked_rereads();
   st.background_wakes = wakes_.load(std::memory_order_relaxed);
   st.snapshots_open = versions_.open_snapshots();
   st.snapshot_versions = versions_.kept_versions();

@@ -26,7 +26,6 @@
 #include <vector>
 
 #include "libpm/heap_layout.h"
-#include "pm/container.h"  // HeapCounters
 #include "libpm/journal.h"
 #include "libpm/tracker.h"
 #include "pm/container.h"
