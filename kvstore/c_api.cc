@@ -7,6 +7,7 @@
 #include <new>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -126,6 +127,15 @@ T* made(F&& fn) {
   return nullptr;
 }
 
+// The durability a C caller stored, read as an integer: a C++ enum object
+// holding a value outside its enumerators (a C caller may store any) is
+// undefined behaviour to read.
+std::underlying_type_t<kv_durability> durability_of(const kv_options* in) {
+  std::underlying_type_t<kv_durability> d = KV_DURABILITY_SYNC;
+  if (in != nullptr) std::memcpy(&d, &in->durability, sizeof d);
+  return d;
+}
+
 kv::StoreOptions to_options(const kv_options* in) {
   kv::StoreOptions o;
   if (in == nullptr) return o;
@@ -136,7 +146,7 @@ kv::StoreOptions to_options(const kv_options* in) {
   if (in->initial_heap_bytes != 0) o.initial_heap_bytes = in->initial_heap_bytes;
   if (in->max_heap_bytes != 0) o.max_heap_bytes = in->max_heap_bytes;
   o.create_if_missing = in->must_exist == 0;
-  o.durability = static_cast<kv::Durability>(in->durability);
+  o.durability = static_cast<kv::Durability>(durability_of(in));  // checked by kv_open
   o.read_only = in->read_only != 0;
   return o;
 }
@@ -148,11 +158,10 @@ extern "C" {
 kv_store* kv_open(const char* path, const kv_options* opts) {
   return made<kv_store>([&](kv_store** out) -> pm::Status {
     PM_TRY(pm::non_null(path, "path"));
-    if (opts != nullptr && opts->durability != KV_DURABILITY_SYNC &&
-        opts->durability != KV_DURABILITY_ASYNC &&
-        opts->durability != KV_DURABILITY_SYNC_ON_PMEM) {
-      return pm::Status::invalid_argument("unknown durability " +
-                                          std::to_string(static_cast<int>(opts->durability)));
+    const auto durability = durability_of(opts);
+    if (durability != KV_DURABILITY_SYNC && durability != KV_DURABILITY_ASYNC &&
+        durability != KV_DURABILITY_SYNC_ON_PMEM) {
+      return pm::Status::invalid_argument("unknown durability " + std::to_string(durability));
     }
     pm::Result<std::unique_ptr<kv::Store>> r = kv::Store::open(path, to_options(opts));
     if (!r.ok()) return r.status();

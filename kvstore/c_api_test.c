@@ -228,5 +228,18 @@ int kv_c_api_misuse(const char* path) {
   if (!s) return 38;
   if (kv_get(s, "lost", 4, NULL, NULL) != PM_ENOTFOUND) return 39; /* aborted */
   kv_close(s);
+  /* The limits fixed at create are ignored at an open, as kv.h says; a
+     durability outside the enum is an error. */
+  kv_options o;
+  memset(&o, 0, sizeof o);
+  o.max_key_bytes = 70000;
+  o.logs = -5;
+  s = kv_open(path, &o);
+  if (!s) return 40;
+  kv_close(s);
+  int bad = 7;
+  memcpy(&o.durability, &bad, sizeof bad);
+  if (kv_open(path, &o) != NULL || kv_lasterror() != PM_EINVAL) return 41;
+  if (strstr(kv_errormsg(), "durability 7") == NULL) return 42;
   return 0;
 }

@@ -125,7 +125,10 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& path, const StoreO
   const bool exists = ::stat(path.c_str(), &st) == 0;
   // The geometry of an existing store is the one it was created with.
   StoreOptions checked = o;
-  if (exists) checked.logs = 1, checked.log_bytes = 1 << 20, checked.max_value_bytes = 1024;
+  if (exists) {
+    checked.logs = 1, checked.log_bytes = 1 << 20;
+    checked.max_key_bytes = 64, checked.max_value_bytes = 1024;
+  }
   PM_TRY(check_store_options(checked).with_context("open " + path));
   pm::Options co = container_options(o);
   std::unique_ptr<pm::Container> c;

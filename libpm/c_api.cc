@@ -198,9 +198,11 @@ int pm_is_data(pm_container* c, const void* p) {
 void* pm_root(pm_container* c, const char* name) {
   return made<void>([&](void** out) {
     PM_TRY(non_null(c, "container"));
-    t_code = PM_OK;  // NULL with PM_OK: no such root (pm.h)
-    t_error.clear();
     *out = c->c->root(root_name(name));
+    if (*out == nullptr) {  // NULL with PM_OK: no such root (pm.h)
+      t_code = PM_OK;
+      t_error.clear();
+    }
     return pm::Status();
   });
 }
@@ -270,6 +272,9 @@ pm_errcode pm_get_info(pm_container* c, pm_info* out) {
 pm_errcode pm_check(pm_container* c, pm_check_result* out) {
   return guarded([&] {
     PM_TRY(non_null(c, "container"));
+    if (c->c->in_mutation()) {
+      return pm::Status::busy("pm_check called between pm_begin_mutation and pm_end_mutation");
+    }
     const pm::CheckReport r = c->c->check();
     if (out != nullptr) {
       *out = pm_check_result{r.problems.size(), r.escaping.size(), r.blocks, r.used_bytes,

@@ -1,4 +1,5 @@
 /* Compiled as C: the header must stay valid C. */
+#include <stdio.h>
 #include <string.h>
 
 #include "pm.h"
@@ -154,6 +155,24 @@ int c_api_misuse(const char* path) {
   /* No such root: NULL, and no error (not the last failure's code). */
   if (pm_free(c, (void*)8) != PM_EINVAL) return 20;
   if (pm_root(c, "nosuch") != NULL || pm_lasterror() != PM_OK) return 21;
+  /* A root that is there leaves the last failure as it was. */
+  if (pm_free(c, (void*)8) != PM_EINVAL || pm_root(c, NULL) == NULL) return 24;
+  if (pm_lasterror() != PM_EINVAL || pm_errormsg()[0] == '\0') return 25;
+  /* pm_check inside a mutation is refused, not a wait for itself. */
+  pm_begin_mutation(c);
+  if (pm_check(c, NULL) != PM_EBUSY) return 26;
+  pm_end_mutation(c);
+  /* With all 32 named roots in use, clearing one that is not there is a
+     no-op, not "no room". */
+  for (int i = 0; i < 32; i++) {
+    char name[8];
+    snprintf(name, sizeof name, "r%d", i);
+    if (pm_set_root(c, name, x) != PM_OK) return 27;
+  }
+  if (pm_set_root(c, "absent", NULL) != PM_OK || pm_set_root(c, "absent", x) != PM_ENOSPC) {
+    return 28;
+  }
+  if (pm_set_root(c, "r7", NULL) != PM_OK || pm_root(c, "r7") != NULL) return 29;
   /* A container closed amid a mutation leaves nothing held for the next. */
   for (int i = 0; i < 20; i++) {
     pm_begin_mutation(c);
@@ -200,6 +219,13 @@ int c_api_blocks_and_raw(const char* path) {
   if (pm_raw_read(c, 10, back, 5) != PM_OK || strcmp(back, "hello") != 0) return 13;
   if (pm_raw_read(c, 0, NULL, 5) != PM_EINVAL) return 14;
   if (pm_generation(c) == generation) return 15;
+  pm_close(c);
+  /* Read-only: a raw write is refused, not dropped in a private copy. */
+  o.read_only = 1;
+  c = pm_open(path, &o);
+  if (!c) return 16;
+  if (pm_raw_write(c, 10, "HELLO", 5) != PM_EROFS) return 17;
+  if (pm_raw_read(c, 10, back, 5) != PM_OK || strcmp(back, "hello") != 0) return 18;
   pm_close(c);
   return 0;
 }

@@ -136,6 +136,7 @@ class ContainerImpl final : public Container {
   Status reserve(uint64_t heap_bytes) override;
   void will_write(const void* p, size_t n) override;
   Status release_clean() override;
+  Status read_committed(const void* p, void* buf, size_t n) const override;
   bool contains(const void* p) const override;
   void* base() const override { return reservation_.base(); }
   uint64_t generation() const override { return generation_; }
@@ -545,7 +546,7 @@ Status ContainerImpl::map_and_attach() {
   replay_into_working_view();
   is_pmem_ = persist_->is_pmem();
   raw_ = std::make_unique<RawRegionImpl>(&persist_, &view_mu_, kHeapOffset, heap_off_ - kHeapOffset,
-                                         path_);
+                                         path_, options_.read_only);
   std::string why;
   // Read-only: nothing will be committed, so nothing is tracked.
   const TrackerKind kind = options_.read_only ? TrackerKind::kHints : options_.tracker;
@@ -1052,6 +1053,24 @@ Status ContainerImpl::release_clean() {
   return Status();
 }
 
+Status ContainerImpl::read_committed(const void* p, void* buf, size_t n) const {
+  if (options_.read_only) {
+    return Status::not_supported("read_committed: " + path_ + " is open read-only");
+  }
+  // persist_mu_ keeps commits (their write-back), aborts and growth (a
+  // remap of the home view) out while the bytes are copied.
+  std::lock_guard<std::mutex> l(persist_mu_);
+  if (!failed_.ok()) return failed_;
+  const uintptr_t b = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(reservation_.base());
+  const uint64_t size = mapped_.load();
+  if (b < lo || b - lo > size || n > size - (b - lo)) {
+    return Status::invalid_argument("read_committed: the range is not inside the heap of " + path_);
+  }
+  std::memcpy(buf, persist_->view() + heap_off_ + (b - lo), n);
+  return Status();
+}
+
 uint64_t ContainerImpl::count_changed(const std::vector<PageRun>& pages) const {
   const uint64_t mapped = mapped_.load();
   const std::byte* work = reservation_.base();
@@ -1112,6 +1131,10 @@ ContainerInfo ContainerImpl::info() const {
 
 CheckReport ContainerImpl::check(bool foreign_writer) {
   CheckReport r;
+  if (gate_.held_by_this_thread()) {  // closing the gate would wait for this thread
+    r.problems.push_back("not checked: check() called while this thread holds a MutationGuard");
+    return r;
+  }
   ClosedGate closed(gate_);
   // Reported while the superblock is still damaged (a read-only open), and
   // once by the open that rewrote it.

@@ -969,6 +969,35 @@ TEST_F(ContainerTest, ReleaseCleanDropsDramButKeepsData) {
   EXPECT_EQ(c->root<char>()[0], 'y');
 }
 
+TEST_F(ContainerTest, ReadCommittedSeesTheLastCommitNotTheWorkingView) {
+  auto c = must(Container::create(path_, small()));
+  auto* p = static_cast<char*>(*c->alloc(8192));
+  c->will_write(p, 8192);
+  std::memset(p, 'a', 8192);
+  ASSERT_TRUE(c->set_root(p).ok());
+  ASSERT_TRUE(c->commit().ok());
+  put(*c, p + 4096, 'b');
+  char got[2] = {};
+  ASSERT_TRUE(c->read_committed(p + 4095, got, 2).ok());
+  EXPECT_EQ(std::string(got, 2), "aa");  // the working view holds "ab"
+  ASSERT_TRUE(c->abort().ok());
+  put(*c, p + 4096, 'c');
+  ASSERT_TRUE(c->commit().ok());
+  ASSERT_TRUE(c->read_committed(p + 4095, got, 2).ok());
+  EXPECT_EQ(std::string(got, 2), "ac");
+  const uint64_t heap = c->info().heap_bytes;
+  auto* base = static_cast<char*>(c->base());
+  EXPECT_TRUE(c->read_committed(base + heap - 1, got, 1).ok());
+  EXPECT_EQ(c->read_committed(base + heap - 1, got, 2).code(), Code::kInvalidArgument);
+  EXPECT_EQ(c->read_committed(base - 1, got, 1).code(), Code::kInvalidArgument);
+  EXPECT_EQ(c->read_committed(base, got, SIZE_MAX).code(), Code::kInvalidArgument);
+  c.reset();
+  Options ro;
+  ro.read_only = true;
+  c = must(Container::open(path_, ro));
+  EXPECT_EQ(c->read_committed(c->root<char>(), got, 1).code(), Code::kNotSupported);
+}
+
 TEST_F(ContainerTest, InfoCountsOnlyPagesThatReallyChanged) {
   {
     auto c = must(Container::create(path_, small()));

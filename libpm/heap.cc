@@ -649,6 +649,7 @@ Status Heap::set_root(void* p, std::string_view name) {
     }
     if (r.name[0] == '\0' && slot == nullptr) slot = &r;
   }
+  if (slot == nullptr && p == nullptr) return Status();  // clearing a root that is not there
   if (slot == nullptr) return Status::no_space("all 32 named roots are in use");
   note(slot, sizeof *slot);
   if (p == nullptr) {

@@ -13,6 +13,7 @@ Status RawRegionImpl::check_range(uint64_t off, size_t n) const {
 
 Status RawRegionImpl::write(uint64_t off, const void* src, size_t n) {
   PM_TRY(check_range(off, n));
+  if (read_only_) return Status::read_only("raw write: " + path_ + " is open read-only");
   PM_TRY(FileLock::check_not_forked(forks_at_open_, path_));
   ViewLock::Shared v(*view_);
   (*persist_)->write(file_off_ + off, src, n);

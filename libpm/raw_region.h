@@ -18,8 +18,9 @@ class RawRegionImpl final : public RawRegion {
   // may replace and remap: every access holds `view` shared, growth holds it
   // exclusively. Both must outlive the region.
   RawRegionImpl(std::unique_ptr<Persist>* persist, ViewLock* view, uint64_t file_off,
-                uint64_t size, std::string path)
-      : persist_(persist), view_(view), file_off_(file_off), size_(size), path_(std::move(path)) {}
+                uint64_t size, std::string path, bool read_only)
+      : persist_(persist), view_(view), file_off_(file_off), size_(size), path_(std::move(path)),
+        read_only_(read_only) {}
 
   uint64_t size() const override { return size_; }
   Status write(uint64_t off, const void* src, size_t n) override;
@@ -34,6 +35,7 @@ class RawRegionImpl final : public RawRegion {
   uint64_t file_off_;
   uint64_t size_;
   std::string path_;
+  bool read_only_;  // a private view: writes would be lost, so they are refused
   const uint64_t forks_at_open_ = FileLock::forks();  // writes refused in a fork()ed child
 };
 

@@ -87,6 +87,26 @@ size_t DbImage::read(void* buf, size_t n, uint64_t off) const {
   return inside;
 }
 
+// The root and the chunk table as committed: this transaction may have
+// moved the table and freed or added chunks since.
+Status DbImage::read_committed(void* buf, size_t n, uint64_t off) const {
+  ImageRoot r;
+  PM_TRY(c_->read_committed(root_, &r, sizeof r));
+  const uint64_t index = off >> kChunkShift;
+  if (r.magic != kImageMagic || n == 0 || off >= r.size || n > r.size - off ||
+      index != (off + n - 1) >> kChunkShift || index >= r.capacity) {
+    return Status::not_found("the last commit holds no such range");
+  }
+  std::byte* chunk = nullptr;
+  const auto slot = reinterpret_cast<uintptr_t>(r.chunks) + index * sizeof(chunk);
+  PM_TRY(c_->read_committed(reinterpret_cast<const void*>(slot), &chunk, sizeof chunk));
+  if (chunk == nullptr) {
+    std::memset(buf, 0, n);  // a missing chunk reads as zeros
+    return Status();
+  }
+  return c_->read_committed(chunk + (off & (kChunkBytes - 1)), buf, n);
+}
+
 Status DbImage::reserve_table(uint64_t chunks) {
   if (chunks <= root_->capacity) return Status();
   const uint64_t capacity = std::max<uint64_t>({chunks, root_->capacity * 2, 8});

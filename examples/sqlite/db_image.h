@@ -56,6 +56,11 @@ class DbImage {
   // pointers from fetch()).
   pm::Status truncate(uint64_t size, bool free_chunks);
 
+  // Copies [off, off+n), which lies in one chunk inside the file, as the
+  // container's last commit left it (Container::read_committed).
+  // kNotFound when the last commit held no such range.
+  pm::Status read_committed(void* buf, size_t n, uint64_t off) const;
+
   // The n bytes at off, in place, when they lie in one chunk inside the
   // file; else nullptr (SQLite then reads with read()).
   void* fetch(uint64_t off, size_t n) const;

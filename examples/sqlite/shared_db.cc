@@ -146,6 +146,14 @@ bool SharedDb::is_open(const std::string& path) {
          (it->second.bound != nullptr || (it->second.pid == ::getpid() && !it->second.open.expired()));
 }
 
+std::shared_ptr<SharedDb> SharedDb::find_owned(const std::string& path) {
+  std::lock_guard<std::mutex> g(g_registry_mu);
+  auto it = registry().find(path);
+  if (it == registry().end() || it->second.pid != ::getpid()) return nullptr;
+  std::shared_ptr<SharedDb> db = it->second.open.lock();
+  return db && db->owned_ ? db : nullptr;
+}
+
 Status SharedDb::bind(const std::string& path, pm::Container* c, Committer committer) {
   std::lock_guard<std::mutex> g(g_registry_mu);
   Entry& e = registry()[path];
@@ -184,7 +192,12 @@ void SharedDb::drop_uncommitted() {
 
 Status SharedDb::commit_if_dirty() {
   if (!dirty_.load(std::memory_order_relaxed)) return Status();
-  Status s = committer_ ? committer_(*c_) : c_->commit();
+  Status s;
+  {
+    std::lock_guard<std::mutex> g(commit_mu_);
+    s = committer_ ? committer_(*c_) : c_->commit();
+    if (s.ok()) commits_++;
+  }
   if (!s.ok()) (void)c_->abort();  // fails too when the commit got past its commit point
   dirty_.store(false, std::memory_order_relaxed);
   // The working view keeps a private copy of every page a commit wrote:
@@ -193,6 +206,23 @@ Status SharedDb::commit_if_dirty() {
   // memory. A failed release only leaves the DRAM held.
   if (s.ok() && c_->private_bytes() > kPrivateBudget) (void)c_->release_clean();
   return s;
+}
+
+uint64_t SharedDb::committed_state() const {
+  std::lock_guard<std::mutex> g(commit_mu_);
+  return commits_;
+}
+
+// A commit that failed before its commit point left the committed pages
+// as they were (SQLite's rollback then reads them); one that failed after
+// it makes the container refuse this read.
+Status SharedDb::read_committed(void* buf, size_t n, uint64_t off, uint64_t state) const {
+  std::lock_guard<std::mutex> g(commit_mu_);
+  if (state != commits_) {
+    return Status::io_error(path_ + ": the journal refers to a page as it was before the "
+                                    "database's last commit, which has replaced it");
+  }
+  return image_.read_committed(buf, n, off);
 }
 
 // The rules of SQLite's unix VFS between connections of one process: a

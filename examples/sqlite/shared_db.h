@@ -25,6 +25,7 @@
 #include <string>
 
 #include "db_image.h"
+#include "mem_file.h"
 #include "pm/container.h"
 #include "pmsqlite/vfs.h"
 
@@ -43,13 +44,17 @@ struct OpenParams {
   uint64_t initial_size = 8ull << 20;
 };
 
-class SharedDb {
+class SharedDb final : public OldPages {
  public:
   // The database at `path`: the one already open in this process (or bound),
   // else its container opened (created when allowed and missing or empty).
   static pm::Result<std::shared_ptr<SharedDb>> open(const std::string& path, const OpenParams& p);
   // True when `path` is open (or bound) in this process.
   static bool is_open(const std::string& path);
+  // The database open at `path` in this process, when it owns its
+  // container (a bound one may be committed by its owner at any time, so
+  // its journal cannot refer to committed pages); else nullptr.
+  static std::shared_ptr<SharedDb> find_owned(const std::string& path);
 
   static pm::Status bind(const std::string& path, pm::Container* c, Committer committer);
   static pm::Status unbind(const std::string& path);
@@ -77,6 +82,11 @@ class SharedDb {
   int unlock(int* mine, int level);
   bool reserved() const;
 
+  // OldPages, for the database's journal (mem_file.h): the state is the
+  // number of commits this SharedDb made.
+  uint64_t committed_state() const override;
+  pm::Status read_committed(void* buf, size_t n, uint64_t off, uint64_t state) const override;
+
   // Pointers handed out by xFetch and not yet returned.
   std::atomic<int64_t> fetched{0};
 
@@ -93,6 +103,8 @@ class SharedDb {
   Committer committer_;
   bool read_only_;
   std::atomic<bool> dirty_{false};
+  mutable std::mutex commit_mu_;  // a commit, or a read of what it left
+  uint64_t commits_ = 0;          // under commit_mu_
 
   mutable std::mutex lock_mu_;
   int level_ = kNone;  // highest level held by any connection

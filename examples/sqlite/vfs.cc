@@ -9,6 +9,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "mem_file.h"
@@ -94,6 +95,13 @@ int db_commit(DbFile* d) {
 
 int db_sync_commit(DbFile* d) {
   d->unsynced_writes = false;
+  // In a transaction over several databases SQLite may roll this one back
+  // after its commit (when a later database's fails): its journal must
+  // then hold copies of the old pages, not references to what this commit
+  // replaces (mem_file.h).
+  if (auto j = mem_files::open(d->db->path() + "-journal", false); j && j->names_super_journal()) {
+    if (Status s = j->keep_old_pages(); !s.ok()) return fail(s, SQLITE_IOERR_FSYNC);
+  }
   return db_commit(d);
 }
 
@@ -286,8 +294,13 @@ int j_close(sqlite3_file* f) {
 }
 
 int j_read(sqlite3_file* f, void* buf, int n, sqlite3_int64 off) {
-  const size_t inside = j_of(f)->file->read(buf, static_cast<size_t>(n), static_cast<uint64_t>(off));
-  return inside == static_cast<size_t>(n) ? SQLITE_OK : SQLITE_IOERR_SHORT_READ;
+  pm::Result<size_t> inside =
+      j_of(f)->file->read(buf, static_cast<size_t>(n), static_cast<uint64_t>(off));
+  if (!inside.ok()) {  // an old page that cannot be read again (mem_file.h)
+    (void)fail(inside.status(), SQLITE_IOERR_READ);
+    return SQLITE_IOERR_READ;
+  }
+  return *inside == static_cast<size_t>(n) ? SQLITE_OK : SQLITE_IOERR_SHORT_READ;
 }
 
 int j_write(sqlite3_file* f, const void* buf, int n, sqlite3_int64 off) {
@@ -398,6 +411,15 @@ int open_journal(const char* name, sqlite3_file* f, int flags, int* out_flags) {
   std::shared_ptr<MemFile> m = mem_files::open(name, (flags & SQLITE_OPEN_CREATE) != 0);
   if (!m) return SQLITE_CANTOPEN;
   auto* j = new (f) JournalFile{};
+  // The journal of a database open here refers to its committed pages
+  // instead of copying them (mem_file.h).
+  constexpr std::string_view kSuffix = "-journal";
+  const std::string_view n(name);
+  if (n.size() > kSuffix.size() && n.ends_with(kSuffix)) {
+    if (auto db = SharedDb::find_owned(std::string(n.substr(0, n.size() - kSuffix.size())))) {
+      m->set_old_pages(db);
+    }
+  }
   j->file = std::move(m);
   j->name = name;
   j->delete_on_close = (flags & SQLITE_OPEN_DELETEONCLOSE) != 0;

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <thread>
@@ -67,6 +68,177 @@ TEST(SqliteVfsTest, RollbackStatementRollbackAndSavepointsWork) {
   EXPECT_EQ(db.exec("INSERT INTO t VALUES(3, 'three'), (4, 'one')"), SQLITE_CONSTRAINT);
   ASSERT_EQ(db.exec("SAVEPOINT s; INSERT INTO t VALUES(5, 'five'); ROLLBACK TO s; COMMIT"), SQLITE_OK);
   EXPECT_EQ(db.one("SELECT group_concat(k) FROM t"), "1,2");
+  EXPECT_EQ(db.one("PRAGMA integrity_check"), "ok");
+}
+
+// A database of 512-byte pages for MemFile alone: page i is all 'a' + i.
+class FakeOldPages final : public OldPages {
+ public:
+  uint64_t committed_state() const override { return state; }
+  pm::Status read_committed(void* buf, size_t n, uint64_t off, uint64_t at) const override {
+    if (at != state) return pm::Status::io_error("replaced");
+    for (size_t i = 0; i < n; i++) static_cast<char*>(buf)[i] = char('a' + (off + i) / 512);
+    return pm::Status();
+  }
+  uint64_t state = 7;
+};
+
+std::string read_all(const MemFile& f) {
+  std::string out(f.size(), '?');
+  pm::Result<size_t> n = f.read(out.data(), out.size(), 0);
+  return n.ok() ? out : "error: " + n.status().message();
+}
+
+// A record: the page number (big endian), then the page.
+void write_record(MemFile& f, uint64_t off, uint32_t pgno, const std::string& page) {
+  const char be[4] = {char(pgno >> 24), char(pgno >> 16), char(pgno >> 8), char(pgno)};
+  f.write(be, 4, off);
+  f.write(page.data(), page.size(), off + 4);
+}
+
+TEST(MemFileTest, PageRecordsEqualToCommittedPagesAreReferences) {
+  auto pages = std::make_shared<FakeOldPages>();
+  MemFile f;
+  f.write("header", 6, 0);
+  f.set_old_pages(pages);
+  const uint64_t at = MemFile::kCopiedBytes;  // records before it are copies
+  write_record(f, at - 516, 2, std::string(512, 'b'));
+  write_record(f, at + 100, 2, std::string(512, 'b'));  // page 2 as committed
+  write_record(f, at + 616, 3, std::string(512, 'x'));  // not as committed: kept
+  write_record(f, at + 1132, 0, std::string(512, 'a'));  // no page 0: kept
+  EXPECT_EQ(f.size(), at + 1132 + 516);
+  const uint64_t holes = (at - 516 - 6) + 100;
+  EXPECT_EQ(f.held_bytes(), f.size() - holes - 512);  // not the holes, not the reference
+  std::string want = "header" + std::string(at - 516 - 6, '\0') + std::string("\0\0\0\2", 4) +
+                     std::string(512, 'b') + std::string(100, '\0') +
+                     std::string("\0\0\0\2", 4) + std::string(512, 'b') +
+                     std::string("\0\0\0\3", 4) + std::string(512, 'x') + std::string(4, '\0') +
+                     std::string(512, 'a');
+  ASSERT_EQ(want.size(), f.size());
+  EXPECT_EQ(read_all(f), want);
+  // Overwrites and a truncation cut references and bytes alike.
+  f.write("HEAD", 4, 0);
+  f.write("zz", 2, at + 300);
+  f.write("yyy", 3, at + 1130);
+  want.replace(0, 4, "HEAD").replace(at + 300, 2, "zz").replace(at + 1130, 3, "yyy");
+  EXPECT_EQ(read_all(f), want);
+  f.truncate(at + 400);
+  want.resize(at + 400);
+  EXPECT_EQ(read_all(f), want);
+  f.write("\xd9\xd5\x05\xf9\x20\xa1\x63\xd7", 8, at + 400);
+  EXPECT_TRUE(f.names_super_journal());
+  want += "\xd9\xd5\x05\xf9\x20\xa1\x63\xd7";
+  // A reference is good only for the commit it was made at; copies are
+  // good for ever.
+  pages->state++;
+  EXPECT_EQ(read_all(f).rfind("error: ", 0), 0u);
+  pages->state--;
+  ASSERT_TRUE(f.keep_old_pages().ok());
+  EXPECT_EQ(f.held_bytes(), f.size() - holes);
+  pages->state++;
+  EXPECT_EQ(read_all(f), want);
+  EXPECT_FALSE(MemFile().names_super_journal());
+}
+
+// The journal's page records refer to the committed pages instead of
+// copying them (mem_file.h): a large update keeps little in DRAM, and
+// ROLLBACK, ROLLBACK TO and a commit that fails for want of room all get
+// the old pages back.
+TEST(SqliteVfsTest, ALargeUpdatesJournalRefersToCommittedPages) {
+  TempDir dir;
+  const std::string path = dir.file("u.db");
+  const std::string rows = "SELECT count(*), sum(length(v)), sum(substr(v, 1, 1) = 'a') FROM t";
+  std::string before;
+  {
+    Db db(path);
+    ASSERT_EQ(db.exec("CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT);"
+                      "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i<6000)"
+                      " INSERT INTO t SELECT i, 'a' || printf('%0999d', i) FROM n"),
+              SQLITE_OK)
+        << db.error();
+    before = db.one(rows);
+    ASSERT_EQ(db.exec("PRAGMA cache_size=20; BEGIN; UPDATE t SET v = 'b' || substr(v, 2)"),
+              SQLITE_OK)
+        << db.error();
+    auto journal = mem_files::open(path + "-journal", false);
+    ASSERT_NE(journal, nullptr);
+    EXPECT_GT(journal->size(), 6000u * 1000);
+    EXPECT_LT(journal->held_bytes(), journal->size() / 16) << "old pages copied into DRAM";
+    ASSERT_EQ(db.exec("SAVEPOINT s; DELETE FROM t WHERE k % 2 = 0; ROLLBACK TO s; RELEASE s"),
+              SQLITE_OK);
+    EXPECT_EQ(db.one("SELECT count(*) FROM t WHERE substr(v, 1, 1) = 'b'"), "6000");
+    ASSERT_EQ(db.exec("ROLLBACK"), SQLITE_OK);
+    EXPECT_EQ(db.one(rows), before);
+    EXPECT_EQ(db.one("PRAGMA integrity_check"), "ok");
+  }
+  // The same update, in a process that may not grow the file: the commit
+  // fails (its journal needs room), and SQLite rolls back from the journal.
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    rlimit lim{static_cast<rlim_t>(st.st_size), static_cast<rlim_t>(st.st_size)};
+    setrlimit(RLIMIT_FSIZE, &lim);
+    Db db(path);
+    // Each row twice as long: the heap must grow too.
+    if (db.exec("PRAGMA cache_size=20; UPDATE t SET v = 'c' || substr(v, 2) || v") !=
+        SQLITE_FULL) {
+      _exit(2);
+    }
+    if (db.one(rows) != before || db.one("PRAGMA integrity_check") != "ok") _exit(3);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "signal " << WTERMSIG(status);
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  Db db(path);
+  EXPECT_EQ(db.one(rows), before);
+  EXPECT_EQ(db.one("PRAGMA integrity_check"), "ok");
+}
+
+// A transaction over two databases that fails at the second's commit rolls
+// the first back after the first committed: its journal kept copies of the
+// old pages before that commit, as references would name what it replaced.
+TEST(SqliteVfsTest, ATransactionOverTwoDatabasesRollsBackTheOneThatCommitted) {
+  TempDir dir;
+  const std::string a = dir.file("a.db"), b = dir.file("b.db");
+  const std::string fill = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n "
+                           "WHERE i<3000) INSERT INTO t SELECT i, printf('%01000d', i) FROM n";
+  {
+    Db da(a), db(b);
+    ASSERT_EQ(da.exec("CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT); " + fill), SQLITE_OK);
+    ASSERT_EQ(db.exec("CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT); " + fill), SQLITE_OK);
+  }
+  struct stat sa {}, sb {};
+  ASSERT_EQ(::stat(a.c_str(), &sa), 0);
+  ASSERT_EQ(::stat(b.c_str(), &sb), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    const auto most = static_cast<rlim_t>(std::max(sa.st_size, sb.st_size));
+    rlimit lim{most, most};
+    setrlimit(RLIMIT_FSIZE, &lim);
+    Db db(a);
+    if (db.exec("ATTACH 'file:" + b + "?vfs=pm' AS b") != SQLITE_OK) _exit(2);
+    // One row of a, every row of b: b's commit needs journal room a lacks.
+    int rc = db.exec("BEGIN; UPDATE main.t SET v = 'x' WHERE k = 1; UPDATE b.t SET v = 'y'; COMMIT");
+    if (rc != SQLITE_FULL) {
+      fprintf(stderr, "commit: %d %s\n", rc, db.error().c_str());
+      _exit(3);
+    }
+    (void)db.exec("ROLLBACK");
+    if (db.one("SELECT v FROM main.t WHERE k = 1") != std::string(999, '0') + "1") _exit(4);
+    if (db.one("SELECT count(*) FROM b.t WHERE v = 'y'") != "0") _exit(5);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "signal " << WTERMSIG(status);
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  Db db(a);
+  EXPECT_EQ(db.one("SELECT v FROM t WHERE k = 1"), std::string(999, '0') + "1");
   EXPECT_EQ(db.one("PRAGMA integrity_check"), "ok");
 }
 

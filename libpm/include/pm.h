@@ -116,7 +116,8 @@ typedef struct pm_check_result {
   uint64_t blocks, used_bytes, reachable_blocks;
 } pm_check_result;
 /* Verifies the heap and looks for escaping pointers. PM_OK when both are
- * clean; PM_ECORRUPT otherwise, with the first findings in pm_errormsg().
+ * clean; PM_ECORRUPT otherwise, with the first findings in pm_errormsg();
+ * PM_EBUSY between pm_begin_mutation and pm_end_mutation on this thread.
  * out may be NULL. */
 pm_errcode pm_check(pm_container* c, pm_check_result* out);
 

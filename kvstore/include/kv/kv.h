@@ -82,7 +82,7 @@ pm_errcode kv_checkpoint(kv_store* s);
  * record: a crash keeps all of them or none). Reads do not see a
  * transaction's pending writes. One thread at a time per transaction. */
 typedef struct kv_txn kv_txn;
-/* NULL when s is NULL or closed (PM_EINVAL), or out of memory. */
+/* NULL when s is NULL (PM_EINVAL), or out of memory. */
 kv_txn* kv_begin(kv_store* s);
 pm_errcode kv_txn_put(kv_txn* t, const char* key, size_t klen, const char* val, size_t vlen);
 pm_errcode kv_txn_remove(kv_txn* t, const char* key, size_t klen);

@@ -248,6 +248,15 @@ class Container {
   // returning their DRAM. Reads then come from the file again.
   virtual Status release_clean() = 0;
 
+  // Copies [p, p+n) as the last commit left it in the file, whatever the
+  // working view holds since (the pages a transaction will change keep
+  // their committed bytes here: an undo copy need not be kept in DRAM).
+  // kInvalidArgument when the range is not inside the heap; kNotSupported
+  // on a read-only container (its view may hold a pending commit that the
+  // file does not); the failure of a commit that failed past its commit
+  // point (the file then holds part of it).
+  virtual Status read_committed(const void* p, void* buf, size_t n) const = 0;
+
   // True if p points into this container's mapped heap.
   virtual bool contains(const void* p) const = 0;
 
@@ -261,8 +270,9 @@ class Container {
 
   virtual ContainerInfo info() const = 0;
   // info() without dirty_pages (which waits for the commit gate and reads
-  // the tracker): O(1), never waits for a commit. For frequent callers
-  // (a mount's statfs).
+  // the tracker): never waits for a commit, but costs a system call and
+  // the heap's statistics (a walk of its bitmaps). For a mount's statfs;
+  // heap_counters() is the O(1) one.
   virtual ContainerInfo usage() const = 0;
   // ContainerInfo::private_bytes alone: one atomic load, for a check after
   // every commit (usage() costs a system call and the heap's statistics).
@@ -283,7 +293,9 @@ class Container {
   // conservative: stale bytes of an object block that look like such an
   // address (say, unused bytes of a short-string buffer copied from the
   // stack: see pm::zero_unused in pm/allocator.h) are reported too; keep
-  // values in data blocks.
+  // values in data blocks. Called while this thread holds a MutationGuard
+  // (the check waits for every mutation), it checks nothing and says so in
+  // `problems`.
   virtual CheckReport check(bool foreign_writer = false) = 0;
 
   // Frees every block not reachable from the root or the named roots.

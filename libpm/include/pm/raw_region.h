@@ -29,7 +29,8 @@ class RawRegion {
   virtual ~RawRegion() = default;
 
   virtual uint64_t size() const = 0;
-  // kInvalidArgument when the range is outside the region.
+  // kInvalidArgument when the range is outside the region; kReadOnly on a
+  // container opened read-only.
   virtual Status write(uint64_t off, const void* src, size_t n) = 0;
   // Durable on return: cache-line flush and fence on pmem, msync elsewhere
   // (kIOError when it fails: what was written may be lost).
