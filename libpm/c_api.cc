@@ -275,7 +275,10 @@ pm_errcode pm_check(pm_container* c, pm_check_result* out) {
     if (c->c->in_mutation()) {
       return pm::Status::busy("pm_check called between pm_begin_mutation and pm_end_mutation");
     }
-    const pm::CheckReport r = c->c->check();
+    pm::CheckReport r = c->c->check();
+    // The superblock's findings count as problems here (pm.h's struct has
+    // no field of their own).
+    r.problems.insert(r.problems.begin(), r.superblock.begin(), r.superblock.end());
     if (out != nullptr) {
       *out = pm_check_result{r.problems.size(), r.escaping.size(), r.blocks, r.used_bytes,
                              r.reachable_blocks};

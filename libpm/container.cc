@@ -224,6 +224,7 @@ class ContainerImpl final : public Container {
   std::unique_ptr<Persist> persist_;
   Superblock sb_{};
   std::string superblock_problem_;  // read from the copy: why (for check())
+  std::string copy_problem_;        // the copy damaged, the superblock sound (for check())
   AddressReservation reservation_;
   std::unique_ptr<DirtyTracker> tracker_;
   std::unique_ptr<Heap> heap_;
@@ -404,14 +405,25 @@ Status ContainerImpl::read_superblock(uint64_t file_size) {
     return Status::from_errno("read superblock", errno);
   }
   Status s = validate_superblock(sb_, file_size);
-  // A flipped version byte reads as a newer format: the copy tells (a
-  // file a newer build made says so in both).
-  if (s.ok() || (!s.is_corruption() && s.code() != Code::kNotSupported)) return s;
   Superblock copy;
-  if (::pread(lock_.fd(), &copy, sizeof copy, kSuperblockCopyOffset) != sizeof copy ||
-      !validate_superblock(copy, file_size).ok()) {
+  const bool copy_read =
+      ::pread(lock_.fd(), &copy, sizeof copy, kSuperblockCopyOffset) == sizeof copy;
+  if (s.ok()) {
+    // Both are written once, at create, with the same bytes; files made
+    // before the copy existed hold zeros there.
+    static const Superblock kNone{};
+    if (!copy_read || (std::memcmp(&copy, &sb_, sizeof copy) != 0 &&
+                       std::memcmp(&copy, &kNone, sizeof copy) != 0)) {
+      copy_problem_ = "the superblock's copy at byte " + std::to_string(kSuperblockCopyOffset) +
+                      " is damaged (it differs from the superblock)";
+      log(LogLevel::kWarn, copy_problem_);
+    }
     return s;
   }
+  // A flipped version byte reads as a newer format: the copy tells (a
+  // file a newer build made says so in both).
+  if (!s.is_corruption() && s.code() != Code::kNotSupported) return s;
+  if (!copy_read || !validate_superblock(copy, file_size).ok()) return s;
   sb_ = copy;
   superblock_problem_ = "superblock damaged (" + s.message() + "); its copy at byte " +
                         std::to_string(kSuperblockCopyOffset) + " was used";
@@ -419,10 +431,18 @@ Status ContainerImpl::read_superblock(uint64_t file_size) {
   return Status();
 }
 
-// A writable open rewrites a damaged superblock from the copy it used. Both
-// hold the same bytes, so a crash in between leaves one of them intact.
+// A writable open rewrites a damaged superblock from the copy it used, or
+// a damaged copy from the superblock. Both hold the same bytes, so a crash
+// in between leaves one of them intact.
 Status ContainerImpl::repair_superblock() {
-  if (superblock_problem_.empty() || options_.read_only) return Status();
+  if (options_.read_only) return Status();
+  if (!copy_problem_.empty()) {
+    persist_->write_flushed(kSuperblockCopyOffset, &sb_, sizeof sb_);
+    PM_TRY(persist_->drain().with_context("rewrite the superblock's copy in " + path_));
+    log(LogLevel::kWarn, "rewrote the superblock's copy");
+    copy_problem_ += ", and was rewritten from it";
+  }
+  if (superblock_problem_.empty()) return Status();
   persist_->write_flushed(0, &sb_, sizeof sb_);
   PM_TRY(persist_->drain().with_context("rewrite the superblock of " + path_));
   log(LogLevel::kWarn, "rewrote the superblock from its copy");
@@ -450,6 +470,7 @@ Status ContainerImpl::init_existing(const PersistOpener& opener) {
                               " bytes: too small to be a container (truncated, or not one)");
   }
   PM_TRY(read_superblock(static_cast<uint64_t>(st.st_size)));
+  PM_TRY(fill_holes(lock_.fd(), st, ro, path_));
   heap_off_ = sb_.heap_offset;
   if (!options_.layout.empty() && options_.layout != sb_.layout) {
     return Status::invalid_argument("layout is '" + std::string(sb_.layout) +
@@ -1138,7 +1159,8 @@ CheckReport ContainerImpl::check(bool foreign_writer) {
   ClosedGate closed(gate_);
   // Reported while the superblock is still damaged (a read-only open), and
   // once by the open that rewrote it.
-  if (!superblock_problem_.empty()) r.problems.push_back(superblock_problem_);
+  if (!superblock_problem_.empty()) r.superblock.push_back(superblock_problem_);
+  if (!copy_problem_.empty()) r.superblock.push_back(copy_problem_);
   heap_->check(&r.problems);
   Heap::Stats hs = heap_->stats();
   r.blocks = hs.blocks;

@@ -1118,15 +1118,31 @@ TEST_F(ContainerTest, ADamagedSuperblockIsReadFromItsCopyAndRewritten) {
       ASSERT_TRUE(c != nullptr);
       EXPECT_EQ(static_cast<Node*>(c->root())->value, 5u);
       CheckReport r = c->check();
-      ASSERT_EQ(r.problems.size(), 1u);
-      EXPECT_NE(r.problems[0].find("its copy"), std::string::npos) << r.problems[0];
+      EXPECT_TRUE(r.problems.empty());  // the heap is sound
+      ASSERT_EQ(r.superblock.size(), 1u);
+      EXPECT_NE(r.superblock[0].find("its copy"), std::string::npos) << r.superblock[0];
     }
     { auto c = must(Container::open(path_)); }  // writable: rewrites it
     auto c = must(Container::open(path_));
     ASSERT_TRUE(c != nullptr);
-    EXPECT_TRUE(c->check().problems.empty()) << c->check().problems[0];
+    EXPECT_TRUE(c->check().superblock.empty()) << c->check().superblock[0];
     EXPECT_EQ(static_cast<Node*>(c->root())->value, 5u);
   }
+  // A damaged copy under a sound superblock: reported, and rewritten by a
+  // writable open.
+  for (bool writable : {false, true}) {
+    std::filesystem::copy_file(pristine, path_, std::filesystem::copy_options::overwrite_existing);
+    patch(path_, kSuperblockCopyOffset + 20, "\xa5", 1);
+    Options o;
+    o.read_only = !writable;
+    auto c = must(Container::open(path_, o));
+    CheckReport r = c->check();
+    ASSERT_EQ(r.superblock.size(), 1u);
+    EXPECT_NE(r.superblock[0].find("copy at byte 3584 is damaged"), std::string::npos)
+        << r.superblock[0];
+    EXPECT_EQ(r.superblock[0].find("rewritten") != std::string::npos, writable) << r.superblock[0];
+  }
+  EXPECT_TRUE(must(Container::open(path_))->check().superblock.empty());
   std::filesystem::copy_file(pristine, path_, std::filesystem::copy_options::overwrite_existing);
   patch(path_, 0, "NOTACONT", 8);
   EXPECT_TRUE(Container::remove(path_).ok()) << "its copy says what it is";

@@ -94,6 +94,15 @@ FileLock::~FileLock() {
   if (map_fd_ >= 0) ::close(map_fd_);
 }
 
+int FileLock::above_stdio(int fd) {
+  if (fd < 0 || fd > 2) return fd;
+  const int moved = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  const int err = errno;
+  ::close(fd);
+  errno = err;
+  return moved;
+}
+
 uint64_t FileLock::forks() { return g_forks.load(std::memory_order_relaxed); }
 
 Status FileLock::check_not_forked(uint64_t forks_at_open, const std::string& path) {
@@ -105,7 +114,7 @@ Status FileLock::check_not_forked(uint64_t forks_at_open, const std::string& pat
 Result<FileLock> FileLock::acquire(const std::string& path, bool create, bool shared,
                                    mode_t mode) {
   int flags = (shared ? O_RDONLY : O_RDWR) | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0);
-  int fd = ::open(path.c_str(), flags, mode);
+  int fd = above_stdio(::open(path.c_str(), flags, mode));
   if (fd < 0) {
     int err = errno;
     if (err == ENOENT && !create) {
@@ -144,8 +153,8 @@ Result<FileLock> FileLock::acquire(const std::string& path, bool create, bool sh
   // share the lock's), found through /proc whatever became of the path.
   const std::string self = "/proc/self/fd/" + std::to_string(fd);
   // Without /proc, a duplicate: mappings then hold the lock as before.
-  l.map_fd_ = ::open(self.c_str(), (shared ? O_RDONLY : O_RDWR) | O_CLOEXEC);
-  if (l.map_fd_ < 0) l.map_fd_ = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  l.map_fd_ = above_stdio(::open(self.c_str(), (shared ? O_RDONLY : O_RDWR) | O_CLOEXEC));
+  if (l.map_fd_ < 0) l.map_fd_ = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
   if (l.map_fd_ < 0) return Status::from_errno("reopen " + path + " to map it", errno);
   return l;
 }

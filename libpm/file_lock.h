@@ -37,6 +37,12 @@ class FileLock {
   // parent's commits.
   static Status check_not_forked(uint64_t forks_at_open, const std::string& path);
 
+  // `fd`, moved to a number above 2 when it is 0, 1 or 2 (close-on-exec);
+  // -1 with errno when that fails (fd is then closed). A program started
+  // with stdout closed gets descriptor 1 for the next file it opens, and
+  // its printf() would then write into the container.
+  static int above_stdio(int fd);
+
   int fd() const { return fd_; }
   // The same file opened again, to map it: a mapping holds its open file
   // description, and one holding the lock's would keep the lock for as

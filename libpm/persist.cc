@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "libpm/file_lock.h"
 #include "libpm/planted_bugs.h"
 
 namespace pm {
@@ -45,7 +46,7 @@ class PmemFile final : public Persist {
   }
 
   Status open() {
-    fd_ = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
+    fd_ = FileLock::above_stdio(::open(path_.c_str(), O_RDWR | O_CLOEXEC));
     if (fd_ < 0) return Status::from_errno("open " + path_, errno);
     return map();
   }
@@ -226,7 +227,7 @@ class ReadOnlyFile final : public Persist {
   }
 
   Status map() {
-    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    fd_ = FileLock::above_stdio(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd_ < 0) return Status::from_errno("open " + path_, errno);
     const int fd = fd_;
     struct stat st;
@@ -283,6 +284,25 @@ Status allocate_file_space(int fd, uint64_t off, uint64_t len, const std::string
   const std::string what = "reserve " + std::to_string(len) + " bytes of file space for " + path;
   if (err == ENOSPC) return Status::no_space(what + ": no space left on device");
   return Status::from_errno(what, err);
+}
+
+Status fill_holes(int fd, const struct stat& st, bool read_only, const std::string& path) {
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  const uint64_t allocated = static_cast<uint64_t>(st.st_blocks) * 512;
+  if (allocated >= size) return Status();
+  const std::string holes = path + " has " + std::to_string(size - allocated) +
+                            " bytes of holes (a sparse copy?)";
+  if (!read_only) {
+    Status s = allocate_file_space(fd, 0, size, path);
+    if (s.ok() || s.code() != Code::kNoSpace) return s;
+    return Status::no_space(holes + ", and its file system has no room to fill them: free "
+                            "space there, or copy the file without --sparse");
+  }
+  struct statvfs fs;
+  if (::fstatvfs(fd, &fs) != 0) return Status::from_errno("statvfs " + path, errno);
+  if (static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize >= size - allocated) return Status();
+  return Status::no_space(holes + ", and its file system has no room for them: reading them "
+                          "through a mapping would fail; free space there");
 }
 
 Result<std::unique_ptr<Persist>> open_pmem_file(const std::string& path) {

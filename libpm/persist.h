@@ -13,6 +13,8 @@
 #ifndef LIBPM_PERSIST_H_
 #define LIBPM_PERSIST_H_
 
+#include <sys/stat.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -88,6 +90,13 @@ Status check_file_size_limit(uint64_t size, const std::string& path);
 // that stores through a shared mapping never meet a hole: on a full disk
 // they would raise SIGBUS. kNoSpace when the file system is full.
 Status allocate_file_space(int fd, uint64_t off, uint64_t len, const std::string& path);
+
+// A file with holes (a sparse copy: cp --sparse=always, tar -S, rsync -S)
+// takes disk space when a hole is first touched through a mapping, on
+// tmpfs even to read it; on a full disk that is SIGBUS. So an open fills
+// them first (kNoSpace when there is no room); a read-only open, which may
+// not, is refused (kNoSpace) when the file system has no room for them.
+Status fill_holes(int fd, const struct stat& st, bool read_only, const std::string& path);
 
 // Opens the home view of an existing file through libpmem (pmem_map_file).
 Result<std::unique_ptr<Persist>> open_pmem_file(const std::string& path);

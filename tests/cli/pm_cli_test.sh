@@ -33,6 +33,10 @@ printf 'garbage' | dd of="$dir/a.pm" bs=1 seek=0 conv=notrunc status=none
 check "check of a damaged superblock" 1 "$PM" check "$dir/a.pm"
 has "its copy is used" out "superblock damaged (not a libpm container (bad magic)); its copy"
 check "check after the copy was written back" 0 "$PM" check "$dir/a.pm"
+printf 'garbage' | dd of="$dir/a.pm" bs=1 seek=3600 conv=notrunc status=none
+check "check of a damaged copy of the superblock" 1 "$PM" check "$dir/a.pm"
+has "the damaged copy is named" out "copy at byte 3584 is damaged"
+check "check after the copy was rewritten" 0 "$PM" check "$dir/a.pm"
 printf 'garbage' | dd of="$dir/a.pm" bs=1 seek=3584 conv=notrunc status=none
 printf 'garbage' | dd of="$dir/a.pm" bs=1 seek=0 conv=notrunc status=none
 check "check of a damaged file" 1 "$PM" check "$dir/a.pm"
@@ -79,5 +83,22 @@ assert r.returncode == 1, r
 assert "locked by" in r.stderr and r.stderr.count(path) == 1, r.stderr
 PY
 check "no subcommand" 2 "$PM"
+check "create another" 0 "$PM" create "$dir/c.pm" --size 8MiB
+# A path that is not UTF-8 comes out in JSON as U+FFFD, and the command works.
+check "--json create of a path that is not UTF-8" 0 "$PM" --json create "$dir/bad"$'\xff'"name"
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['path'].endswith('bad\ufffdname'), d" "$dir/out" || { echo "FAIL: --json of a path that is not UTF-8"; fail=1; }
+# Output that cannot be written fails the command.
+if [ -w /dev/full ]; then
+  "$PM" info "$dir/c.pm" >/dev/full 2>"$dir/err"
+  got=$?
+  [ "$got" -eq 1 ] || { echo "FAIL: info >/dev/full: exit $got"; cat "$dir/err"; fail=1; }
+  has "the lost output is said" err "write stdout"
+fi
+# A closed stdout: the container must not take its descriptor.
+"$PM" --json info "$dir/c.pm" >&- 2>"$dir/err"
+got=$?
+[ "$got" -eq 1 ] || { echo "FAIL: info with stdout closed: exit $got"; fail=1; }
+check "the container is whole after a command with stdout closed" 0 "$PM" check "$dir/c.pm"
+check "a NaN wait" 2 "$PM" bench sqlite --seconds nan
 [ $fail -eq 0 ] && echo "cli tests passed"
 exit $fail

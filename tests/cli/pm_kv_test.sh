@@ -303,6 +303,30 @@ size=$(stat -c %s "$dir/smallheap.kv")
 
 check "put of an empty key" 1 "$PM" kv put "$dir/never.kv" "" v
 [ ! -e "$dir/never.kv" ] || { echo "FAIL: a put of an empty key made a store"; fail=1; }
+check "put of a key over --max-key" 1 "$PM" kv put "$dir/never.kv" "$(printf 'k%.0s' {1..2000})" v
+has "the limit is named" err "over the limit of 1024 (--max-key)"
+[ ! -e "$dir/never.kv" ] || { echo "FAIL: a put of a key over the limit made a store"; fail=1; }
+printf 'k\tlong value\n' >"$dir/long.tsv"
+check "load of a value over --max-value" 1 "$PM" kv load "$dir/never.kv" "$dir/long.tsv" \
+  --max-value 4
+[ ! -e "$dir/never.kv" ] || { echo "FAIL: a load over the limits made a store"; fail=1; }
+
+# A closed stdout: the store must not take its descriptor (the value would
+# be written into the store).
+"$PM" kv get "$S" bin >&- 2>"$dir/err"
+got=$?
+[ "$got" -eq 1 ] || { echo "FAIL: get with stdout closed: exit $got"; fail=1; }
+check "the store is whole after a get with stdout closed" 0 "$PM" check "$S"
+check "a NaN wait" 2 "$PM" kv get "$S" bin --wait nan
+has "NaN is named" err "not a finite number"
+
+# A store root that is not one is reported by check, not a usage error.
+cp "$S" "$dir/badroot.kv"
+off=$(grep -obUa BACKEND1 "$dir/badroot.kv" | head -1 | cut -d: -f1)
+printf X | dd of="$dir/badroot.kv" bs=1 seek="$off" conv=notrunc status=none
+check "check of a store whose root is damaged" 1 "$PM" check "$dir/badroot.kv"
+has "the root is named" out "the store's root"
+has "damage is inconsistent" out "INCONSISTENT"
 
 # Usage errors exit 2.
 check "an empty store path" 2 "$PM" kv get "" k

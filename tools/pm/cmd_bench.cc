@@ -65,7 +65,7 @@ void add_kv_command(CLI::App* bench, const Globals& g, std::vector<Command>* out
       kv->add_option("--keys", cfg->keys, "keys loaded before the timed cells (default 1000000)")
           ->check(CLI::Range(uint64_t{2}, uint64_t{UINT32_MAX}));
   CLI::Option* seconds = kv->add_option("--seconds", cfg->seconds, "seconds per cell (default 2)")
-                             ->check(CLI::PositiveNumber);
+                             ->check(kBenchSeconds);
   CLI::Option* repeats =
       kv->add_option("--repeats", cfg->repeats,
                      "runs of each cell per engine, interleaved; the median is reported (default 3)")
@@ -154,7 +154,7 @@ void add_memcached_command(CLI::App* bench, const Globals& g, std::vector<Comman
   CLI::Option* keys = mc->add_option("--keys", cfg->keys, "items loaded (default 1000000)")
                           ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
   CLI::Option* secs = mc->add_option("--seconds", cfg->seconds, "seconds per cell (default 2)")
-                          ->check(CLI::PositiveNumber);
+                          ->check(kBenchSeconds);
   CLI::Option* reps = mc->add_option("--repeats", cfg->repeats, "runs per cell (median; default 3)")
                           ->check(CLI::Range(1, 100));
   mc->add_option("--threads", cfg->server_threads, "server threads")->capture_default_str()
@@ -200,7 +200,7 @@ void add_sqlite_command(CLI::App* bench, const Globals& g, std::vector<Command>*
   CLI::Option* rows = sq->add_option("--rows", cfg->rows, "rows loaded (default 1000000)")
                           ->check(CLI::Range(uint64_t{1000}, uint64_t{1} << 32));
   CLI::Option* secs = sq->add_option("--seconds", cfg->seconds, "seconds per cell (default 1)")
-                          ->check(CLI::PositiveNumber);
+                          ->check(kBenchSeconds);
   CLI::Option* reps = sq->add_option("--repeats", cfg->repeats, "runs per cell (median; default 3)")
                           ->check(CLI::Range(1, 16));
   sq->add_flag("--smoke", *smoke, "tiny sizes, for a quick check that it works");
@@ -273,7 +273,7 @@ void add_bench_commands(CLI::App& root, const Globals& g, std::vector<Command>* 
           ->add_option("--budget", a->budget,
                        "seconds a per-insert-commit run may take before it stops (default 10 on "
                        "pmem, 5 on msync)")
-          ->check(CLI::PositiveNumber);
+          ->check(kBenchSeconds);
   container->add_flag("--smoke", a->smoke, "tiny sizes, for a quick check that it works");
   out->push_back({container, [a, keys, budget, &g]() -> Status {
                     bench::Config cfg = a->smoke ? bench::Config::smoke_sized() : bench::Config();

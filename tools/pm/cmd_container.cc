@@ -71,8 +71,8 @@ constexpr char kStoreLayout[] = "kvstore";
 
 void print_check(const CheckReport& r, const ContainerInfo& i, const kv::StoreCheck* store,
                  bool json) {
-  const bool ok =
-      r.problems.empty() && r.escaping.empty() && (store == nullptr || store->problems.empty());
+  const bool ok = r.superblock.empty() && r.problems.empty() && r.escaping.empty() &&
+                  (store == nullptr || store->problems.empty());
   if (json) {
     nlohmann::json j{{"path", i.path},
                      {"ok", ok},
@@ -80,6 +80,7 @@ void print_check(const CheckReport& r, const ContainerInfo& i, const kv::StoreCh
                      {"blocks", r.blocks},
                      {"reachable_blocks", r.reachable_blocks},
                      {"used_bytes", r.used_bytes},
+                     {"superblock", r.superblock},
                      {"problems", r.problems},
                      {"escaping", escaping_json(r.escaping)}};
     if (store != nullptr) {
@@ -90,7 +91,9 @@ void print_check(const CheckReport& r, const ContainerInfo& i, const kv::StoreCh
     fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return;
   }
-  fmt::print("superblock    ok\njournal       {}\nheap          {} blocks ({} reachable), {}\n",
+  if (r.superblock.empty()) fmt::print("superblock    ok\n");
+  for (const std::string& p : r.superblock) fmt::print("superblock    {}\n", p);
+  fmt::print("journal       {}\nheap          {} blocks ({} reachable), {}\n",
              journal_state_name(i.journal), r.blocks, r.reachable_blocks, mib(r.used_bytes));
   for (const std::string& p : r.problems) fmt::print("problem       {}\n", p);
   for (const EscapingPointer& e : r.escaping) {
@@ -112,11 +115,12 @@ void print_check(const CheckReport& r, const ContainerInfo& i, const kv::StoreCh
 Status run_check(const std::string& path, bool json) {
   Result<std::unique_ptr<Container>> c = open_for_reading(path);
   if (!c.ok()) {
-    if (json) {
-      fmt::print(
-          "{}\n",
-          nlohmann::json{{"path", path}, {"ok", false}, {"problems", {c.status().message()}}}.dump(
-              2));
+    // A file too damaged to open is a check's finding; a busy, missing or
+    // unreadable one is an error like any other ({"error": ...}).
+    if (json && c.status().code() == Code::kCorruption) {
+      fmt::print("{}\n", json_text({{"path", path},
+                                    {"ok", false},
+                                    {"problems", {c.status().message()}}}));
       g_json_report_printed = true;
     }
     return c.status();
@@ -129,8 +133,17 @@ Status run_check(const std::string& path, bool json) {
   std::optional<kv::StoreCheck> store;
   if (info.layout == kStoreLayout && r.problems.empty()) {
     Result<kv::StoreCheck> s = kv::check_store(c->get());
-    if (!s.ok()) return s.status();
-    store = std::move(*s);
+    if (s.ok()) {
+      store = std::move(*s);
+    } else if (s.status().code() == Code::kInvalidArgument ||
+               s.status().code() == Code::kNotSupported) {
+      // The container says it holds a store: a root that is not one (or of
+      // a format no build wrote) is damage to report, not a usage error.
+      store.emplace();
+      store->problems.push_back("the store's root: " + s.status().message());
+    } else {
+      return s.status();
+    }
   }
   if (tty) std::fprintf(stderr, "\r\033[K");
   print_check(r, info, store ? &*store : nullptr, json);
@@ -140,6 +153,10 @@ Status run_check(const std::string& path, bool json) {
   }
   if (store && !store->problems.empty()) {
     return Status::corruption(fmt::format("{} problem(s) in the store", store->problems.size()));
+  }
+  if (!r.superblock.empty()) {
+    return Status::corruption(path + ": the superblock or its copy is damaged (the other one "
+                                     "was sound; a writable open rewrites it)");
   }
   if (!r.escaping.empty()) {
     return Status::invalid_argument(fmt::format(
@@ -153,13 +170,12 @@ void print_collect(const CollectReport& r, bool dry_run, bool json) {
     nlohmann::json by_size = nlohmann::json::array();
     for (auto [size, n] : r.freed_by_size)
       by_size.push_back({{"up_to_bytes", size}, {"blocks", n}});
-    fmt::print("{}\n", nlohmann::json{{"dry_run", dry_run},
-                                      {"live_blocks", r.live_blocks},
-                                      {"live_bytes", r.live_bytes},
-                                      {"unreachable_blocks", r.freed_blocks},
-                                      {"unreachable_bytes", r.freed_bytes},
-                                      {"unreachable_by_size", by_size}}
-                           .dump(2));
+    fmt::print("{}\n", json_text({{"dry_run", dry_run},
+                                  {"live_blocks", r.live_blocks},
+                                  {"live_bytes", r.live_bytes},
+                                  {"unreachable_blocks", r.freed_blocks},
+                                  {"unreachable_bytes", r.freed_bytes},
+                                  {"unreachable_by_size", by_size}}));
     return;
   }
   fmt::print("live          {} blocks, {}\n", r.live_blocks, mib(r.live_bytes));
@@ -171,7 +187,8 @@ void print_collect(const CollectReport& r, bool dry_run, bool json) {
 }
 
 Status run_gc(const std::string& path, bool dry_run, bool json) {
-  Result<std::unique_ptr<Container>> c = Container::open(path);
+  // A dry run changes nothing: it needs no write access.
+  Result<std::unique_ptr<Container>> c = dry_run ? open_for_reading(path) : Container::open(path);
   if (!c.ok()) return c.status();
   // A store frees its own blocks and links some (ghosts, chains of data
   // blocks) where reachability does not look: collecting would free them.
@@ -214,7 +231,7 @@ void add_container_commands(CLI::App& root, const Globals& g, std::vector<Comman
                     PM_TRY((*c)->commit());
                     ContainerInfo i = (*c)->info();
                     if (g.json) {
-                      fmt::print("{}\n", info_json(i).dump(2));
+                      fmt::print("{}\n", json_text(info_json(i)));
                     } else {
                       fmt::print("created {} ({} heap, base {:#x})\n", i.path, mib(i.heap_bytes),
                                  i.base_address);
@@ -230,7 +247,7 @@ void add_container_commands(CLI::App& root, const Globals& g, std::vector<Comman
                     if (!c.ok()) return c.status();
                     ContainerInfo i = (*c)->info();
                     if (g.json) {
-                      fmt::print("{}\n", info_json(i).dump(2));
+                      fmt::print("{}\n", json_text(info_json(i)));
                     } else {
                       print_info(i);
                     }

@@ -93,7 +93,7 @@ void add_store_args(CLI::App* app, StoreArgs* a, Access access) {
   app->add_option("--wait", a->wait_seconds,
                   "seconds to wait for a store another process has open (0: fail at once)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 86400.0));
+      ->check(kFinite & CLI::Range(0.0, 86400.0));
 }
 
 // False only when the path is known to be missing; other stat errors are
@@ -155,8 +155,6 @@ std::string shown(std::string_view s) {
   return out;
 }
 
-// JSON strings are UTF-8: bytes that are not come out as U+FFFD.
-std::string dump(const Json& j) { return j.dump(2, ' ', false, Json::error_handler_t::replace); }
 
 Status write_out(std::string_view bytes) {
   if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size() ||
@@ -192,7 +190,24 @@ void print_done(const KeyArgs& a, std::string_view done, bool json) {
   if (!json) return;
   Json obj = {{"store", a.store.path}, {"done", done}};
   put_bytes(obj, "key", a.key);
-  fmt::print("{}\n", dump(obj));
+  fmt::print("{}\n", json_text(obj));
+}
+
+// Sizes over the limits a new store would be made with: refused before it
+// is made, so that a put or load that fails on them leaves no store behind
+// (with limits fixed for good). An existing store checks its own.
+Status check_new_store_limits(const StoreArgs& a, std::string_view where, size_t key,
+                              size_t value) {
+  if (file_exists(a.path)) return Status();
+  if (key > a.max_key) {
+    return Status::invalid_argument(fmt::format("{}: key of {} bytes is over the limit of {} "
+                                                "(--max-key)", where, key, a.max_key));
+  }
+  if (value > a.max_value) {
+    return Status::invalid_argument(fmt::format("{}: value of {} bytes is over the limit of {} "
+                                                "(--max-value)", where, value, a.max_value));
+  }
+  return Status();
 }
 
 Status run_put(const KeyArgs& a, bool json) {
@@ -205,6 +220,7 @@ Status run_put(const KeyArgs& a, bool json) {
   } else {
     value = a.value;
   }
+  PM_TRY(check_new_store_limits(a.store, "put into " + a.store.path, a.key.size(), value.size()));
   Result<std::unique_ptr<kv::Store>> s = open_store(a.store, Access::kCreate);
   if (!s.ok()) return s.status();
   Status st = (*s)->put(a.key, value);
@@ -227,7 +243,7 @@ Status run_get(const KeyArgs& a, bool json) {
     Json obj = Json::object();
     put_bytes(obj, "key", a.key);
     put_bytes(obj, "value", value);
-    return write_out(dump(obj) + "\n");
+    return write_out(json_text(obj) + "\n");
   }
   return write_out(value);
 }
@@ -257,7 +273,7 @@ struct LsArgs {
 
 // Rows as they come from the store's ordered scan (nothing is held but the
 // output buffer): lines, or the elements of one JSON array laid out as
-// dump() would lay out the whole array.
+// json_text() would lay out the whole array.
 class LsPrinter {
  public:
   LsPrinter(bool json, bool values) : json_(json), values_(values) {}
@@ -267,7 +283,7 @@ class LsPrinter {
       put_bytes(obj, "key", k);
       if (values_) put_bytes(obj, "value", v);
       out_ += rows_ == 0 ? "[\n" : ",\n";
-      const std::string text = dump(obj);
+      const std::string text = json_text(obj);
       for (size_t at = 0; at < text.size();) {  // each line two spaces in
         const size_t nl = std::min(text.find('\n', at), text.size());
         (out_ += "  ").append(text, at, nl - at);
@@ -527,7 +543,8 @@ void print_load(const LoadArgs& a, const LoadCount& n, bool json) {
   if (json) {
     fmt::print(
         "{}\n",
-        dump({{"store", a.store.path}, {"file", a.file}, {"keys", n.keys}, {"lines", n.lines}}));
+        json_text(
+            {{"store", a.store.path}, {"file", a.file}, {"keys", n.keys}, {"lines", n.lines}}));
   } else {
     fmt::print("loaded {} key{} into {}\n", n.keys, n.keys == 1 ? "" : "s", a.store.path);
   }
@@ -536,6 +553,11 @@ void print_load(const LoadArgs& a, const LoadCount& n, bool json) {
 Status run_load(LoadArgs a, bool json) {
   std::ifstream file;
   if (a.file != "-") {
+    // A directory opens, and reading it fails with no cause the stream keeps.
+    struct stat st;
+    if (::stat(a.file.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      return Status::invalid_argument(a.file + " is a directory, not a file to load");
+    }
     file.open(a.file, std::ios::binary);
     if (!file) return Status::from_errno("open " + a.file, errno);
   }
@@ -549,9 +571,14 @@ Status run_load(LoadArgs a, bool json) {
   // Nothing is acknowledged before the checkpoint below, which makes every
   // loaded key durable, so the puts need not be durable one by one.
   a.store.async = true;
+  const std::string_view unit = a.format == "json" ? "element" : "line";
+  for (const Pair& p : pairs) {
+    PM_TRY(check_new_store_limits(a.store, fmt::format("{} {}", unit, p.line), p.key.size(),
+                                  p.value.size())
+               .with_context(nothing));
+  }
   Result<std::unique_ptr<kv::Store>> s = open_store(a.store, Access::kCreate);
   if (!s.ok()) return s.status();
-  const std::string_view unit = a.format == "json" ? "element" : "line";
   Status st = !whole ? load_partial(in, a.format, s->get(), &n)
                      : load_all(pairs, unit, s->get(), &n);
   // The checkpoint applies the keys to the backend. Failing (a full disk),
@@ -586,13 +613,15 @@ Status run_stats(const StoreArgs& a, bool json) {
   if (json) {
     Json obj = {{"store", a.path}};
     for (const auto& [name, v] : rows) obj[name] = v;
-    fmt::print("{}\n", dump(obj));
+    fmt::print("{}\n", json_text(obj));
     return Status();
   }
   // Counters (puts, gets, ...) count this process only: since the open.
   size_t width = 0;
   for (const auto& row : rows) width = std::max(width, std::strlen(row.first) + 2);
-  for (const auto& [name, v] : rows) fmt::print("{:<{}}{}\n", name, width, v.dump());
+  for (const auto& [name, v] : rows) {
+    fmt::print("{:<{}}{}\n", name, width, v.dump(-1, ' ', false, Json::error_handler_t::replace));
+  }
   return Status();
 }
 
@@ -606,7 +635,7 @@ Status run_salvage(const SalvageArgs& a, bool json) {
   Result<kv::SalvageReport> r = kv::salvage(a.from, a.to);
   if (!r.ok()) return r.status();
   if (json) {
-    fmt::print("{}\n", dump(Json{{"from", a.from},
+    fmt::print("{}\n", json_text(Json{{"from", a.from},
                                  {"to", a.to},
                                  {"keys", r->keys},
                                  {"from_logs", r->from_logs},

@@ -121,7 +121,7 @@ void add_mount_commands(CLI::App& root, const Globals& g, std::vector<Command>* 
   m->add_option("--wait", a->o.wait_seconds,
                 "seconds to wait for a store another process holds (a daemon still exiting)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 3600.0));
+      ->check(kFinite & CLI::Range(0.0, 3600.0));
   m->add_flag("--no-create", a->no_create, "fail instead of creating a missing store");
   m->add_flag("--sync", a->o.sync_every_change,
               "every change is durable before it returns, also off pmem (default: at once on "

@@ -6,7 +6,10 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -50,11 +53,32 @@ inline const CLI::Validator kPath(
     [](std::string& v) { return v.empty() ? std::string("the path is empty") : std::string(); },
     "PATH");
 
+// A number of seconds: NaN passes every range (its comparisons are all
+// false) and would wait for ever, so it is refused first, and so is
+// infinity.
+inline const CLI::Validator kFinite(
+    [](std::string& v) {
+      char* end = nullptr;
+      const double d = std::strtod(v.c_str(), &end);
+      return std::isfinite(d) ? std::string() : "'" + v + "' is not a finite number";
+    },
+    "FINITE");
+
+// Seconds a benchmark's cell or budget runs (CLI::PositiveNumber's message
+// prints the largest double in full).
+inline const CLI::Validator kBenchSeconds = kFinite & CLI::Range(0.001, 86400.0);
+
 // Commands that only read open a file read-only when this user may not
 // write it (a shared lock; pm::Options::read_only), and writably otherwise,
 // so that they also finish a recovery the file may need.
 inline bool open_read_only(const std::string& path) {
   return ::access(path.c_str(), W_OK) != 0 && errno != ENOENT;
+}
+
+// JSON text for stdout. Strings are UTF-8 in JSON: bytes of a path, key or
+// name that are not come out as U+FFFD (the default dump() throws).
+inline std::string json_text(const nlohmann::json& j) {
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 // Registration functions, one per command family.

@@ -1,5 +1,9 @@
 // pm: the libpm command-line tool. Results go to stdout, diagnostics to
 // stderr. Exit codes: 0 done, 1 failed, 2 usage.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -20,6 +24,32 @@ void json_error(const std::string& code, const std::string& message) {
   std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
 }
 
+// A standard descriptor the caller closed (`pm kv get s k >&-`) is given
+// /dev/null the wrong way round, so that it stays taken (else the store
+// opened next gets its number, and printing writes into the store) and
+// using it still fails, as it would have: output then ends in an error.
+void hold_closed_stdio() {
+  for (int fd = 0; fd < 3; fd++) {
+    if (::fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
+    const int null = ::open("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY);
+    if (null >= 0 && null != fd) {
+      (void)::dup2(null, fd);
+      ::close(null);
+    }
+  }
+}
+
+// Output that could not all be written (a full disk, a closed stdout)
+// fails the command: a script must not take a cut table for a result.
+int finish_output(const std::string& command, int rc) {
+  errno = 0;
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return rc;
+  const int err = errno;
+  std::fprintf(stderr, "pm %s: write stdout: %s\n", command.c_str(),
+               err != 0 ? std::strerror(err) : "an earlier write failed");
+  return rc == 0 ? 1 : rc;
+}
+
 bool wants_json(int argc, char** argv) {
   for (int i = 1; i < argc; i++) {
     if (std::strcmp(argv[i], "--json") == 0) return true;
@@ -33,6 +63,7 @@ int main(int argc, char** argv) {
   // Past a file-size limit (ulimit -f) a write fails with EFBIG, reported
   // as an error, instead of killing the process half way.
   std::signal(SIGXFSZ, SIG_IGN);
+  hold_closed_stdio();
   CLI::App app{"pm: persistent containers and the tools around them"};
   app.require_subcommand(1);
   app.fallthrough();  // global flags may follow the subcommand
@@ -77,9 +108,9 @@ int main(int argc, char** argv) {
     if (!s.ok()) {
       std::fprintf(stderr, "pm %s: %s\n", c.app->get_name().c_str(), s.to_string().c_str());
       if (g.json && !pm::cli::g_json_report_printed) json_error(s.to_string().substr(0, s.to_string().find(':')), s.message());
-      return 1;
+      return finish_output(c.app->get_name(), 1);
     }
-    return 0;
+    return finish_output(c.app->get_name(), 0);
   }
   return 2;
 }

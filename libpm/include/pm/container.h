@@ -64,6 +64,9 @@ struct EscapingPointer {
 
 // What check() found; empty `problems` and `escaping` mean consistent.
 struct CheckReport {
+  // The superblock or its copy found damaged (and what an open did about
+  // it). The heap is checked all the same: the other one was sound.
+  std::vector<std::string> superblock;
   std::vector<std::string> problems;
   std::vector<EscapingPointer> escaping;
   uint64_t blocks = 0;

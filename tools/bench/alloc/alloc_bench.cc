@@ -72,7 +72,7 @@ Status run_alloc_bench(const AllocConfig& cfg, bool json) {
                         {"targets", nlohmann::json::array()}};
   for (const Table& t : tables) doc["tables"].push_back(table_json(t));
   for (const Target& t : targets) doc["targets"].push_back(target_json(t));
-  fmt::print("{}\n", doc.dump(2));
+  fmt::print("{}\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   return Status();
 }
 

@@ -139,7 +139,7 @@ void print_suite(const char* suite, const Environment& e, const std::vector<Tabl
                                       {"environment", environment_json(e)},
                                       {"tables", jt},
                                       {"targets", jg}}
-                           .dump(2));
+                           .dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return;
   }
   print_environment(suite, e);

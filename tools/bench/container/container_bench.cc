@@ -129,7 +129,7 @@ Status run_container_bench(const Config& cfg, bool json) {
                           {"config", config_json(cfg)},
                           {"runs", nlohmann::json::array()}};
     for (const DirRun& r : runs) doc["runs"].push_back(run_json(r));
-    fmt::print("{}\n", doc.dump(2));
+    fmt::print("{}\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else if (runs.size() > 1) {
     fmt::print("\n==================== side by side ====================\n");
     print_table(targets_table(runs));

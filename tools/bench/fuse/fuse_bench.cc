@@ -417,7 +417,7 @@ Status run_fuse_bench(const FuseConfig& cfg, bool json) {
                           {"failures", run.failures},
                           {"tables", jt},
                           {"targets", jg}};
-    fmt::print("{}\n", doc.dump(2));
+    fmt::print("{}\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     for (const Table& t : tables) print_table(t);
     print_table(targets_table(goals));

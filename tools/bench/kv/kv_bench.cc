@@ -323,7 +323,7 @@ void print_json(const KvRun& run, const KvConfig& cfg, const Environment& env, c
                         {"kvstore", kv_store_json(run.store)},
                         {"tables", jt},
                         {"targets", jg}};
-  fmt::print("{}\n", doc.dump(2));
+  fmt::print("{}\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 }  // namespace
