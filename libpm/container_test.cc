@@ -969,6 +969,32 @@ TEST_F(ContainerTest, ReleaseCleanDropsDramButKeepsData) {
   EXPECT_EQ(c->root<char>()[0], 'y');
 }
 
+// A program started with stdin, stdout and stderr closed: the container's
+// descriptors must not take their numbers, or its printf() would write into
+// the file (pm kv get with stdout closed wrote the value over the
+// superblock).
+TEST_F(ContainerTest, AContainerNeverTakesTheStandardDescriptors) {
+  { auto c = must(Container::create(path_, small())); }
+  pid_t pid = fork();
+  if (pid == 0) {
+    for (int fd = 0; fd < 3; fd++) ::close(fd);
+    Options ro;
+    ro.read_only = true;
+    for (const Options& o : {Options(), ro}) {
+      Result<std::unique_ptr<Container>> c = Container::open(path_, o);
+      if (!c.ok()) _exit(2);
+      for (int fd = 0; fd < 3; fd++) {
+        if (::fcntl(fd, F_GETFD) != -1) _exit(3 + fd);
+      }
+    }
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: no open; 3-5: descriptor 0-2 taken";
+}
+
 TEST_F(ContainerTest, ReadCommittedSeesTheLastCommitNotTheWorkingView) {
   auto c = must(Container::create(path_, small()));
   auto* p = static_cast<char*>(*c->alloc(8192));

@@ -29,6 +29,7 @@
 #include <cstring>
 #include <memory>
 
+#include "libpm/file_lock.h"
 #include "libpm/page_bitmap.h"
 #include "libpm/tracker.h"
 #include "libpm/write_fault.h"
@@ -241,7 +242,8 @@ class UffdTracker final : public DirtyTracker, private WriteFaultSink {
 
 Result<std::unique_ptr<DirtyTracker>> make_uffd_tracker(uint64_t max_len,
                                                         uint64_t chunks_above) {
-  int uffd = static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
+  int uffd = FileLock::above_stdio(
+      static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK)));
   if (uffd < 0) {
     return Status::from_errno(
         "userfaultfd unavailable (needs CAP_SYS_PTRACE or "
@@ -257,7 +259,7 @@ Result<std::unique_ptr<DirtyTracker>> make_uffd_tracker(uint64_t max_len,
     return Status::not_supported(std::string("userfaultfd async write-protect needs Linux 6.7+ (") +
                                  std::strerror(err) + ")");
   }
-  int pagemap = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  int pagemap = FileLock::above_stdio(::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC));
   if (pagemap < 0) {
     int err = errno;
     ::close(uffd);
