@@ -255,6 +255,27 @@ Result<Backend::Found> Backend::get(std::string_view key, uint64_t h, std::strin
   return f;
 }
 
+Status Backend::check_indexed(std::string_view key, uint64_t h) {
+  if (index_ == nullptr) return Status();
+  std::shared_lock<std::shared_mutex> s(struct_mu_);
+  const uint64_t b = bucket_of(h);
+  std::lock_guard<std::mutex> l(stripe(b));  // then the index's lock, as apply_* take them
+  Result<BackendEntry**> link = find_link(b, key);
+  if (!link.ok()) return link.status();
+  const BackendEntry* e = **link;
+  if (!is_chain_end(e) && !is_ghost(e)) return Status();
+  Result<bool> indexed = index_->contains(key);
+  if (!indexed.ok()) return indexed.status();
+  if (!*indexed) return Status();
+  std::string shown;  // the key as the index holds it: damaged, so perhaps not text
+  for (char ch : key.substr(0, 64)) shown += (ch >= 32 && ch < 127) ? ch : '?';
+  std::string path = c_->usage().path;
+  if (!path.empty()) path += ": ";
+  return Status::corruption(path + "store index: it holds a key the table does not ('" +
+                            shown + (key.size() > 64 ? "...'" : "'") +
+                            "): a damaged index; run 'pm check', then 'pm kv salvage'");
+}
+
 Result<BackendEntry*> Backend::new_entry(std::string_view key, std::string_view value,
                                          uint64_t seq, bool ghost) {
   const size_t n = entry_bytes(key.size(), ghost ? sizeof(void*) : value.size());

@@ -138,6 +138,13 @@ class Backend {
   };
   // Thread-safe with apply_*.
   Result<Found> get(std::string_view key, uint64_t h, std::string* value);
+  // For a scan that read key from the index and then found no live entry
+  // of it: kCorruption if the index still holds it while the table holds no
+  // live entry (under the stripe lock, index keys == live keys: see
+  // ordered_index.h), i.e. a damaged index key that still sorts between its
+  // neighbours and stands for a key the scan would leave out. OK when the
+  // key was removed (or put) meanwhile. Thread-safe with apply_*.
+  Status check_indexed(std::string_view key, uint64_t h);
 
   // Apply one update unless the backend already holds a newer one (seq).
   // Thread-safe with each other and with get (not with the exclusive ones).

@@ -34,12 +34,14 @@ constexpr uint32_t kSlot = 4;
 // Cell bytes: leaf u16 length + key; inner u64 child + u16 length + key.
 uint32_t cell_bytes(bool leaf, size_t klen) { return (leaf ? 2 : 10) + static_cast<uint32_t>(klen); }
 
-Status damaged(uint64_t addr, const std::string& what) {
-  return Status::corruption("store index: node at " + std::to_string(addr) + " is damaged (" +
-                            what + "); run 'pm check', then 'pm kv salvage'");
-}
-
 }  // namespace
+
+Status OrderedIndex::damaged(uint64_t addr, const std::string& what) const {
+  std::string path = c_->usage().path;  // only when damage is found: usage() costs a system call
+  if (!path.empty()) path += ": ";
+  return Status::corruption(path + "store index: node at " + std::to_string(addr) +
+                            " is damaged (" + what + "); run 'pm check', then 'pm kv salvage'");
+}
 
 // A node, read through checks: header fields when made (node()), a cell's
 // offset and length when it is read (a damaged cell reads as an empty key
@@ -124,6 +126,32 @@ class OrderedIndex::Node {
     hd->n--;
     hd->dead += size;
   }
+  // Whether the cells fill the node as its header says: each inside it
+  // (from `heap` to the end) with a key length in (0, max_key], and their
+  // bytes plus the dead ones exactly `bytes - heap`. O(1) per cell (its slot
+  // and its length, which a read of the cell reads anyway; no key bytes):
+  // what makes a damaged length (a key that runs on over the cells beside
+  // it) or count (cells that are never read) corruption rather than a key
+  // that was never written or keys that are silently left out.
+  bool cells_fill() const {
+    const uint32_t heap = h()->heap, pre = leaf() ? 0 : 8;
+    uint64_t used = 0;
+    for (uint32_t i = 0; i < n(); i++) {
+      const uint32_t off = slot(i);
+      if (off < heap || uint64_t{off} + pre + 2 > bytes_) return false;
+      uint16_t len;
+      std::memcpy(&len, p_ + off + pre, 2);
+      if (len == 0 || len > max_key_ || uint64_t{off} + pre + 2 + len > bytes_) return false;
+      used += pre + 2 + len;
+    }
+    return used + h()->dead == uint64_t{bytes_} - heap;
+  }
+  // Whether the two keys before position pos rise (true below 2): after a
+  // binary search that stopped at pos, they are the keys that would reveal
+  // a damaged key at pos - 1 that sent it past keys it should have stopped
+  // at (see collect()).
+  bool rises_before(uint32_t pos) const { return pos < 2 || key(pos - 2) < key(pos - 1); }
+
   // Every cell, in order (for a rewrite), into *out (cleared first). False
   // when the node is damaged in a way the header checks cannot see: its
   // cells plus its dead bytes must fill it from `heap` to the end (so that
@@ -476,32 +504,94 @@ Status OrderedIndex::drop_empty(const std::vector<Step>& path) {
   return Status();
 }
 
+Result<bool> OrderedIndex::contains(std::string_view key) const {
+  std::shared_lock<std::shared_mutex> l(mu_);
+  thread_local std::vector<Step> path;
+  uint32_t pos;
+  bool present;
+  Result<Node> leaf = leaf_for(key, &path, &pos, &present);
+  if (!leaf.ok()) return leaf.status();
+  return present;
+}
+
 Status OrderedIndex::collect(std::string_view from, bool inclusive, std::string_view end,
                              size_t max, std::vector<std::string>* out) const {
   return collect(from, inclusive, end, max, [out](std::string_view k) { out->emplace_back(k); });
 }
 
+Result<OrderedIndex::Node> OrderedIndex::enter(uint64_t addr, uint32_t level, std::string_view lo,
+                                               std::string_view hi) const {
+  Result<Node> nd = node(addr, level);
+  if (!nd.ok()) return nd.status();
+  if (!nd->cells_fill()) return damaged(addr, "its cells and counts disagree");
+  // cells_fill() checked every cell: key() cannot fail here.
+  const uint32_t n = nd->n();
+  if (n > 0 && (nd->key(0) < lo || (!hi.empty() && nd->key(n - 1) >= hi))) {
+    return damaged(addr, "keys outside the range its parent gives it");
+  }
+  return nd;
+}
+
+// Every node read is entered (enter(): header, cells, range) once per call;
+// the keys between a node's first and last are compared as they are read:
+// each key returned with the one before it (the first with `from`), and
+// the last with the one after it in its leaf (the next call starts from
+// it). A damaged node thus gives kCorruption, never a key that was never
+// written or keys silently left out, except a key damaged into another
+// that still falls between its neighbours (only the table can tell: a
+// store's scan asks it, Backend::check_indexed). The cost: a slot and a
+// length per cell of each node read, and a few key comparisons per node.
 Status OrderedIndex::collect(std::string_view from, bool inclusive, std::string_view end,
                              size_t max, const std::function<void(std::string_view)>& fn) const {
   std::shared_lock<std::shared_mutex> l(mu_);
   thread_local std::vector<Step> path;
-  PM_TRY(descend(from, &path));
+  // path[d]'s upper bound (node memory: stable under the lock; empty: none).
+  thread_local std::vector<std::string_view> his;
   const uint32_t height = root_->height;
-  Result<Node> leaf = node(path.back().node, 0);
+  path.assign(height, Step{0, 0});
+  his.assign(height, std::string_view());
+  // Down to the leaf for `from`, each node within the bounds of the cells
+  // followed above it ([lo, hi); keys are never empty, so "" bounds none).
+  std::string_view lo, hi;
+  uint64_t addr = root_->root;
+  for (uint32_t d = 0; d + 1 < height; d++) {
+    Result<Node> nd = enter(addr, height - 1 - d, lo, hi);
+    if (!nd.ok()) return nd.status();
+    his[d] = hi;
+    const uint32_t pos = nd->bound(from, true);
+    if (!nd->rises_before(pos)) return damaged(addr, "keys out of order");
+    const int c = static_cast<int>(pos) - 1;
+    path[d] = {addr, c};
+    if (c >= 0) lo = nd->key(static_cast<uint32_t>(c));
+    if (pos < nd->n()) hi = nd->key(pos);
+    addr = nd->child(c);
+    if (nd->bad()) return damaged(nd->addr(), "a cell out of range");
+  }
+  Result<Node> leaf = enter(addr, 0, lo, hi);
   if (!leaf.ok()) return leaf.status();
+  his[height - 1] = hi;
+  path[height - 1] = {addr, 0};
   uint32_t i = leaf->bound(from, !inclusive);
+  // As read, key(i - 1) <= from < key(i). A damaged key at i - 1 that reads
+  // <= from though it was above would have sent the search past the keys
+  // between from and it: the key before it is then above it.
+  if (!leaf->rises_before(i)) return damaged(leaf->addr(), "keys out of order");
   std::string_view prev;  // the last key passed to fn (node memory: stable under the lock)
   // Bounded however the nodes point: each step moves a cell forward in a
   // node of the path, keys must keep rising, and no more leaves are visited
   // than the tree has nodes (a damaged tree that leads back, or into one
   // subtree from many cells, ends the walk with kCorruption).
   uint64_t leaves = 1;
-  for (size_t got = 0; got < max;) {
+  size_t got = 0;
+  while (got < max) {
     if (i < leaf->n()) {
       std::string_view k = leaf->key(i++);
       if (leaf->bad()) return damaged(leaf->addr(), "a cell out of range");
+      // Before the end test: a key damaged upward must not end the range.
+      if (got > 0 ? k <= prev : (inclusive ? k < from : k <= from)) {
+        return damaged(leaf->addr(), "keys out of order");
+      }
       if (!end.empty() && k >= end) break;
-      if (got > 0 && k <= prev) return damaged(leaf->addr(), "keys out of order");
       fn(k);
       prev = k;
       got++;
@@ -522,21 +612,32 @@ Status OrderedIndex::collect(std::string_view from, bool inclusive, std::string_
     }
     if (d == 0) break;  // past the last leaf
     if (++leaves > root_->nodes) return damaged(leaf->addr(), "the walk passes more leaves than nodes");
-    path[d - 1].child++;
-    uint64_t addr = up.child(path[d - 1].child);
+    const int c = ++path[d - 1].child;
+    lo = up.key(static_cast<uint32_t>(c));  // its cells were checked when it was entered
+    hi = static_cast<uint32_t>(c) + 1 < up.n() ? up.key(static_cast<uint32_t>(c) + 1) : his[d - 1];
+    addr = up.child(c);
     if (up.bad()) return damaged(up.addr(), "a cell out of range");
     for (size_t e = d; e < path.size(); e++) {
       const auto level = height - 1 - static_cast<uint32_t>(e);
-      Result<Node> nd = node(addr, level);
+      Result<Node> nd = enter(addr, level, lo, hi);
       if (!nd.ok()) return nd.status();
       path[e] = {addr, -1};
+      his[e] = hi;
       if (level == 0) {
         leaf = nd;
         break;
       }
+      if (nd->n() > 0) hi = nd->key(0);
       addr = nd->child(-1);
     }
     i = 0;
+  }
+  // Stopped at max inside a leaf: the last key returned must be below the
+  // next one, or the next call, which starts from it, would pass over the
+  // keys between them. (At a leaf's end, the leaf's bound did that.)
+  if (got > 0 && got == max && i < leaf->n()) {
+    const std::string_view next = leaf->key(i);
+    if (leaf->bad() || next <= prev) return damaged(leaf->addr(), "keys out of order");
   }
   return Status();
 }

@@ -27,7 +27,13 @@
 //
 // Damage: every node is checked (inside the heap, magic, level, counts,
 // offsets, key lengths) before it is read, so a damaged file gives
-// kCorruption naming the node, never a crash or a loop.
+// kCorruption naming the node, never a crash or a loop. Ordered reads
+// (collect) check more, so that damage is never a silently shorter scan:
+// each node's cells must fill it as its counts say, its keys must lie
+// within its parent's separators and rise as they are read (see collect);
+// a key damaged into one that still sorts between its neighbours is found
+// by the store's scan, which reads every key from the table
+// (Backend::check_indexed).
 //
 // Thread safety: insert and erase take the index's lock exclusively
 // (callers hold a backend stripe lock: stripe, then index), reads share it.
@@ -88,6 +94,9 @@ class OrderedIndex {
   Status collect(std::string_view from, bool inclusive, std::string_view end, size_t max,
                  const std::function<void(std::string_view)>& fn) const;
 
+  // Whether the index holds key (kCorruption on a damaged node on its path).
+  Result<bool> contains(std::string_view key) const;
+
   uint64_t keys() const;
   const IndexRoot* root() const { return root_; }
 
@@ -109,6 +118,12 @@ class OrderedIndex {
   OrderedIndex(pm::Container* c, IndexRoot* root, uint32_t max_key)
       : c_(c), root_(root), max_key_(max_key) {}
   Result<Node> node(uint64_t addr, uint32_t level) const;
+  // node(), then its cells (Node::cells_fill) and its first and last keys
+  // against the bounds its parent gives it, [lo, hi) (hi empty: none): what
+  // collect() checks of each node it reads.
+  Result<Node> enter(uint64_t addr, uint32_t level, std::string_view lo, std::string_view hi) const;
+  // kCorruption naming the store's file and the node.
+  Status damaged(uint64_t addr, const std::string& what) const;
   // The path from the root to the leaf where key belongs.
   Status descend(std::string_view key, std::vector<Step>* path) const;
   // That leaf, key's position in it (the first cell >= key), and whether
