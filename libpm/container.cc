@@ -470,12 +470,12 @@ Status ContainerImpl::init_existing(const PersistOpener& opener) {
                               " bytes: too small to be a container (truncated, or not one)");
   }
   PM_TRY(read_superblock(static_cast<uint64_t>(st.st_size)));
-  PM_TRY(fill_holes(lock_.fd(), st, ro, path_));
   heap_off_ = sb_.heap_offset;
   if (!options_.layout.empty() && options_.layout != sb_.layout) {
     return Status::invalid_argument("layout is '" + std::string(sb_.layout) +
                                     "', the program expects '" + options_.layout + "'");
   }
+  PM_TRY(fill_holes(lock_.fd(), st, ro, path_));
   Result<std::unique_ptr<Persist>> p = ro ? open_read_only_file(path_) : opener(path_);
   if (!p.ok()) return p.status();
   persist_ = std::move(*p);

@@ -5,12 +5,15 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <linux/magic.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "libpm/file_lock.h"
@@ -288,21 +291,41 @@ Status allocate_file_space(int fd, uint64_t off, uint64_t len, const std::string
 
 Status fill_holes(int fd, const struct stat& st, bool read_only, const std::string& path) {
   const uint64_t size = static_cast<uint64_t>(st.st_size);
-  const uint64_t allocated = static_cast<uint64_t>(st.st_blocks) * 512;
-  if (allocated >= size) return Status();
-  const std::string holes = path + " has " + std::to_string(size - allocated) +
-                            " bytes of holes (a sparse copy?)";
-  if (!read_only) {
-    Status s = allocate_file_space(fd, 0, size, path);
-    if (s.ok() || s.code() != Code::kNoSpace) return s;
-    return Status::no_space(holes + ", and its file system has no room to fill them: free "
-                            "space there, or copy the file without --sparse");
+  // Fewer blocks than bytes is the cheap hint (a compressing file system
+  // gives it too); SEEK_HOLE finds the holes themselves.
+  if (static_cast<uint64_t>(st.st_blocks) * 512 >= size) return Status();
+  std::vector<std::pair<uint64_t, uint64_t>> holes;  // offset, length
+  uint64_t hole_bytes = 0;
+  for (off_t at = 0; static_cast<uint64_t>(at) < size;) {
+    const off_t hole = ::lseek(fd, at, SEEK_HOLE);
+    if (hole < 0 || static_cast<uint64_t>(hole) >= size) break;  // none (or no SEEK_HOLE)
+    const off_t data = ::lseek(fd, hole, SEEK_DATA);
+    const uint64_t end = data < 0 ? size : std::min<uint64_t>(size, static_cast<uint64_t>(data));
+    holes.emplace_back(static_cast<uint64_t>(hole), end - static_cast<uint64_t>(hole));
+    hole_bytes += end - static_cast<uint64_t>(hole);
+    at = static_cast<off_t>(end);
   }
-  struct statvfs fs;
-  if (::fstatvfs(fd, &fs) != 0) return Status::from_errno("statvfs " + path, errno);
-  if (static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize >= size - allocated) return Status();
-  return Status::no_space(holes + ", and its file system has no room for them: reading them "
-                          "through a mapping would fail; free space there");
+  if (holes.empty()) return Status();
+  const std::string what = path + " has " + std::to_string(hole_bytes) +
+                           " bytes of holes (a sparse copy?)";
+  if (!read_only) {
+    for (const auto& [off, len] : holes) {
+      Status s = allocate_file_space(fd, off, len, path);
+      if (s.code() == Code::kNoSpace) {
+        return Status::no_space(what + ", and its file system has no room to fill them: free "
+                                "space there, or copy the file without --sparse");
+      }
+      PM_TRY(s);
+    }
+    return Status();
+  }
+  // Read-only: only tmpfs takes a page to read a hole through a mapping
+  // (other file systems map the zero page).
+  struct statfs fs;
+  if (::fstatfs(fd, &fs) != 0 || fs.f_type != TMPFS_MAGIC) return Status();
+  if (static_cast<uint64_t>(fs.f_bavail) * fs.f_bsize >= hole_bytes) return Status();
+  return Status::no_space(what + ", and its tmpfs has no room for them: reading them through "
+                          "a mapping would fail; free space there");
 }
 
 Result<std::unique_ptr<Persist>> open_pmem_file(const std::string& path) {

@@ -92,10 +92,10 @@ Status check_file_size_limit(uint64_t size, const std::string& path);
 Status allocate_file_space(int fd, uint64_t off, uint64_t len, const std::string& path);
 
 // A file with holes (a sparse copy: cp --sparse=always, tar -S, rsync -S)
-// takes disk space when a hole is first touched through a mapping, on
-// tmpfs even to read it; on a full disk that is SIGBUS. So an open fills
-// them first (kNoSpace when there is no room); a read-only open, which may
-// not, is refused (kNoSpace) when the file system has no room for them.
+// takes disk space when a hole is first written through a mapping, on
+// tmpfs even when it is read; on a full disk that is SIGBUS. So an open
+// fills them first (kNoSpace when there is no room); a read-only open,
+// which may not, is refused (kNoSpace) on a tmpfs without room for them.
 Status fill_holes(int fd, const struct stat& st, bool read_only, const std::string& path);
 
 // Opens the home view of an existing file through libpmem (pmem_map_file).

@@ -174,6 +174,11 @@ bool MemFile::names_super_journal() const {
          std::memcmp(tail, kJournalMagic, sizeof tail) == 0;
 }
 
+bool MemFile::has_references() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return std::any_of(pieces_.begin(), pieces_.end(), [](const auto& p) { return p.second.ref; });
+}
+
 uint64_t MemFile::held_bytes() const {
   std::lock_guard<std::mutex> g(mu_);
   uint64_t n = 0;

@@ -10,12 +10,14 @@
 // kept as a reference to it, not as a copy, past the journal's first
 // kCopiedBytes (a small transaction's records stay copies: a copy costs
 // less than the comparison, and its rollback reads no file). An update of
-// 300 MB held 300 MB of journal in DRAM before; now a few bytes a page. A reference
-// is valid only while that commit is the last one (OldPages::state):
-// SQLite reads a journal's records only to roll back, before the
-// database's commit; a transaction over several databases may roll one
-// back after its commit, and its journals keep copies first
-// (keep_old_pages()).
+// 300 MB held 300 MB of journal in DRAM before; now a few bytes a page.
+// A reference is valid only while that commit is the last one
+// (OldPages::committed_state): SQLite reads a journal's records to roll
+// back before the database's commit, except in a transaction over several
+// databases, which may roll one back after its commit. So before a commit
+// the VFS copies the pages in (keep_old_pages()) when another database
+// may be in the transaction, and after it empties a journal that still
+// refers (vfs.cc, db_sync_commit).
 //
 // A file lives from its first open with SQLITE_OPEN_CREATE until xDelete
 // (or its last close, with SQLITE_OPEN_DELETEONCLOSE), like a file in a
@@ -65,6 +67,8 @@ class MemFile {
   // True when the journal ends with SQLite's super-journal record (the
   // journal of one database in a transaction over several).
   bool names_super_journal() const;
+  // True when some page record is a reference.
+  bool has_references() const;
   // DRAM held for the file's bytes (references not counted).
   uint64_t held_bytes() const;
 

@@ -265,4 +265,13 @@ bool SharedDb::reserved() const {
   return level_ >= kReserved;
 }
 
+bool SharedDb::another_writer() const {
+  std::lock_guard<std::mutex> g(g_registry_mu);  // then lock_mu_: lock() takes no registry lock
+  for (const auto& [path, e] : registry()) {
+    std::shared_ptr<SharedDb> db = e.open.lock();  // dropped under the lock, as release() does
+    if (db && db.get() != this && db->reserved()) return true;
+  }
+  return false;
+}
+
 }  // namespace pmsqlite

@@ -81,6 +81,9 @@ class SharedDb final : public OldPages {
   int lock(int* mine, int level);
   int unlock(int* mine, int level);
   bool reserved() const;
+  // True when another database open in this process holds RESERVED or
+  // more: it may be in this one's transaction (ATTACH).
+  bool another_writer() const;
 
   // OldPages, for the database's journal (mem_file.h): the state is the
   // number of commits this SharedDb made.

@@ -93,16 +93,32 @@ int db_commit(DbFile* d) {
   return s.ok() ? SQLITE_OK : fail(s, SQLITE_IOERR_FSYNC);
 }
 
+// A journal that refers to committed pages (mem_file.h) meets the commit
+// that replaces them here.
 int db_sync_commit(DbFile* d) {
   d->unsynced_writes = false;
+  std::shared_ptr<MemFile> j = mem_files::open(d->db->path() + "-journal", false);
+  const bool refers = j && j->has_references();
   // In a transaction over several databases SQLite may roll this one back
-  // after its commit (when a later database's fails): its journal must
-  // then hold copies of the old pages, not references to what this commit
-  // replaces (mem_file.h).
-  if (auto j = mem_files::open(d->db->path() + "-journal", false); j && j->names_super_journal()) {
+  // after its commit, when a later database's fails. Such a transaction
+  // leaves a super-journal's name at the journal's end, or (a main
+  // database in memory, or one other database that syncs) it does not:
+  // then another database of this process holds a write lock.
+  if (refers && (j->names_super_journal() || d->db->another_writer())) {
     if (Status s = j->keep_old_pages(); !s.ok()) return fail(s, SQLITE_IOERR_FSYNC);
   }
-  return db_commit(d);
+  const uint64_t before = d->db->committed_state();
+  const int rc = db_commit(d);
+  // The pages the journal still refers to are gone: it can serve no
+  // rollback now. Emptied, it is one SQLite finds nothing to play back in
+  // (a failing database after this one in a transaction with a database of
+  // another VFS, which the VFS cannot see, leaves this one committed); kept,
+  // a journal mode that keeps journals (PERSIST, TRUNCATE, locking_mode=
+  // EXCLUSIVE) would read the stale references later and fail.
+  if (rc == SQLITE_OK && refers && d->db->committed_state() != before && j->has_references()) {
+    j->truncate(0);
+  }
+  return rc;
 }
 
 int db_unlock(sqlite3_file* f, int level) {

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -69,6 +70,17 @@ TEST(SqliteVfsTest, RollbackStatementRollbackAndSavepointsWork) {
   ASSERT_EQ(db.exec("SAVEPOINT s; INSERT INTO t VALUES(5, 'five'); ROLLBACK TO s; COMMIT"), SQLITE_OK);
   EXPECT_EQ(db.one("SELECT group_concat(k) FROM t"), "1,2");
   EXPECT_EQ(db.one("PRAGMA integrity_check"), "ok");
+}
+
+// Runs body in a child (with limits of its own, say) and expects exit 0;
+// body returns the number of the step that failed.
+void run_in_child(const std::function<int()>& body) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(body());
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "signal " << WTERMSIG(status);
+  ASSERT_EQ(WEXITSTATUS(status), 0) << "the step that failed";
 }
 
 // A database of 512-byte pages for MemFile alone: page i is all 'a' + i.
@@ -175,8 +187,7 @@ TEST(SqliteVfsTest, ALargeUpdatesJournalRefersToCommittedPages) {
   // fails (its journal needs room), and SQLite rolls back from the journal.
   struct stat st {};
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
-  pid_t pid = fork();
-  if (pid == 0) {
+  run_in_child([&] {
     signal(SIGXFSZ, SIG_IGN);
     rlimit lim{static_cast<rlim_t>(st.st_size), static_cast<rlim_t>(st.st_size)};
     setrlimit(RLIMIT_FSIZE, &lim);
@@ -184,15 +195,11 @@ TEST(SqliteVfsTest, ALargeUpdatesJournalRefersToCommittedPages) {
     // Each row twice as long: the heap must grow too.
     if (db.exec("PRAGMA cache_size=20; UPDATE t SET v = 'c' || substr(v, 2) || v") !=
         SQLITE_FULL) {
-      _exit(2);
+      return 2;
     }
-    if (db.one(rows) != before || db.one("PRAGMA integrity_check") != "ok") _exit(3);
-    _exit(0);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status)) << "signal " << WTERMSIG(status);
-  ASSERT_EQ(WEXITSTATUS(status), 0);
+    if (db.one(rows) != before || db.one("PRAGMA integrity_check") != "ok") return 3;
+    return 0;
+  });
   Db db(path);
   EXPECT_EQ(db.one(rows), before);
   EXPECT_EQ(db.one("PRAGMA integrity_check"), "ok");
@@ -201,45 +208,84 @@ TEST(SqliteVfsTest, ALargeUpdatesJournalRefersToCommittedPages) {
 // A transaction over two databases that fails at the second's commit rolls
 // the first back after the first committed: its journal kept copies of the
 // old pages before that commit, as references would name what it replaced.
+// With a main database on a file, SQLite names a super-journal at the end
+// of each journal; with a main database in memory it does not, and the
+// other database's write lock tells.
 TEST(SqliteVfsTest, ATransactionOverTwoDatabasesRollsBackTheOneThatCommitted) {
-  TempDir dir;
-  const std::string a = dir.file("a.db"), b = dir.file("b.db");
-  const std::string fill = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n "
-                           "WHERE i<3000) INSERT INTO t SELECT i, printf('%01000d', i) FROM n";
-  {
-    Db da(a), db(b);
-    ASSERT_EQ(da.exec("CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT); " + fill), SQLITE_OK);
-    ASSERT_EQ(db.exec("CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT); " + fill), SQLITE_OK);
-  }
-  struct stat sa {}, sb {};
-  ASSERT_EQ(::stat(a.c_str(), &sa), 0);
-  ASSERT_EQ(::stat(b.c_str(), &sb), 0);
-  pid_t pid = fork();
-  if (pid == 0) {
-    signal(SIGXFSZ, SIG_IGN);
-    const auto most = static_cast<rlim_t>(std::max(sa.st_size, sb.st_size));
-    rlimit lim{most, most};
-    setrlimit(RLIMIT_FSIZE, &lim);
-    Db db(a);
-    if (db.exec("ATTACH 'file:" + b + "?vfs=pm' AS b") != SQLITE_OK) _exit(2);
-    // One row of a, every row of b: b's commit needs journal room a lacks.
-    int rc = db.exec("BEGIN; UPDATE main.t SET v = 'x' WHERE k = 1; UPDATE b.t SET v = 'y'; COMMIT");
-    if (rc != SQLITE_FULL) {
-      fprintf(stderr, "commit: %d %s\n", rc, db.error().c_str());
-      _exit(3);
+  for (bool main_in_memory : {false, true}) {
+    TempDir dir;
+    const std::string a = dir.file("a.db"), b = dir.file("b.db");
+    auto fill = [](int rows) {
+      return "CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT); WITH RECURSIVE n(i) AS (SELECT 1 "
+             "UNION ALL SELECT i+1 FROM n WHERE i<" + std::to_string(rows) +
+             ") INSERT INTO t SELECT i, printf('%01000d', i) FROM n";
+    };
+    {
+      Db da(a), db(b);
+      ASSERT_EQ(da.exec(fill(3000)), SQLITE_OK);
+      ASSERT_EQ(db.exec(fill(30000)), SQLITE_OK);
     }
-    (void)db.exec("ROLLBACK");
-    if (db.one("SELECT v FROM main.t WHERE k = 1") != std::string(999, '0') + "1") _exit(4);
-    if (db.one("SELECT count(*) FROM b.t WHERE v = 'y'") != "0") _exit(5);
-    _exit(0);
+    struct stat sa {}, sb {};
+    ASSERT_EQ(::stat(a.c_str(), &sa), 0);
+    ASSERT_EQ(::stat(b.c_str(), &sb), 0);
+    const std::string ta = main_in_memory ? "a.t" : "main.t";
+    const std::string a_whole = "SELECT count(*) FROM " + ta + " WHERE v = printf('%01000d', k)";
+    run_in_child([&] {
+      // Room for a's commit, not for b's (30 MB of changed bytes to journal).
+      signal(SIGXFSZ, SIG_IGN);
+      const auto most = static_cast<rlim_t>(std::max(sa.st_size, sb.st_size) + (2 << 20));
+      rlimit lim{most, most};
+      setrlimit(RLIMIT_FSIZE, &lim);
+      Db db(main_in_memory ? ":memory:" : a);
+      const std::string attach_a = main_in_memory ? "ATTACH 'file:" + a + "?vfs=pm' AS a; " : "";
+      const std::string sa_ = main_in_memory ? "a" : "main";
+      // Caches that hold each update whole: the pages reach the files at
+      // the commit, a's first, and only b's commit fails.
+      if (db.exec(attach_a + "ATTACH 'file:" + b + "?vfs=pm' AS b; PRAGMA " + sa_ +
+                  ".cache_size=-200000; PRAGMA b.cache_size=-200000") != SQLITE_OK) {
+        return 2;
+      }
+      int rc = db.exec("BEGIN; UPDATE " + ta + " SET v = 'x' || substr(v, 2) WHERE k <= 1000; "
+                       "UPDATE b.t SET v = hex(randomblob(500)); COMMIT");
+      if (rc != SQLITE_FULL) {
+        fprintf(stderr, "commit: %d %s\n", rc, db.error().c_str());
+        return 3;
+      }
+      (void)db.exec("ROLLBACK");
+      if (db.one(a_whole) != "3000") return 4;
+      if (db.one("SELECT count(*) FROM b.t WHERE v = printf('%01000d', k)") != "30000") return 5;
+      return 0;
+    });
+    Db db(a);
+    EXPECT_EQ(db.one("SELECT count(*) FROM t WHERE v = printf('%01000d', k)"), "3000")
+        << (main_in_memory ? "main in memory" : "main on a file");
+    EXPECT_EQ(db.one("PRAGMA integrity_check"), "ok");
   }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status)) << "signal " << WTERMSIG(status);
-  ASSERT_EQ(WEXITSTATUS(status), 0);
-  Db db(a);
-  EXPECT_EQ(db.one("SELECT v FROM t WHERE k = 1"), std::string(999, '0') + "1");
-  EXPECT_EQ(db.one("PRAGMA integrity_check"), "ok");
+}
+
+// Journal modes that keep a journal across transactions: the references a
+// committed transaction left must never be read by a later rollback (they
+// name pages that commit replaced).
+TEST(SqliteVfsTest, AJournalKeptAcrossTransactionsNeverReadsStaleReferences) {
+  for (const char* mode : {"PRAGMA journal_mode=PERSIST", "PRAGMA journal_mode=TRUNCATE",
+                           "PRAGMA locking_mode=EXCLUSIVE"}) {
+    TempDir dir;
+    Db db(dir.file("p.db"));
+    ASSERT_EQ(db.exec(std::string(mode) + "; CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT);"
+                      "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i<3000)"
+                      " INSERT INTO t SELECT i, printf('%01000d', i) FROM n"),
+              SQLITE_OK)
+        << mode;
+    ASSERT_EQ(db.exec("UPDATE t SET v = 'x' || substr(v, 2)"), SQLITE_OK) << mode;
+    ASSERT_EQ(db.exec("BEGIN; UPDATE t SET v = 'y' WHERE k = 7; ROLLBACK"), SQLITE_OK)
+        << mode << ": " << db.error();
+    ASSERT_EQ(db.exec("BEGIN; UPDATE t SET v = 'z' || substr(v, 2); ROLLBACK"), SQLITE_OK)
+        << mode << ": " << db.error();
+    EXPECT_EQ(db.one("SELECT count(*) FROM t WHERE v = 'x' || substr(printf('%01000d', k), 2)"),
+              "3000")
+        << mode;
+    EXPECT_EQ(db.one("PRAGMA integrity_check"), "ok") << mode;
+  }
 }
 
 TEST(SqliteVfsTest, TheJournalLivesInDramAndWalIsRefused) {

@@ -198,7 +198,6 @@ void print_done(const KeyArgs& a, std::string_view done, bool json) {
 // (with limits fixed for good). An existing store checks its own.
 Status check_new_store_limits(const StoreArgs& a, std::string_view where, size_t key,
                               size_t value) {
-  if (file_exists(a.path)) return Status();
   if (key > a.max_key) {
     return Status::invalid_argument(fmt::format("{}: key of {} bytes is over the limit of {} "
                                                 "(--max-key)", where, key, a.max_key));
@@ -220,7 +219,10 @@ Status run_put(const KeyArgs& a, bool json) {
   } else {
     value = a.value;
   }
-  PM_TRY(check_new_store_limits(a.store, "put into " + a.store.path, a.key.size(), value.size()));
+  if (!file_exists(a.store.path)) {
+    PM_TRY(check_new_store_limits(a.store, "put into " + a.store.path, a.key.size(),
+                                  value.size()));
+  }
   Result<std::unique_ptr<kv::Store>> s = open_store(a.store, Access::kCreate);
   if (!s.ok()) return s.status();
   Status st = (*s)->put(a.key, value);
@@ -572,10 +574,12 @@ Status run_load(LoadArgs a, bool json) {
   // loaded key durable, so the puts need not be durable one by one.
   a.store.async = true;
   const std::string_view unit = a.format == "json" ? "element" : "line";
-  for (const Pair& p : pairs) {
-    PM_TRY(check_new_store_limits(a.store, fmt::format("{} {}", unit, p.line), p.key.size(),
-                                  p.value.size())
-               .with_context(nothing));
+  if (!file_exists(a.store.path)) {
+    for (const Pair& p : pairs) {
+      PM_TRY(check_new_store_limits(a.store, fmt::format("{} {}", unit, p.line), p.key.size(),
+                                    p.value.size())
+                 .with_context(nothing));
+    }
   }
   Result<std::unique_ptr<kv::Store>> s = open_store(a.store, Access::kCreate);
   if (!s.ok()) return s.status();
