@@ -40,14 +40,15 @@ void hold_closed_stdio() {
 }
 
 // Output that could not all be written (a full disk, a closed stdout)
-// fails the command: a script must not take a cut table for a result.
+// fails the command: a script must not take a cut table for a result. (A
+// command that failed has said why already.)
 int finish_output(const std::string& command, int rc) {
   errno = 0;
-  if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return rc;
+  if ((std::fflush(stdout) == 0 && !std::ferror(stdout)) || rc != 0) return rc;
   const int err = errno;
   std::fprintf(stderr, "pm %s: write stdout: %s\n", command.c_str(),
                err != 0 ? std::strerror(err) : "an earlier write failed");
-  return rc == 0 ? 1 : rc;
+  return 1;
 }
 
 bool wants_json(int argc, char** argv) {

@@ -10,7 +10,9 @@
  * PM_EINVAL (NULL, or -1, from the functions that return those); no
  * argument makes a call throw or abort.
  * Thread-safe: a kv_store may be used from any number of threads; kv_close
- * must not run concurrently with other calls on the same store. kv_close
+ * must not run concurrently with other calls on the same store, its
+ * transactions, cursors or iterators included (after it has returned they
+ * are safe: see below). kv_close
  * aborts the store's open transactions and ends its iterators: calls on
  * them then give PM_EINVAL ("its store was closed"), and kv_commit,
  * kv_abort and kv_iter_close still free them. */
