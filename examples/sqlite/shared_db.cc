@@ -134,6 +134,10 @@ Result<std::shared_ptr<SharedDb>> SharedDb::open(const std::string& path, const 
     return s;
   }
   std::shared_ptr<SharedDb> db(new SharedDb(path, std::move(owned), c, *image, e.committer, read_only));
+  if (struct stat st {}; ::stat(path.c_str(), &st) == 0) {
+    db->dev_ = st.st_dev;
+    db->ino_ = st.st_ino;
+  }
   e.open = db;
   e.pid = ::getpid();
   return db;
@@ -144,6 +148,12 @@ bool SharedDb::is_open(const std::string& path) {
   auto it = registry().find(path);
   return it != registry().end() &&
          (it->second.bound != nullptr || (it->second.pid == ::getpid() && !it->second.open.expired()));
+}
+
+bool SharedDb::moved() const {
+  struct stat st {};
+  if (ino_ == 0) return false;
+  return ::stat(path_.c_str(), &st) != 0 || st.st_dev != dev_ || st.st_ino != ino_;
 }
 
 std::shared_ptr<SharedDb> SharedDb::find_owned(const std::string& path) {

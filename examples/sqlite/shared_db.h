@@ -67,6 +67,10 @@ class SharedDb final : public OldPages {
   DbImage& image() { return image_; }
   const std::string& path() const { return path_; }
   bool read_only() const { return read_only_; }
+  // True when the path no longer names the file opened (renamed, removed,
+  // or replaced since): SQLite then refuses writes, SQLITE_READONLY_DBMOVED
+  // (SQLITE_FCNTL_HAS_MOVED), as with its own VFS.
+  bool moved() const;
 
   // Records that the image changed since the last commit.
   void mark_dirty() { dirty_.store(true, std::memory_order_relaxed); }
@@ -106,6 +110,7 @@ class SharedDb final : public OldPages {
   Committer committer_;
   bool read_only_;
   std::atomic<bool> dirty_{false};
+  uint64_t dev_ = 0, ino_ = 0;  // the file's, at open (0: unknown)
   mutable std::mutex commit_mu_;  // a commit, or a read of what it left
   uint64_t commits_ = 0;          // under commit_mu_
 

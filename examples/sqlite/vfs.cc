@@ -243,6 +243,9 @@ int db_file_control(sqlite3_file* f, int op, void* arg) {
       if (want >= 0) db_of(f)->mmap_size = want;
       return SQLITE_OK;
     }
+    case SQLITE_FCNTL_HAS_MOVED:  // asked before a write transaction opens its journal
+      *static_cast<int*>(arg) = db_of(f)->db->moved() ? 1 : 0;
+      return SQLITE_OK;
     case SQLITE_FCNTL_VFSNAME:
       *static_cast<char**>(arg) = sqlite3_mprintf("%s", PMSQLITE_VFS_NAME);
       return SQLITE_OK;

@@ -288,6 +288,21 @@ TEST(SqliteVfsTest, AJournalKeptAcrossTransactionsNeverReadsStaleReferences) {
   }
 }
 
+// A database file renamed or removed while open: writes are refused, as
+// SQLite's own VFS refuses them (they went on into the moved file).
+TEST(SqliteVfsTest, AFileMovedWhileOpenRefusesWrites) {
+  TempDir dir;
+  const std::string path = dir.file("m.db");
+  Db db(path);
+  ASSERT_EQ(db.exec("CREATE TABLE t(x); INSERT INTO t VALUES(1)"), SQLITE_OK);
+  ASSERT_EQ(::rename(path.c_str(), (path + ".old").c_str()), 0);
+  EXPECT_EQ(db.exec("INSERT INTO t VALUES(2)"), SQLITE_READONLY) << db.error();
+  EXPECT_EQ(sqlite3_extended_errcode(db.get()), SQLITE_READONLY_DBMOVED);
+  EXPECT_EQ(db.one("SELECT sum(x) FROM t"), "1");  // reads go on
+  ASSERT_EQ(::rename((path + ".old").c_str(), path.c_str()), 0);
+  EXPECT_EQ(db.exec("INSERT INTO t VALUES(2)"), SQLITE_OK) << db.error();
+}
+
 TEST(SqliteVfsTest, TheJournalLivesInDramAndWalIsRefused) {
   TempDir dir;
   const std::string path = dir.file("j.db");
