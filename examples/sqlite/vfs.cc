@@ -170,7 +170,11 @@ int db_read(sqlite3_file* f, void* buf, int n, sqlite3_int64 off) {
 // a database in WAL mode. The backup API copies page 1 of a WAL database
 // as it is, and SQLite would then want a write-ahead log this VFS does not
 // have: the database could not be opened again. Written as 1 (rollback
-// journal), as SQLite itself writes them when it leaves WAL mode.
+// journal), as SQLite itself writes them when it leaves WAL mode. The
+// connection that wrote it still caches the copied page: the file change
+// counter (bytes 24-27, and its copy at 92-95 that keeps the header's page
+// count valid) is advanced too, so that its next read transaction finds the
+// file changed and reads page 1 again.
 int db_write(sqlite3_file* f, const void* buf, int n, sqlite3_int64 off) {
   SharedDb& db = *db_of(f)->db;
   if (db.read_only()) return SQLITE_READONLY;
@@ -183,6 +187,13 @@ int db_write(sqlite3_file* f, const void* buf, int n, sqlite3_int64 off) {
     if (b[18] == 2 || b[19] == 2) {
       rollback_page1.assign(static_cast<const char*>(buf), static_cast<size_t>(n));
       rollback_page1[18] = rollback_page1[19] = 1;
+      if (n >= 96) {
+        const uint32_t counter = (uint32_t{b[24]} << 24 | uint32_t{b[25]} << 16 |
+                                  uint32_t{b[26]} << 8 | b[27]) + 1;
+        for (int at : {24, 92}) {
+          for (int i = 0; i < 4; i++) rollback_page1[at + i] = char(counter >> (24 - 8 * i));
+        }
+      }
       src = rollback_page1.data();
     }
   }
