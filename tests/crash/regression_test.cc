@@ -549,23 +549,40 @@ TEST(FreshBytes, AnAbortForgetsWhatAFailedCommitWroteHome) {
 
 // --- Defect 5: a full disk killed the process with SIGBUS.
 
+// In a child process: SIGBUS exits 99 (our own handler, so that the answer
+// is the same under ASan, which would report the signal and exit 1), and a
+// 16 MiB tmpfs in a mount namespace of its own. Its path, or "" when none
+// can be had (not root).
+std::string small_private_tmpfs() {
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { ::_exit(99); };
+  ::sigaction(SIGBUS, &sa, nullptr);
+  if (::unshare(CLONE_NEWNS) != 0) return "";
+  if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return "";
+  char dir[] = "/tmp/pm-full-XXXXXX";  // mkdtemp's template
+  if (::mkdtemp(dir) == nullptr) return "";
+  if (::mount("tmpfs", dir, "tmpfs", 0, "size=16m") != 0) return "";
+  return dir;
+}
+
+// Fills what is left of the file system with the file `filler`.
+void fill_disk(const std::string& filler) {
+  const int fd = ::open(filler.c_str(), O_WRONLY | O_CREAT, 0600);
+  std::vector<char> block(1 << 16, 'f');
+  while (::write(fd, block.data(), block.size()) > 0) {
+  }
+  ::close(fd);
+}
+
 // In a child with its own mount namespace and a small tmpfs: create a
 // store, fill the file system, then put and checkpoint. Exit codes: 0 all
 // good, 77 no tmpfs to be had (not root), 99 SIGBUS, else the step that
 // went wrong.
 int full_disk_child(bool sparse) {
-  // Our own handler, so that the answer is the same under ASan (which
-  // would report the signal and exit 1).
-  struct sigaction sa {};
-  sa.sa_handler = [](int) { ::_exit(99); };
-  ::sigaction(SIGBUS, &sa, nullptr);
-  if (::unshare(CLONE_NEWNS) != 0) return 77;
-  if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 77;
-  char dir[] = "/tmp/pm-full-XXXXXX";
-  if (::mkdtemp(dir) == nullptr) return 77;
-  if (::mount("tmpfs", dir, "tmpfs", 0, "size=16m") != 0) return 77;
+  const std::string dir = small_private_tmpfs();
+  if (dir.empty()) return 77;
   g_planted_bugs.sparse_file = sparse;
-  const std::string path = std::string(dir) + "/kv.pm";
+  const std::string path = dir + "/kv.pm";
   kv::StoreOptions o = one_log(kv::Durability::kSync);
   o.log_bytes = 4 << 20;
   o.initial_heap_bytes = 2 << 20;
@@ -575,12 +592,8 @@ int full_disk_child(bool sparse) {
   Result<std::unique_ptr<kv::Store>> s = kv::Store::open(path, o);
   if (!s.ok()) return 10;
   // Fill what is left.
-  const std::string filler = std::string(dir) + "/filler";
-  int fd = ::open(filler.c_str(), O_WRONLY | O_CREAT, 0600);
-  std::vector<char> block(1 << 16, 'f');
-  while (::write(fd, block.data(), block.size()) > 0) {
-  }
-  ::close(fd);
+  const std::string filler = dir + "/filler";
+  fill_disk(filler);
   // Puts only need their log's space, reserved at create.
   for (int i = 0; i < kKeys; i++) {
     if (!(*s)->put("key" + std::to_string(i), std::string(1000, 'v')).ok()) return 11;
@@ -601,15 +614,12 @@ int full_disk_child(bool sparse) {
   }
   if (!(*s)->checkpoint().ok()) return 16;
   // A container that cannot get its space is not created at all.
-  fd = ::open(filler.c_str(), O_WRONLY | O_CREAT, 0600);
-  while (::write(fd, block.data(), block.size()) > 0) {
-  }
-  ::close(fd);
+  fill_disk(filler);
   Options big;
   big.initial_size = 64 << 20;
-  Result<std::unique_ptr<Container>> c = Container::create(std::string(dir) + "/big.pm", big);
+  Result<std::unique_ptr<Container>> c = Container::create(dir + "/big.pm", big);
   if (c.ok() || c.status().code() != Code::kNoSpace) return 17;
-  if (::access((std::string(dir) + "/big.pm").c_str(), F_OK) == 0) return 18;
+  if (::access((dir + "/big.pm").c_str(), F_OK) == 0) return 18;
   return 0;
 }
 
@@ -638,15 +648,9 @@ TEST(Issue11Defect5, AFullDiskGivesErrorsNotSigbus) {
 // for `pm info`. An open now fills the holes or says there is no room.
 // Exit codes as full_disk_child's.
 int sparse_copy_child() {
-  struct sigaction sa {};
-  sa.sa_handler = [](int) { ::_exit(99); };
-  ::sigaction(SIGBUS, &sa, nullptr);
-  if (::unshare(CLONE_NEWNS) != 0) return 77;
-  if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 77;
-  char dir[] = "/tmp/pm-sparse-XXXXXX";
-  if (::mkdtemp(dir) == nullptr) return 77;
-  if (::mount("tmpfs", dir, "tmpfs", 0, "size=16m") != 0) return 77;
-  const std::string made = std::string(dir) + "/made.pm", copy = std::string(dir) + "/copy.pm";
+  const std::string dir = small_private_tmpfs();
+  if (dir.empty()) return 77;
+  const std::string made = dir + "/made.pm", copy = dir + "/copy.pm";
   {
     Options o;
     o.initial_size = 8 << 20;
@@ -672,12 +676,8 @@ int sparse_copy_child() {
   ::close(in);
   ::close(out);
   ::unlink(made.c_str());
-  const std::string filler = std::string(dir) + "/filler";
-  int fd = ::open(filler.c_str(), O_WRONLY | O_CREAT, 0600);
-  std::fill(block.begin(), block.end(), 'f');
-  while (::write(fd, block.data(), block.size()) > 0) {
-  }
-  ::close(fd);
+  const std::string filler = dir + "/filler";
+  fill_disk(filler);
   Result<std::unique_ptr<Container>> c = Container::open(copy);
   if (c.ok() || c.status().code() != Code::kNoSpace) return 14;
   if (c.status().message().find("holes") == std::string::npos) return 15;
