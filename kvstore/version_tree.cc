@@ -149,8 +149,19 @@ class VersionTree::Impl {
   struct Routes {
     std::vector<Entry> entries;     // keys view `keys`
     std::vector<uint64_t> children;  // entries[i]'s child
+    std::vector<uint64_t> prefixes;  // entries[i]'s key_prefix()
     std::string keys;
+    // covering() through the keys' prefixes: a probe reads one array and
+    // compares whole keys only where the first 8 bytes are equal.
+    size_t covering(std::string_view key) const;
   };
+  // The first 8 bytes of a key, zero-padded, as a number that orders as
+  // the keys do wherever two prefixes differ.
+  static uint64_t key_prefix(std::string_view key) {
+    uint64_t v = 0;
+    std::memcpy(&v, key.data(), std::min<size_t>(8, key.size()));
+    return __builtin_bswap64(v);
+  }
 
   uint64_t nodes() const { return p_->size() / l_.node_bytes; }
   uint64_t node_off(uint64_t n) const { return n * l_.node_bytes; }
@@ -239,10 +250,39 @@ class VersionTree::Impl {
   // nothing.
   uint16_t* ord(uint64_t leaf) {
     const uint64_t stride = l_.leaf_slots + 1;
-    if (ord_.size() < nodes() * stride) ord_.resize(nodes() * stride);
+    if (ord_.size() < nodes() * stride) {
+      ord_.resize(nodes() * stride);
+      ord_prefix_.resize(nodes() * l_.leaf_slots);
+    }
     return &ord_[leaf * stride];
   }
+  // Beside ord(leaf): the key_prefix() of each slot it lists, in the same
+  // order, so that binary searches in a leaf compare numbers and read a
+  // slot only where 8 bytes tie. Sized with ord_.
+  uint64_t* ord_prefix(uint64_t leaf) { return &ord_prefix_[leaf * l_.leaf_slots]; }
+  // The first of the `o[0]` slots listed at `o` (prefixes `p`) whose key is
+  // not below `key`.
+  const uint16_t* lower_in_leaf(uint64_t leaf, const uint16_t* o, const uint64_t* p,
+                                std::string_view key) const;
   void ord_insert(uint64_t leaf, uint32_t slot, std::string_view key);
+  // A leaf's slots lie in the order they were written and are read in key
+  // order (binary searches, scans), so each key read is a cache miss of its
+  // own: ask for all of them at once, a node's worth at most.
+  void prefetch_keys(uint64_t leaf, const uint16_t* o) const {
+    for (const uint16_t* at = o + 1; at != o + 1 + o[0]; at++) {
+      const std::byte* s = base_ + slot_off(leaf, true, *at);
+      __builtin_prefetch(s + kLeafKlen);
+      __builtin_prefetch(s + kLeafKey + l_.key_max - 1);
+    }
+  }
+  // A scan about to reach `leaf` asks for its order early (it lies
+  // elsewhere in DRAM than the leaf before it).
+  void prefetch_order(uint64_t leaf) const {
+    const uint64_t stride = l_.leaf_slots + 1;
+    if ((leaf + 1) * stride > ord_.size()) return;
+    __builtin_prefetch(&ord_[leaf * stride]);
+    __builtin_prefetch(&ord_[leaf * stride + stride - 1]);
+  }
   void ord_remove(uint64_t leaf, uint32_t slot);
   void index_leaf(uint64_t n);
   const Routes* routes(uint64_t n, uint64_t v) const {
@@ -251,8 +291,10 @@ class VersionTree::Impl {
   // The entry of `es` whose child's range holds `key` (the last key <= it,
   // else the first).
   static size_t covering(const std::vector<Entry>& es, std::string_view key);
-  bool scan_node(uint64_t n, uint64_t v, std::string_view begin, std::string_view end,
-                 size_t* left, const ScanFn& fn, uint32_t depth) const;
+  // `level`: the node's level when known (the working tree: its height),
+  // else -1 and the node's header says.
+  bool scan_node(uint64_t n, int64_t level, uint64_t v, std::string_view begin,
+                 std::string_view end, size_t* left, const ScanFn& fn, uint32_t depth) const;
   bool scan_ordered_leaf(uint64_t n, const uint16_t* o, std::string_view begin,
                          std::string_view end, size_t* left, const ScanFn& fn) const;
 
@@ -289,6 +331,7 @@ class VersionTree::Impl {
   std::vector<std::unique_ptr<Routes>> routes_;  // by node; inner nodes reachable at W
   std::vector<uint8_t> live_;  // by node and slot, leaves reachable at W: 1 if visible at W
   std::vector<uint16_t> ord_;                     // by node; leaves reachable at W
+  std::vector<uint64_t> ord_prefix_;              // by node and ord_ position
   SlotIndex idx_;                                 // every key visible at W: its slot
   // During recovery: what idx_ will be built from, in one pass at the end.
   std::vector<std::pair<uint64_t, uint64_t>>* recovered_ = nullptr;
@@ -413,6 +456,21 @@ size_t VersionTree::Impl::covering(const std::vector<Entry>& es, std::string_vie
   return it == es.begin() ? 0 : static_cast<size_t>(it - es.begin()) - 1;
 }
 
+size_t VersionTree::Impl::Routes::covering(std::string_view key) const {
+  const uint64_t p = key_prefix(key);
+  size_t lo = 0, n = prefixes.size();  // upper_bound: the first entry above key
+  while (n > 0) {
+    const size_t half = n / 2, mid = lo + half;
+    if (p != prefixes[mid] ? p < prefixes[mid] : key < entries[mid].key) {
+      n = half;
+    } else {
+      lo = mid + 1;
+      n -= half + 1;
+    }
+  }
+  return lo == 0 ? 0 : lo - 1;
+}
+
 void VersionTree::Impl::index_inner(uint64_t n) {
   if (routes_.size() < nodes()) routes_.resize(nodes());
   auto r = std::make_unique<Routes>();
@@ -428,7 +486,11 @@ void VersionTree::Impl::index_inner(uint64_t n) {
     at += len;
   }
   r->children.reserve(es.size());
-  for (const Entry& e : es) r->children.push_back(u64(e.off + kChild));
+  r->prefixes.reserve(es.size());
+  for (const Entry& e : es) {
+    r->children.push_back(u64(e.off + kChild));
+    r->prefixes.push_back(key_prefix(e.key));
+  }
   r->entries = std::move(es);
   routes_[n] = std::move(r);
 }
@@ -437,7 +499,7 @@ int64_t VersionTree::Impl::route(uint64_t n, std::string_view key, uint64_t v,
                                  uint64_t* child) const {
   if (const Routes* r = routes(n, v)) {
     if (r->entries.empty()) return -1;
-    const size_t j = covering(r->entries, key);
+    const size_t j = r->covering(key);
     *child = r->children[j];
     return static_cast<int64_t>((r->entries[j].off - node_off(n) - kNodeHeader) / l_.inner_slot);
   }
@@ -493,27 +555,51 @@ void VersionTree::Impl::index_leaf(uint64_t n) {
   }
   std::sort(es.begin(), es.end(), [](const Entry& a, const Entry& b) { return a.key < b.key; });
   o[0] = static_cast<uint16_t>(es.size());
-  for (size_t i = 0; i < es.size(); i++) o[i + 1] = static_cast<uint16_t>(es[i].off);
+  uint64_t* p = ord_prefix(n);
+  for (size_t i = 0; i < es.size(); i++) {
+    o[i + 1] = static_cast<uint16_t>(es[i].off);
+    p[i] = key_prefix(es[i].key);
+  }
+}
+
+const uint16_t* VersionTree::Impl::lower_in_leaf(uint64_t leaf, const uint16_t* o,
+                                                 const uint64_t* p, std::string_view key) const {
+  const uint64_t kp = key_prefix(key);
+  size_t lo = 0, n = o[0];
+  while (n > 0) {
+    const size_t half = n / 2, mid = lo + half;
+    if (p[mid] != kp ? p[mid] < kp : key_at(slot_off(leaf, true, o[1 + mid]), true) < key) {
+      lo = mid + 1;
+      n -= half + 1;
+    } else {
+      n = half;
+    }
+  }
+  return o + 1 + lo;
 }
 
 void VersionTree::Impl::ord_insert(uint64_t leaf, uint32_t slot, std::string_view key) {
   uint16_t* o = ord(leaf);
-  uint16_t* first = o + 1;
-  uint16_t* last = o + 1 + o[0];
-  uint16_t* at = std::lower_bound(first, last, key, [&](uint16_t i, std::string_view k) {
-    return key_at(slot_off(leaf, true, i), true) < k;
-  });
-  std::memmove(at + 1, at, static_cast<size_t>(last - at) * sizeof *at);
-  *at = static_cast<uint16_t>(slot);
+  uint64_t* p = ord_prefix(leaf);
+  const size_t at = static_cast<size_t>(lower_in_leaf(leaf, o, p, key) - (o + 1));
+  const size_t tail = o[0] - at;
+  std::memmove(o + 1 + at + 1, o + 1 + at, tail * sizeof *o);
+  std::memmove(p + at + 1, p + at, tail * sizeof *p);
+  o[1 + at] = static_cast<uint16_t>(slot);
+  p[at] = key_prefix(key);
   o[0]++;
 }
 
 void VersionTree::Impl::ord_remove(uint64_t leaf, uint32_t slot) {
   uint16_t* o = ord(leaf);
+  uint64_t* p = ord_prefix(leaf);
   uint16_t* last = o + 1 + o[0];
-  uint16_t* at = std::find(o + 1, last, static_cast<uint16_t>(slot));
-  if (at == last) return;
-  std::memmove(at, at + 1, static_cast<size_t>(last - at - 1) * sizeof *at);
+  const size_t at = static_cast<size_t>(std::find(o + 1, last, static_cast<uint16_t>(slot)) -
+                                        (o + 1));
+  if (at == o[0]) return;
+  const size_t tail = o[0] - at - 1;
+  std::memmove(o + 1 + at, o + 1 + at + 1, tail * sizeof *o);
+  std::memmove(p + at, p + at + 1, tail * sizeof *p);
   o[0]--;
 }
 
@@ -563,10 +649,10 @@ std::vector<VersionTree::Impl::Entry> VersionTree::Impl::visible_sorted(uint64_t
   return out;
 }
 
-bool VersionTree::Impl::scan_node(uint64_t n, uint64_t v, std::string_view begin,
+bool VersionTree::Impl::scan_node(uint64_t n, int64_t level, uint64_t v, std::string_view begin,
                                   std::string_view end, size_t* left, const ScanFn& fn,
                                   uint32_t depth) const {
-  const bool leaf = is_leaf(n);
+  const bool leaf = level >= 0 ? level == 0 : is_leaf(n);
   const uint64_t stride = l_.leaf_slots + 1;
   if (leaf && v == working() && (n + 1) * stride <= ord_.size()) {
     return scan_ordered_leaf(n, &ord_[n * stride], begin, end, left, fn);
@@ -575,7 +661,7 @@ bool VersionTree::Impl::scan_node(uint64_t n, uint64_t v, std::string_view begin
   std::vector<Entry> own;
   if (r == nullptr) own = visible_sorted(n, leaf, v);
   const std::vector<Entry>& es = r ? r->entries : own;
-  const size_t first = leaf || es.empty() ? 0 : covering(es, begin);
+  const size_t first = leaf || es.empty() ? 0 : r ? r->covering(begin) : covering(es, begin);
   for (size_t i = first; i < es.size(); i++) {
     if (!end.empty() && es[i].key >= end) return false;
     if (leaf) {
@@ -587,7 +673,11 @@ bool VersionTree::Impl::scan_node(uint64_t n, uint64_t v, std::string_view begin
     if (i + 1 < es.size() && es[i + 1].key <= begin) continue;  // child wholly below begin
     if (depth >= kMaxHeight) return false;
     const uint64_t child = r ? r->children[i] : u64(es[i].off + kChild);
-    if (!scan_node(child, v, begin, end, left, fn, depth + 1)) return false;
+    if (level == 1 && r && i + 1 < es.size()) prefetch_order(r->children[i + 1]);
+    if (!scan_node(child, level - (level > 0), v, begin, end, left, fn, depth + 1)) {
+      return false;
+    }
+    begin = {};  // every later child's keys are above it
   }
   return true;
 }
@@ -597,10 +687,9 @@ bool VersionTree::Impl::scan_node(uint64_t n, uint64_t v, std::string_view begin
 bool VersionTree::Impl::scan_ordered_leaf(uint64_t n, const uint16_t* o, std::string_view begin,
                                           std::string_view end, size_t* left,
                                           const ScanFn& fn) const {
-  const uint16_t* first = std::lower_bound(o + 1, o + 1 + o[0], begin,
-                                           [&](uint16_t slot, std::string_view k) {
-                                             return key_at(slot_off(n, true, slot), true) < k;
-                                           });
+  prefetch_keys(n, o);
+  const uint16_t* first =
+      begin.empty() ? o + 1 : lower_in_leaf(n, o, &ord_prefix_[n * l_.leaf_slots], begin);
   for (const uint16_t* at = first; at != o + 1 + o[0]; at++) {
     const uint64_t s = slot_off(n, true, *at);
     const std::string_view key = key_at(s, true);
@@ -616,7 +705,9 @@ Status VersionTree::Impl::scan(uint64_t v, uint64_t root, std::string_view begin
   std::shared_lock lk(mu_);
   if (root == 0) root = root_, v = working();
   size_t left = limit;
-  scan_node(root, v, begin, end, &left, fn, 0);
+  // As in descend(): the working tree's height spares each node's header.
+  const int64_t level = root == root_ && v == working() ? int64_t{height_} - 1 : -1;
+  scan_node(root, level, v, begin, end, &left, fn, 0);
   return Status();
 }
 

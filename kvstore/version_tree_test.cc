@@ -113,6 +113,59 @@ TEST(VersionTreeTest, RandomOperationsMatchAMapAcrossCommitsAndReopens) {
   EXPECT_GT(t->stats().height, 1u);
 }
 
+// Routing compares keys by their first 8 bytes first (a DRAM prefix per
+// inner entry) and scans skip the search after their first leaf: keys of
+// every length, with zero bytes and shared prefixes, must still be found,
+// and scans from any point must list what the model lists.
+TEST(VersionTreeTest, KeysOfAnyBytesAndLengthsRouteAndScanInOrder) {
+  pm::test::TempDir dir;
+  VersionTreeOptions o;
+  o.key_max = 12;
+  o.value_max = 8;
+  o.fanout = 12;  // a deep tree: several inner levels
+  auto t = make(dir.file("t.tree"), o);
+  Model m;
+  std::mt19937_64 rng(11);
+  auto random_key = [&] {
+    std::string k(1 + rng() % o.key_max, '\0');
+    const int shared = static_cast<int>(rng() % 3);  // 0: random, 1: "abcdefgh", 2: one byte
+    for (size_t i = 0; i < k.size(); i++) {
+      k[i] = shared == 1 && i < 8 ? "abcdefgh"[i] : static_cast<char>(rng() % (shared ? 3 : 256));
+    }
+    return k;
+  };
+  for (int i = 0; i < 6000; i++) {
+    const std::string k = random_key();
+    if (rng() % 5 == 0) {
+      EXPECT_EQ(t->del(k).ok(), m.erase(k) > 0);
+    } else {
+      ASSERT_TRUE(t->put(k, std::to_string(i)).ok());
+      m[k] = std::to_string(i);
+    }
+    if (i % 1000 == 999) {
+      ASSERT_TRUE(t->commit().ok());
+    }
+  }
+  ASSERT_GT(t->stats().height, 2u);
+  for (const auto& [k, v] : m) {
+    Result<std::string> got = t->get(k);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    ASSERT_EQ(*got, v);
+  }
+  for (int i = 0; i < 300; i++) {
+    const std::string from = random_key();
+    std::vector<std::string> got, want;
+    ASSERT_TRUE(t->scan(nullptr, from, {}, 50, [&](std::string_view k, auto) {
+                   got.emplace_back(k);
+                   return true;
+                 }).ok());
+    for (auto it = m.lower_bound(from); it != m.end() && want.size() < 50; ++it) {
+      want.push_back(it->first);
+    }
+    ASSERT_EQ(got, want) << "scan " << i;
+  }
+}
+
 // A fork()ed child shares the tree's mapping: a put would write the
 // parent's file at once. Its writes are refused, naming fork().
 TEST(VersionTreeTest, AForkedChildCannotChangeItsParentsTree) {
