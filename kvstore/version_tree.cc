@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -159,8 +160,9 @@ class VersionTree::Impl {
   // the keys do wherever two prefixes differ.
   static uint64_t key_prefix(std::string_view key) {
     uint64_t v = 0;
-    std::memcpy(&v, key.data(), std::min<size_t>(8, key.size()));
-    return __builtin_bswap64(v);
+    if (!key.empty()) std::memcpy(&v, key.data(), std::min<size_t>(8, key.size()));
+    if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap64(v);
+    return v;
   }
 
   uint64_t nodes() const { return p_->size() / l_.node_bytes; }
@@ -267,9 +269,9 @@ class VersionTree::Impl {
   void ord_insert(uint64_t leaf, uint32_t slot, std::string_view key);
   // A leaf's slots lie in the order they were written and are read in key
   // order (binary searches, scans), so each key read is a cache miss of its
-  // own: ask for all of them at once, a node's worth at most.
+  // own: ask for them at once (the first 64: large nodes hold more).
   void prefetch_keys(uint64_t leaf, const uint16_t* o) const {
-    for (const uint16_t* at = o + 1; at != o + 1 + o[0]; at++) {
+    for (const uint16_t* at = o + 1; at != o + 1 + std::min<uint16_t>(o[0], 64); at++) {
       const std::byte* s = base_ + slot_off(leaf, true, *at);
       __builtin_prefetch(s + kLeafKlen);
       __builtin_prefetch(s + kLeafKey + l_.key_max - 1);
@@ -661,7 +663,9 @@ bool VersionTree::Impl::scan_node(uint64_t n, int64_t level, uint64_t v, std::st
   std::vector<Entry> own;
   if (r == nullptr) own = visible_sorted(n, leaf, v);
   const std::vector<Entry>& es = r ? r->entries : own;
-  const size_t first = leaf || es.empty() ? 0 : r ? r->covering(begin) : covering(es, begin);
+  const size_t first = leaf || es.empty() || begin.empty() ? 0
+                       : r                                 ? r->covering(begin)
+                                                           : covering(es, begin);
   for (size_t i = first; i < es.size(); i++) {
     if (!end.empty() && es[i].key >= end) return false;
     if (leaf) {

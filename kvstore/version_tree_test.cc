@@ -114,56 +114,78 @@ TEST(VersionTreeTest, RandomOperationsMatchAMapAcrossCommitsAndReopens) {
 }
 
 // Routing compares keys by their first 8 bytes first (a DRAM prefix per
-// inner entry) and scans skip the search after their first leaf: keys of
-// every length, with zero bytes and shared prefixes, must still be found,
-// and scans from any point must list what the model lists.
+// inner entry and per leaf position) and scans skip the search after their
+// first leaf: keys of every length, with zero bytes and shared prefixes,
+// must list in order from any point, with and without an end, in the
+// working tree, a snapshot, and after a reopen rebuilt the prefixes.
 TEST(VersionTreeTest, KeysOfAnyBytesAndLengthsRouteAndScanInOrder) {
   pm::test::TempDir dir;
+  const std::string path = dir.file("t.tree");
   VersionTreeOptions o;
-  o.key_max = 12;
+  o.key_max = 255;
   o.value_max = 8;
   o.fanout = 12;  // a deep tree: several inner levels
-  auto t = make(dir.file("t.tree"), o);
+  auto t = make(path, o);
   Model m;
   std::mt19937_64 rng(11);
   auto random_key = [&] {
-    std::string k(1 + rng() % o.key_max, '\0');
-    const int shared = static_cast<int>(rng() % 3);  // 0: random, 1: "abcdefgh", 2: one byte
+    const int shape = static_cast<int>(rng() % 4);
+    std::string k(1 + rng() % (shape == 3 ? 255 : 12), '\0');
     for (size_t i = 0; i < k.size(); i++) {
-      k[i] = shared == 1 && i < 8 ? "abcdefgh"[i] : static_cast<char>(rng() % (shared ? 3 : 256));
+      // 0: any byte; 1: "abcdefgh" then 0..2; 2: bytes 0..2; 3: long, 250 shared bytes
+      k[i] = shape == 1 && i < 8     ? "abcdefgh"[i]
+             : shape == 3 && i < 250 ? 'x'
+                                     : static_cast<char>(rng() % (shape == 0 ? 256 : 3));
     }
     return k;
   };
-  for (int i = 0; i < 6000; i++) {
-    const std::string k = random_key();
-    if (rng() % 5 == 0) {
-      EXPECT_EQ(t->del(k).ok(), m.erase(k) > 0);
-    } else {
-      ASSERT_TRUE(t->put(k, std::to_string(i)).ok());
-      m[k] = std::to_string(i);
+  auto update = [&](int n) {
+    for (int i = 0; i < n; i++) {
+      const std::string k = random_key();
+      if (rng() % 5 == 0) {
+        EXPECT_EQ(t->del(k).ok(), m.erase(k) > 0);
+      } else {
+        ASSERT_TRUE(t->put(k, std::to_string(i)).ok());
+        m[k] = std::to_string(i);
+      }
+      if (i % 1000 == 999) {
+        ASSERT_TRUE(t->commit().ok());
+      }
     }
-    if (i % 1000 == 999) {
-      ASSERT_TRUE(t->commit().ok());
+    ASSERT_TRUE(t->commit().ok());
+  };
+  auto check = [&](const Model& want_all, const VersionTree::Snapshot* snap, const char* what) {
+    ASSERT_EQ(contents(*t, snap), want_all) << what;
+    for (int i = 0; i < 200; i++) {
+      const std::string from = random_key();
+      const std::string end = rng() % 2 ? std::string() : random_key();
+      std::vector<std::string> got, want;
+      ASSERT_TRUE(t->scan(snap, from, end, 50, [&](std::string_view k, auto) {
+                     got.emplace_back(k);
+                     return true;
+                   }).ok());
+      for (auto it = want_all.lower_bound(from);
+           it != want_all.end() && want.size() < 50 && (end.empty() || it->first < end); ++it) {
+        want.push_back(it->first);
+      }
+      ASSERT_EQ(got, want) << what << ", scan " << i;
     }
-  }
+  };
+  update(6000);
   ASSERT_GT(t->stats().height, 2u);
-  for (const auto& [k, v] : m) {
-    Result<std::string> got = t->get(k);
-    ASSERT_TRUE(got.ok()) << got.status().to_string();
-    ASSERT_EQ(*got, v);
+  check(m, nullptr, "working tree");
+  const Model before = m;
+  {
+    const VersionTree::Snapshot snap = t->snapshot();
+    update(3000);  // splits the snapshot's leaves
+    check(m, nullptr, "working tree after more writes");
+    check(before, &snap, "snapshot");
   }
-  for (int i = 0; i < 300; i++) {
-    const std::string from = random_key();
-    std::vector<std::string> got, want;
-    ASSERT_TRUE(t->scan(nullptr, from, {}, 50, [&](std::string_view k, auto) {
-                   got.emplace_back(k);
-                   return true;
-                 }).ok());
-    for (auto it = m.lower_bound(from); it != m.end() && want.size() < 50; ++it) {
-      want.push_back(it->first);
-    }
-    ASSERT_EQ(got, want) << "scan " << i;
-  }
+  t.reset();
+  t = reopen(path);
+  check(m, nullptr, "reopened");
+  update(2000);
+  check(m, nullptr, "written after reopen");
 }
 
 // A fork()ed child shares the tree's mapping: a put would write the
