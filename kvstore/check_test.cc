@@ -125,6 +125,52 @@ TEST(DamagedStoreTest, AFlippedValueByteFailsTheChecksumInsteadOfReadingBack) {
   EXPECT_NE(ck->problems[0].find("checksum"), std::string::npos) << ck->problems[0];
 }
 
+// A scan reads keys in batches; a damaged value must fail the read at its
+// key, not take the readable keys of its batch before it down with it, nor
+// fail a scan that stopped before reaching it.
+TEST(DamagedStoreTest, AScanThatMeetsADamagedValueDeliversEveryKeyBeforeIt) {
+  pm::test::TempDir dir;
+  const std::string path = dir.file("s.pm");
+  make_store(path);
+  damage(path, "k5", [](BackendEntry* e, BackendRoot*) { e->data[entry_key_len(e)] ^= 1; });
+  std::vector<std::string> before;  // the keys that sort before "k5"
+  for (int i = 0; i < 220; i++) {
+    if ("k" + std::to_string(i) < "k5") before.push_back("k" + std::to_string(i));
+  }
+  std::sort(before.begin(), before.end());
+  auto s = must(Store::open(path, small()));
+  ASSERT_TRUE(s != nullptr);
+
+  std::vector<std::string> seen;
+  Status st = s->scan("", [&](std::string_view k, std::string_view) {
+    seen.emplace_back(k);
+    return true;
+  });
+  EXPECT_TRUE(st.is_corruption()) << st.to_string();
+  EXPECT_EQ(seen, before);
+
+  // Stopped before the damage (by fn, and by a limit): no error.
+  seen.clear();
+  st = s->scan("k3", "", 0, [&](std::string_view k, std::string_view) {
+    seen.emplace_back(k);
+    return false;
+  });
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(seen, std::vector<std::string>{"k3"});
+  EXPECT_TRUE(s->scan("k3", "", 1, [](std::string_view, std::string_view) { return true; }).ok());
+
+  // The iterator: every key before it, then the error.
+  auto it = s->iterator();
+  seen.clear();
+  for (it->seek(""); it->valid(); it->next()) seen.emplace_back(it->key());
+  EXPECT_TRUE(it->status().is_corruption()) << it->status().to_string();
+  EXPECT_EQ(seen, before);
+  seen.clear();  // a seek past it reads on
+  for (it->seek("k50"); it->valid(); it->next()) seen.emplace_back(it->key());
+  EXPECT_TRUE(it->status().ok()) << it->status().to_string();
+  EXPECT_FALSE(seen.empty());
+}
+
 // A flipped byte in a key: its entry no longer matches the key, and the
 // miss must not be taken for an answer ("no such key"), nor a scan pass
 // over it (a scan reads each key its index holds from the table).

@@ -103,7 +103,9 @@ class OrderedReader {
   }
 
   // The next pairs past the last one returned, into (*out)[0, *n): up to
-  // max, fewer at the end. The strings of *out are reused.
+  // max, fewer at the end. The strings of *out are reused. On an error,
+  // (*out)[0, *n) holds the pairs read before it: a damaged value must not
+  // take the readable keys before it down with it.
   Status next_batch(size_t max, std::vector<std::pair<std::string, std::string>>* out,
                     size_t* n) {
     *n = 0;
@@ -332,10 +334,11 @@ Status StoreImpl::scan_unguarded(std::string_view begin, std::string_view end, u
   for (uint64_t seen = 0;;) {
     const uint64_t want = limit == 0 ? 256 : std::min<uint64_t>(256, limit - seen);
     size_t n = 0;
-    PM_TRY(r.next_batch(want, &batch, &n));
+    const Status read = r.next_batch(want, &batch, &n);
     for (size_t i = 0; i < n; i++) {
       if (!fn(batch[i].first, batch[i].second)) return Status();
     }
+    PM_TRY(read);  // after the pairs before it, as fn would have met it
     seen += n;
     if (n < want || (limit != 0 && seen >= limit)) return Status();
   }
@@ -352,6 +355,7 @@ class StoreIterator final : public Store::Iterator {
     pos_ = 0;
     done_ = false;
     snap_ = ScanSnapshot();  // the last seek's, closed before the next opens
+    after_batch_ = Status();
     status_ = pm::status_of([&] {  // out of DRAM: a status, as for scan()
       snap_ = ScanSnapshot(s_);
       r_.reset(s_, end_, snap_.seq());
@@ -373,12 +377,18 @@ class StoreIterator final : public Store::Iterator {
   void fill() {
     n_ = 0;
     pos_ = 0;
-    if (!status_.ok() || done_) return;
-    status_ = pm::status_of([&] { return r_.next_batch(kBatch, &batch_, &n_); });
-    done_ = n_ < kBatch;
+    if (!status_.ok()) return;
+    if (done_) {
+      status_ = after_batch_;  // an error met after the pairs just visited
+      return;
+    }
+    const Status read = pm::status_of([&] { return r_.next_batch(kBatch, &batch_, &n_); });
+    done_ = n_ < kBatch || !read.ok();
+    // The pairs read before an error are visited first.
+    (n_ == 0 ? status_ : after_batch_) = read;
     // What is left is in batch_: the snapshot is no longer needed (an
     // iterator kept for a later seek must not make updates keep copies).
-    if (done_ || !status_.ok()) snap_ = ScanSnapshot();
+    if (done_) snap_ = ScanSnapshot();
   }
 
   StoreImpl* s_;
@@ -389,6 +399,7 @@ class StoreIterator final : public Store::Iterator {
   size_t n_ = 0;
   size_t pos_ = 0;
   bool done_ = true;
+  Status after_batch_;  // what ended the last read, once batch_ is visited
   Status status_ = Status::invalid_argument("iterator: seek() before reading");
 };
 

@@ -305,15 +305,15 @@ class LsPrinter {
     return flush();
   }
   // A listing that failed part way: the lines listed are written. In JSON,
-  // before anything was written nothing is (the error is the whole
-  // report); after, the array is closed, so that stdout stays one valid
-  // document, and true is returned.
+  // with no row listed nothing is (the error is the whole report); else
+  // the array is closed, so that stdout stays one valid document whatever
+  // was buffered, and true is returned.
   bool abandon() {
     if (!json_) {
       (void)flush();
       return false;
     }
-    if (!wrote_) {
+    if (rows_ == 0) {
       out_.clear();
       return false;
     }
@@ -324,12 +324,10 @@ class LsPrinter {
  private:
   Status flush() {
     Status s = write_out(out_);
-    wrote_ = true;
     out_.clear();
     return s;
   }
   const bool json_, values_;
-  bool wrote_ = false;
   uint64_t rows_ = 0;
   std::string out_;
 };

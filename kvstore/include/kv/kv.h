@@ -123,8 +123,9 @@ kv_iter* kv_iter_open(kv_store* s, const char* end, size_t elen);
 /* Positions at the first key >= key (NULL with klen 0: the first key). */
 pm_errcode kv_iter_seek(kv_iter* it, const char* key, size_t klen);
 /* 1 and the pair at the position, then moves past it; 0 at the end; -1 when
- * a read failed or it is NULL (kv_errormsg). Pointers valid until the next
- * call on it; NULL output pointers are skipped. */
+ * a read failed (after every key before the one that failed) or it is NULL
+ * (kv_errormsg). Pointers valid until the next call on it; NULL output
+ * pointers are skipped. */
 int kv_iter_next(kv_iter* it, const char** key, size_t* klen, const char** val, size_t* vlen);
 /* it may be NULL. */
 void kv_iter_close(kv_iter* it);

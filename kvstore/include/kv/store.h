@@ -200,7 +200,9 @@ class Store {
   // call into the store (its updates are not seen by the scan).
   //
   // Calls fn for each key in [begin, end) (end empty: no end), at most
-  // limit of them (0: no limit), until fn returns false.
+  // limit of them (0: no limit), until fn returns false. A key that cannot
+  // be read (a damaged value: kCorruption) ends the scan with its error,
+  // after fn has had every key before it.
   virtual Status scan(std::string_view begin, std::string_view end, uint64_t limit,
                       const ScanFn& fn) = 0;
   // Every key with the prefix, in order (the range the prefix spans).
@@ -225,7 +227,8 @@ class Store {
     // Valid until the next seek() or next().
     virtual std::string_view key() const = 0;
     virtual std::string_view value() const = 0;
-    // Not OK when a read failed (the iterator is then not valid).
+    // Not OK when a read failed (the iterator is then not valid); every
+    // key before the one that failed is visited first.
     virtual Status status() const = 0;
   };
   // Keys below `end` (empty: no end). Call seek() before reading.
