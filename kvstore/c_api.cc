@@ -43,6 +43,9 @@ struct kv_iter {
   std::unique_ptr<kv::Store::Iterator> it;  // null once its store was closed
   kv_store* store = nullptr;                // null once its store was closed
   std::string key, value;  // the pair kv_iter_next returned last
+  // The last kv_iter_seek failed: no position until the next one (going on
+  // from the old position would pass for the keys after the one asked).
+  pm::Status bad_seek;
 };
 
 namespace {
@@ -331,7 +334,9 @@ pm_errcode kv_iter_seek(kv_iter* it, const char* key, size_t klen) {
     std::string_view k;
     PM_TRY(pm::non_null(it, "iterator"));
     if (it->it == nullptr) return store_closed("iterator");
-    PM_TRY(key_bytes(key, klen, "key", &k));
+    const pm::Status arg = key_bytes(key, klen, "key", &k);
+    it->bad_seek = arg.ok() ? arg : arg.with_context("the last kv_iter_seek failed: seek again");
+    PM_TRY(arg);
     it->it->seek(k);
     return it->it->status();
   });
@@ -342,6 +347,7 @@ int kv_iter_next(kv_iter* it, const char** key, size_t* klen, const char** val, 
   pm_errcode e = guarded([&] {
     PM_TRY(pm::non_null(it, "iterator"));
     if (it->it == nullptr) return store_closed("iterator");
+    PM_TRY(it->bad_seek);
     if (!it->it->valid()) return it->it->status();
     it->key = it->it->key();
     it->value = it->it->value();

@@ -201,6 +201,9 @@ int kv_c_api_misuse(const char* path) {
   kv_iter* it = kv_iter_open(s, NULL, 0);
   if (!it) return 27;
   if (kv_iter_seek(it, "a", huge) != PM_EINVAL || kv_iter_seek(it, NULL, 2) != PM_EINVAL) return 28;
+  /* A failed seek leaves no position: next fails (it went on from the
+   * first key) until a seek succeeds. */
+  if (kv_iter_next(it, &k, &kl, &v, &vl) != -1 || !strstr(kv_errormsg(), "seek again")) return 28;
   if (kv_iter_seek(NULL, "a", 1) != PM_EINVAL) return 29;
   if (kv_iter_seek(it, "t", 1) != PM_OK) return 30;
   if (kv_iter_next(it, NULL, &kl, NULL, NULL) != 1 || kl != 1) return 31;

@@ -92,6 +92,10 @@ check "ls of an empty range" 0 "$PM" kv ls "$S" --start z --end a
 [ -s "$dir/out" ] && { echo "FAIL: an empty range printed something"; fail=1; }
 check "ls --json of an empty range" 0 "$PM" --json kv ls "$S" --prefix nothing
 json "ls --json of nothing" "d == []"
+for bad in -1 " -1" 18446744073709551616 1e3; do
+  check "ls --limit '$bad' is a usage error" 2 "$PM" kv ls "$S" --limit "$bad"
+done
+has "a bad limit is named" err "is not a count"
 check "ls --json --limit" 0 "$PM" --json kv ls "$S" --limit 1
 json "ls --json --limit 1" "d == [{'key': 'bin'}]"
 # A store made without the ordered index lists in order all the same.

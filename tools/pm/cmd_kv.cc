@@ -687,12 +687,11 @@ void add_ls_load_stats(CLI::App* kv, const Globals& g, std::vector<Command>* out
   l->add_option("--prefix", ls->prefix, "only keys that start with this");
   l->add_option("--start", ls->start, "only keys from this one on (inclusive)");
   l->add_option("--end", ls->end, "only keys below this one (exclusive)");
-  l->add_option("--limit", ls->limit, "at most this many keys (0: all)")
-      ->check([](const std::string& v) {
-        return v.starts_with("-") ? std::string("must be 0 or more") : std::string();
-      });
+  l->add_option("--limit", ls->limit, "at most this many keys (0: all)")->check(kCount);
   l->add_flag("--values", ls->values, "also print values (key<TAB>value)");
-  l->add_flag("--all", ls->all, "also keys that start with a NUL byte (pm mount's metadata)");
+  l->add_flag("--all", ls->all,
+              "also keys that start with a NUL byte: pm mount keeps its metadata there, and "
+              "they are left out without it (stats counts them)");
   out->push_back({l, [ls, &g] { return run_ls(*ls, g.json); }});
 
   auto load = std::make_shared<LoadArgs>();

@@ -64,6 +64,21 @@ inline const CLI::Validator kFinite(
     },
     "FINITE");
 
+// A count (a limit): decimal digits that fit 64 bits. Parsed as it comes,
+// " -1" would wrap to 2^64 - 1 and an overflow would clamp to it: both
+// would mean "all".
+inline const CLI::Validator kCount(
+    [](std::string& v) {
+      if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos) {
+        return "'" + v + "' is not a count (decimal digits: 0 or more)";
+      }
+      errno = 0;
+      (void)std::strtoull(v.c_str(), nullptr, 10);
+      return errno == ERANGE ? "'" + v + "' is too large (at most 18446744073709551615)"
+                             : std::string();
+    },
+    "COUNT");
+
 // Seconds a benchmark's cell or budget runs (CLI::PositiveNumber's message
 // prints the largest double in full).
 inline const CLI::Validator kBenchSeconds = kFinite & CLI::Range(0.001, 86400.0);

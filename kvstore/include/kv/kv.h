@@ -120,7 +120,8 @@ typedef struct kv_iter kv_iter;
 /* Keys below end (NULL with elen 0: no end). NULL on failure. Positioned at
  * the first key: kv_iter_seek repositions. */
 kv_iter* kv_iter_open(kv_store* s, const char* end, size_t elen);
-/* Positions at the first key >= key (NULL with klen 0: the first key). */
+/* Positions at the first key >= key (NULL with klen 0: the first key). On
+ * a failure kv_iter_next fails too, until a seek succeeds. */
 pm_errcode kv_iter_seek(kv_iter* it, const char* key, size_t klen);
 /* 1 and the pair at the position, then moves past it; 0 at the end; -1 when
  * a read failed (after every key before the one that failed) or it is NULL
