@@ -508,19 +508,12 @@ void free_at_failed_growth(const char* name, sync_point::Kind) {
 // container notes the free space (the hook), as when another process
 // removes it meanwhile.
 int grow_after_the_disk_is_freed(bool racing) {
-  if (::unshare(CLONE_NEWNS) != 0) return 77;
-  if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 77;
-  char dir[] = "/tmp/pm-full-XXXXXX";
-  if (::mkdtemp(dir) == nullptr) return 77;
-  if (::mount("tmpfs", dir, "tmpfs", 0, "size=16m") != 0) return 77;
-  auto c = Container::create(std::string(dir) + "/c.pm", small());
+  const std::string dir = test::private_small_tmpfs();
+  if (dir.empty()) return 77;
+  auto c = Container::create(dir + "/c.pm", small());
   if (!c.ok()) return 2;
-  const std::string filler = std::string(dir) + "/filler";
-  const int fd = ::open(filler.c_str(), O_WRONLY | O_CREAT, 0600);
-  const std::vector<char> block(1 << 16, 'f');
-  while (::write(fd, block.data(), block.size()) > 0) {
-  }
-  ::close(fd);
+  const std::string filler = dir + "/filler";
+  test::fill_file_system(filler);
   g_filler = filler;
   if (racing) sync_point::g_hook = free_at_failed_growth;
   Status s;

@@ -24,6 +24,7 @@
 #include "libpm/planted_bugs.h"
 #include "libpm/superblock.h"
 #include "libpm/sync_point.h"
+#include "testutil/small_fs.h"
 #include "testutil/store_options.h"
 #include "testutil/temp_dir.h"
 
@@ -557,21 +558,7 @@ std::string small_private_tmpfs() {
   struct sigaction sa {};
   sa.sa_handler = [](int) { ::_exit(99); };
   ::sigaction(SIGBUS, &sa, nullptr);
-  if (::unshare(CLONE_NEWNS) != 0) return "";
-  if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return "";
-  char dir[] = "/tmp/pm-full-XXXXXX";  // mkdtemp's template
-  if (::mkdtemp(dir) == nullptr) return "";
-  if (::mount("tmpfs", dir, "tmpfs", 0, "size=16m") != 0) return "";
-  return dir;
-}
-
-// Fills what is left of the file system with the file `filler`.
-void fill_disk(const std::string& filler) {
-  const int fd = ::open(filler.c_str(), O_WRONLY | O_CREAT, 0600);
-  std::vector<char> block(1 << 16, 'f');
-  while (::write(fd, block.data(), block.size()) > 0) {
-  }
-  ::close(fd);
+  return pm::test::private_small_tmpfs();
 }
 
 // In a child with its own mount namespace and a small tmpfs: create a
@@ -593,7 +580,7 @@ int full_disk_child(bool sparse) {
   if (!s.ok()) return 10;
   // Fill what is left.
   const std::string filler = dir + "/filler";
-  fill_disk(filler);
+  pm::test::fill_file_system(filler);
   // Puts only need their log's space, reserved at create.
   for (int i = 0; i < kKeys; i++) {
     if (!(*s)->put("key" + std::to_string(i), std::string(1000, 'v')).ok()) return 11;
@@ -614,7 +601,7 @@ int full_disk_child(bool sparse) {
   }
   if (!(*s)->checkpoint().ok()) return 16;
   // A container that cannot get its space is not created at all.
-  fill_disk(filler);
+  pm::test::fill_file_system(filler);
   Options big;
   big.initial_size = 64 << 20;
   Result<std::unique_ptr<Container>> c = Container::create(dir + "/big.pm", big);
@@ -677,7 +664,7 @@ int sparse_copy_child() {
   ::close(out);
   ::unlink(made.c_str());
   const std::string filler = dir + "/filler";
-  fill_disk(filler);
+  pm::test::fill_file_system(filler);
   Result<std::unique_ptr<Container>> c = Container::open(copy);
   if (c.ok() || c.status().code() != Code::kNoSpace) return 14;
   if (c.status().message().find("holes") == std::string::npos) return 15;

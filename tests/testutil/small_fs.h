@@ -4,10 +4,15 @@
 #ifndef TESTS_TESTUTIL_SMALL_FS_H_
 #define TESTS_TESTUTIL_SMALL_FS_H_
 
+#include <fcntl.h>
+#include <sched.h>
+#include <stdlib.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <string>
+#include <vector>
 
 namespace pm::test {
 
@@ -28,6 +33,27 @@ class SmallFs {
   std::string dir_;
   bool ok_ = false;
 };
+
+// In a child process (it changes the process's mount namespace): a 16 MiB
+// tmpfs in a mount namespace of its own, seen by this process only. Its
+// path, or "" when none can be had (not root).
+inline std::string private_small_tmpfs() {
+  if (::unshare(CLONE_NEWNS) != 0) return "";
+  if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return "";
+  char dir[] = "/tmp/pm-full-XXXXXX";  // mkdtemp's template
+  if (::mkdtemp(dir) == nullptr) return "";
+  if (::mount("tmpfs", dir, "tmpfs", 0, "size=16m") != 0) return "";
+  return dir;
+}
+
+// Fills what is left of the file system with the file `filler`.
+inline void fill_file_system(const std::string& filler) {
+  const int fd = ::open(filler.c_str(), O_WRONLY | O_CREAT, 0600);
+  const std::vector<char> block(1 << 16, 'f');
+  while (::write(fd, block.data(), block.size()) > 0) {
+  }
+  ::close(fd);
+}
 
 }  // namespace pm::test
 
