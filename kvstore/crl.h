@@ -47,9 +47,18 @@ struct RecordHeader {
 };
 static_assert(sizeof(RecordHeader) == 40);
 
+// OpHeader::flags.
+// A put whose key the store's working index held when it was logged: its
+// previous version was live and applied (StoreImpl::update). Ordered reads
+// need not take such a key from the log (PendingKeys), but only from records
+// of the session that wrote them: a crash drops what was applied and not
+// committed. Format 2 records only; readers of older versions ignore it.
+inline constexpr uint8_t kOpKeyIndexed = 1;
+
 struct OpHeader {
   uint8_t op;  // OpCode
-  uint8_t pad[3];
+  uint8_t flags;
+  uint8_t pad[2];
   uint32_t klen;
   uint32_t vlen;
   uint32_t pad2;
@@ -66,6 +75,7 @@ inline uint64_t ref_pos(LogRef r) { return r & ((1ull << 48) - 1); }
 struct Op {
   OpCode op;
   std::string_view key, value;
+  bool key_indexed = false;  // kOpKeyIndexed
 };
 
 inline uint64_t record_size(const std::vector<Op>& ops) {

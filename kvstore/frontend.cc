@@ -194,7 +194,10 @@ bool Frontend::fits(const Item* old, std::string_view value) {
   (void)old, (void)value;
   return false;
 #else
-  return old != nullptr && value.size() <= old->cap;
+  // Never over a tombstone: a live item's versions in place are then all
+  // puts, so an item marked applied (even for a moment, mark_applied) means
+  // its key is in the backend's index, which StoreImpl::update relies on.
+  return old != nullptr && !old->tombstone && value.size() <= old->cap;
 #endif
 }
 

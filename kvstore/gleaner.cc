@@ -295,10 +295,7 @@ uint64_t Gleaner::live_keys() {
   return static_cast<uint64_t>(std::max<int64_t>(static_cast<int64_t>(backend_keys) + delta, 0));
 }
 
-Status Gleaner::pending_keys(std::string_view after, bool inclusive, std::string_view end,
-                             size_t max, std::vector<std::string>* out, bool* more) {
-  out->clear();
-  std::shared_lock<std::shared_mutex> ep(epoch_mu_);
+Status Gleaner::read_pending_locked() {
   for (uint32_t i = 0; i < env_.logs->size(); i++) {
     LogState* L = env_.logs->at(i);
     // The cursor first: whatever it passes after this is in the backend
@@ -307,6 +304,25 @@ Status Gleaner::pending_keys(std::string_view after, bool inclusive, std::string
     const uint64_t tail = L->tail.load(std::memory_order_acquire);
     PM_TRY(pending_.update(i, *L->log, env_.limits, pos, tail));
   }
+  return Status();
+}
+
+void Gleaner::trust_index_flags() {
+  for (uint32_t i = 0; i < env_.logs->size(); i++) {
+    pending_.trust_flags_from(i, env_.logs->at(i)->tail.load(std::memory_order_acquire));
+  }
+}
+
+Status Gleaner::read_pending() {
+  std::shared_lock<std::shared_mutex> ep(epoch_mu_);
+  return read_pending_locked();
+}
+
+Status Gleaner::pending_keys(std::string_view after, bool inclusive, std::string_view end,
+                             size_t max, std::vector<std::string>* out, bool* more) {
+  out->clear();
+  std::shared_lock<std::shared_mutex> ep(epoch_mu_);
+  PM_TRY(read_pending_locked());
   *more = pending_.collect(after, inclusive, end, max, out);
   return Status();
 }

@@ -98,8 +98,17 @@ class Gleaner {
   // their log space meanwhile.
   Status pending_keys(std::string_view after, bool inclusive, std::string_view end, size_t max,
                       std::vector<std::string>* out, bool* more);
+  // Reads the records no earlier call read, as pending_keys() does, but
+  // collects nothing: done before a snapshot opens, it leaves pending_keys()
+  // only the records logged since.
+  Status read_pending();
+  // Once recovery is done, in a store open for writing: the records logged
+  // from now on are this session's (PendingKeys::trust_flags_from).
+  void trust_index_flags();
 
  private:
+  // read_pending(). REQUIRES: epoch_mu_ held (shared).
+  Status read_pending_locked();
   struct Cursor {
     std::mutex mu;                  // held by the gleaner reading this log
     std::atomic<uint64_t> pos{0};   // applied to the working backend up to here

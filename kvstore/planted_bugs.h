@@ -53,6 +53,14 @@ struct KvPlantedBugs {
   // a scan opens its snapshot without waiting for the updates numbered in
   // it that have not logged their record yet (store_scan.cc).
   bool snapshot_skips_in_flight = false;
+  // a put over any live item is logged as one whose key the index holds,
+  // applied or not (store.cc, key_indexed): a scan misses a new key whose
+  // first record a collapse skipped.
+  bool index_flag_ignores_applied = false;
+  // ordered reads trust the index flag of records an earlier session wrote
+  // (pending_keys.h): after a crash, a key applied but not committed is
+  // missed.
+  bool index_flag_of_any_session = false;
   // a get, put or scan takes a zeroed chain link for its chain's end (as
   // before format 4): the keys behind it read as not found
   // (CorruptionFuzzTest.AZeroedChainLinkNeverHidesAKey).

@@ -5,7 +5,8 @@
 
 namespace kv {
 
-uint64_t SnapshotVersions::open(const std::atomic<uint64_t>& next_seq) {
+SnapshotVersions::Snapshot SnapshotVersions::open(const std::atomic<uint64_t>& next_seq,
+                                                  Range range) {
   open_.fetch_add(1, std::memory_order_seq_cst);
   // S is read under mu_ and pinned at once, so that collect() either sees
   // it pinned or runs before S is read: then S >= every pinned snapshot,
@@ -14,20 +15,19 @@ uint64_t SnapshotVersions::open(const std::atomic<uint64_t>& next_seq) {
   std::lock_guard<std::mutex> l(mu_);
   const uint64_t s = next_seq.load(std::memory_order_seq_cst) - 1;
   try {
-    pinned_.insert(s);
+    return Snapshot{s, pinned_.emplace(s, std::move(range))};
   } catch (...) {  // out of memory: not counted, or updates would keep forever
     open_.fetch_sub(1, std::memory_order_seq_cst);
     throw;
   }
-  return s;
 }
 
-void SnapshotVersions::release(uint64_t s) {
+void SnapshotVersions::release(const Snapshot& s) {
   decltype(kept_) dropped;  // freed outside the lock
   {
     std::lock_guard<std::mutex> l(mu_);
-    const bool oldest = pinned_.begin() != pinned_.end() && *pinned_.begin() == s;
-    pinned_.erase(pinned_.find(s));
+    const bool oldest = pinned_.begin()->first == s.seq;
+    pinned_.erase(s.pin);
     // Under mu_: a snapshot opening meanwhile has counted itself before an
     // update kept anything for it, and that keep() came before this lock.
     if (open_.fetch_sub(1, std::memory_order_seq_cst) == 1) {
@@ -40,23 +40,36 @@ void SnapshotVersions::release(uint64_t s) {
   }
 }
 
+bool SnapshotVersions::read_by(std::string_view key, uint64_t from, uint64_t to) const {
+  for (auto it = pinned_.lower_bound(from); it != pinned_.end() && it->first < to; ++it) {
+    if (it->second.covers(key)) return true;
+  }
+  return false;
+}
+
+bool SnapshotVersions::may_keep(std::string_view key, uint64_t replaced_by) const {
+  std::lock_guard<std::mutex> l(mu_);
+  return read_by(key, 0, replaced_by);
+}
+
 void SnapshotVersions::keep(std::string_view key, uint64_t old_seq, bool present,
                             std::string_view value, uint64_t replaced_by) {
-  Version v{old_seq, replaced_by, present, present ? std::string(value) : std::string()};
   std::lock_guard<std::mutex> l(mu_);
   // The snapshots this update saw have all closed since: a snapshot
   // opening now counts itself after this load, so reads a number past
   // replaced_by, and needs nothing replaced by it.
   if (open_.load(std::memory_order_seq_cst) == 0) return;
-  // Only a snapshot s with old_seq <= s < replaced_by sees this version. A
-  // snapshot not pinned yet reads its number after this lock, so past
-  // replaced_by: the pinned ones are all there are to ask. Without this, a
-  // key overwritten k times under one open snapshot kept k versions.
-  auto first = pinned_.lower_bound(old_seq);
-  if (first == pinned_.end() || *first >= replaced_by) return;
+  // Only a snapshot s with old_seq <= s < replaced_by sees this version,
+  // and only one whose range holds the key reads it. A snapshot not pinned
+  // yet reads its number after this lock, so past replaced_by: the pinned
+  // ones are all there are to ask. Without this, a key overwritten k times
+  // under one open snapshot kept k versions, and a scan of 100 keys beside
+  // a writer kept what it wrote all over the key space.
+  if (!read_by(key, old_seq, replaced_by)) return;
   auto it = kept_.find(key);
   if (it == kept_.end()) it = kept_.emplace(std::string(key), std::vector<Version>()).first;
-  it->second.push_back(std::move(v));
+  it->second.push_back(Version{old_seq, replaced_by, present,
+                               present ? std::string(value) : std::string()});
   versions_++;
   by_replacement_.push({replaced_by, std::string(key)});
 }
@@ -104,7 +117,7 @@ void SnapshotVersions::collect() {
   // hands out the versions in the order they expire: the cost is what is
   // dropped, not what is kept.
   if (pinned_.empty()) return;
-  const uint64_t oldest = *pinned_.begin();
+  const uint64_t oldest = pinned_.begin()->first;
   while (!by_replacement_.empty() && by_replacement_.top().first <= oldest) {
     auto it = kept_.find(by_replacement_.top().second);
     by_replacement_.pop();

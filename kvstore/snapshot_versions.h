@@ -21,7 +21,8 @@
 // too, and the update's wanted() sees it.
 //
 // Only a version some open snapshot sees is kept (one written after every
-// open snapshot is not), and it is dropped once no open snapshot can need
+// open snapshot is not, nor one of a key outside the range every snapshot
+// that sees it reads), and it is dropped once no open snapshot can need
 // it (a version replaced by update n serves snapshots older than n only):
 // all of it when the last snapshot closes, and what the oldest one needed
 // when it closes. DRAM: for each open snapshot, at most a copy of each key
@@ -36,7 +37,6 @@
 #include <map>
 #include <mutex>
 #include <queue>
-#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -50,13 +50,32 @@ class SnapshotVersions {
   // that changes only when a snapshot opens or closes.
   bool wanted() const { return open_.load(std::memory_order_seq_cst) > 0; }
 
-  // Opens a snapshot of every update numbered below next_seq now, and
-  // returns its number S (next_seq - 1). The caller must then wait for the
-  // updates numbered <= S still in flight before reading at S.
-  uint64_t open(const std::atomic<uint64_t>& next_seq);
-  // Closes a snapshot open() returned s for.
-  void release(uint64_t s);
+  // The keys a snapshot reads: [begin, end), no end when end is empty.
+  struct Range {
+    std::string begin, end;
+    bool covers(std::string_view key) const {
+      return key >= begin && (end.empty() || key < end);
+    }
+  };
+  using Pinned = std::multimap<uint64_t, Range>;  // open snapshots by number
+  struct Snapshot {
+    uint64_t seq = 0;  // S
+    Pinned::iterator pin;
+  };
 
+  // Opens a snapshot of every update numbered below next_seq now, reading
+  // the keys of `range` only, and returns it; its number S is next_seq - 1.
+  // The caller must then wait for the updates numbered <= S still in
+  // flight before reading at S. May throw bad_alloc.
+  Snapshot open(const std::atomic<uint64_t>& next_seq, Range range);
+  // Closes a snapshot open() returned.
+  void release(const Snapshot& s);
+
+  // Whether an update numbered replaced_by may have to keep what it
+  // replaces of key: false when no open snapshot older than the update
+  // reads the key. Lets a writer skip reading a version from the backend
+  // only for keep() to drop it.
+  bool may_keep(std::string_view key, uint64_t replaced_by) const;
   // The version with sequence number old_seq (a value, or absent when
   // !present) was replaced by update `replaced_by`. May throw bad_alloc.
   void keep(std::string_view key, uint64_t old_seq, bool present, std::string_view value,
@@ -84,10 +103,12 @@ class SnapshotVersions {
   };
   // Drops the versions no open snapshot needs. REQUIRES: mu_ held.
   void collect();
+  // Whether a snapshot numbered in [from, to) reads key. REQUIRES: mu_.
+  bool read_by(std::string_view key, uint64_t from, uint64_t to) const;
 
   alignas(64) std::atomic<uint64_t> open_{0};  // snapshots opening or open
   alignas(64) mutable std::mutex mu_;
-  std::multiset<uint64_t> pinned_;
+  Pinned pinned_;
   std::map<std::string, std::vector<Version>, std::less<>> kept_;
   // (replaced_by, key) of every version kept, the smallest on top.
   using Expiry = std::pair<uint64_t, std::string>;

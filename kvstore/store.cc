@@ -213,6 +213,7 @@ Status StoreImpl::recover() {
   if (!rec.ok()) return rec.status();
   session_ = rec->session;
   next_seq_ = rec->next_seq;
+  if (!o_.read_only) gleaner_->trust_index_flags();
   n_.recovered_records = rec->records;
   n_.recovery_us = now_us() - t0;
   if (o_.logger) {
@@ -404,6 +405,7 @@ Status StoreImpl::keep_replaced(const std::vector<Update>& ups, const std::vecto
         versions_.keep(u.key, it->seq, !it->tombstone, it->value(), seq);
         continue;
       }
+      if (!versions_.may_keep(u.key, seq)) continue;  // spares the backend read
       Result<Backend::Found> f = be_->get(u.key, u.hash, &v);
       if (!f.ok()) return f.status();
       versions_.keep(u.key, f->seq, f->present, v, seq);
@@ -414,6 +416,26 @@ Status StoreImpl::keep_replaced(const std::vector<Update>& ups, const std::vecto
   }
   return Status();
 }
+
+namespace {
+
+// Whether the working index holds the key whose newest item is `current`
+// (nullptr: the backend holds the newest version, or there is none), so
+// that ordered reads need not take the key from the log (kOpKeyIndexed).
+// Yes when the item is live and marked applied: that mark, even the moment
+// mark_applied may leave on an item overwritten in place meanwhile, follows
+// an applied put of the key (Frontend::fits keeps tombstones out of
+// place), and no remove older than it is applied after it (a gleaner
+// collapses a record older than the key's item). The key then leaves the
+// index only by a remove newer than this update, which a snapshot that
+// needs the key keeps (snapshot_versions.h).
+bool key_indexed(const Item* current) {
+  if (current == nullptr || current->tombstone) return false;
+  if (g_kv_planted_bugs.index_flag_ignores_applied) return true;
+  return current->applied_epoch.load(std::memory_order_acquire) != 0;
+}
+
+}  // namespace
 
 Status StoreImpl::update(std::vector<Update>& ups, bool single) {
   pm::sync_point::point("kv.update.begin");
@@ -482,6 +504,7 @@ Status StoreImpl::update(std::vector<Update>& ups, bool single) {
       }
     }
     logged.push_back(ops[i]);
+    logged.back().key_indexed = !u.remove && key_indexed(it);
     which.push_back(i);
   }
   if (logged.empty()) return Status();

@@ -104,9 +104,10 @@ class StoreImpl final : public Store {
               bool install = true, uint64_t* seq = nullptr);
   // Opens a snapshot (store_scan.cc, snapshot_versions.h) and returns its
   // number: every update numbered at or below it is installed, and
-  // read_for_scan() at it sees no later one. close_snapshot() ends it.
-  uint64_t open_snapshot();
-  void close_snapshot(uint64_t snap) { versions_.release(snap); }
+  // read_for_scan() at it sees no later one, for the keys of [begin, end)
+  // (end empty: no end). close_snapshot() ends it. May throw bad_alloc.
+  SnapshotVersions::Snapshot open_snapshot(std::string_view begin, std::string_view end);
+  void close_snapshot(const SnapshotVersions::Snapshot& snap) { versions_.release(snap); }
   // While a snapshot is open: keeps what the updates ups[which[...]],
   // numbered seq, replace (old: their current items, or nullptr when the
   // backend holds the current version). REQUIRES: their buckets locked.

@@ -32,23 +32,44 @@ std::string Store::prefix_end(std::string_view prefix) {
   return end;
 }
 
-uint64_t StoreImpl::open_snapshot() {
-  const uint64_t snap = versions_.open(next_seq_);
+namespace {
+// About 20-100 us of pause instructions, by the CPU.
+constexpr int kSpinsBeforeYield = 1000;
+}  // namespace
+
+SnapshotVersions::Snapshot StoreImpl::open_snapshot(std::string_view begin,
+                                                    std::string_view end) {
+  // Every update made while a snapshot is open keeps a copy of what it
+  // replaces (in the snapshot's range), so the reader's slowest step,
+  // reading the records its writers logged since it last looked, comes
+  // before the snapshot opens. A record that fails to read here fails the
+  // seek that reads it again.
+  if (gleaner_ != nullptr) (void)gleaner_->read_pending();
+  const SnapshotVersions::Snapshot opened =
+      versions_.open(next_seq_, {std::string(begin), std::string(end)});
+  const uint64_t snap = opened.seq;
   // Every update numbered <= snap took its number holding a log's writer
   // lock, with that log's in_flight set before (LogState): wait until no
   // log has one in flight. An update that sets in_flight after this reads
   // it took its number after snap was read, so past snap; one that cleared
   // it is installed, its record logged where the pending keys find it.
-  if (g_kv_planted_bugs.snapshot_skips_in_flight) return snap;
+  if (g_kv_planted_bugs.snapshot_skips_in_flight) return opened;
+  // An update is in flight for as long as its record takes to persist: a
+  // microsecond or two on pmem, far less than a yield that hands the core
+  // to a gleaner for its time slice. So the wait spins before it yields.
   for (uint32_t i = 0; logs_ != nullptr && i < logs_->size(); i++) {
     const LogState* L = logs_->at(i);
-    for (;;) {
+    for (int turns = 0;; turns++) {
       const uint64_t n = L->in_flight.load();
       if (n == 0 || (n != LogState::kTakingSeq && n > snap)) break;
-      pm::sync_point::spin("kv.snapshot.wait_writer");
+      if (turns < kSpinsBeforeYield && pm::sync_point::hook() == nullptr) {
+        cpu_relax();
+      } else {
+        pm::sync_point::spin("kv.snapshot.wait_writer");
+      }
     }
   }
-  return snap;
+  return opened;
 }
 
 Status StoreImpl::read_for_scan(std::string_view key, uint64_t h, uint64_t snap,
@@ -279,21 +300,22 @@ class OrderedReader {
 class ScanSnapshot {
  public:
   ScanSnapshot() = default;
-  explicit ScanSnapshot(StoreImpl* s) : s_(s), seq_(s->open_snapshot()) {}
+  ScanSnapshot(StoreImpl* s, std::string_view begin, std::string_view end)
+      : s_(s), snap_(s->open_snapshot(begin, end)) {}
   ScanSnapshot(const ScanSnapshot&) = delete;
   ScanSnapshot& operator=(ScanSnapshot&& o) noexcept {
     std::swap(s_, o.s_);
-    std::swap(seq_, o.seq_);
+    std::swap(snap_, o.snap_);
     return *this;
   }
   ~ScanSnapshot() {
-    if (s_ != nullptr) s_->close_snapshot(seq_);
+    if (s_ != nullptr) s_->close_snapshot(snap_);
   }
-  uint64_t seq() const { return seq_; }
+  uint64_t seq() const { return snap_.seq; }
 
  private:
   StoreImpl* s_ = nullptr;
-  uint64_t seq_ = 0;
+  SnapshotVersions::Snapshot snap_;
 };
 
 namespace {
@@ -328,13 +350,17 @@ Status StoreImpl::scan_unguarded(std::string_view begin, std::string_view end, u
   } release{sc};
   OrderedReader& r = sc->reader;
   std::vector<std::pair<std::string, std::string>>& batch = sc->batch;
-  ScanSnapshot snap(this);
+  ScanSnapshot snap(this, begin, end);
   r.reset(this, end, snap.seq());
   PM_TRY(r.seek(begin));
   for (uint64_t seen = 0;;) {
     const uint64_t want = limit == 0 ? 256 : std::min<uint64_t>(256, limit - seen);
     size_t n = 0;
     const Status read = r.next_batch(want, &batch, &n);
+    const bool last = n < want || (limit != 0 && seen + n >= limit) || !read.ok();
+    // What fn is given is read: closing the snapshot first spares updates
+    // made while fn runs their copies.
+    if (last) snap = ScanSnapshot();
     for (size_t i = 0; i < n; i++) {
       if (!fn(batch[i].first, batch[i].second)) return Status();
     }
@@ -357,7 +383,7 @@ class StoreIterator final : public Store::Iterator {
     snap_ = ScanSnapshot();  // the last seek's, closed before the next opens
     after_batch_ = Status();
     status_ = pm::status_of([&] {  // out of DRAM: a status, as for scan()
-      snap_ = ScanSnapshot(s_);
+      snap_ = ScanSnapshot(s_, key, end_);
       r_.reset(s_, end_, snap_.seq());
       return r_.seek(key);
     });

@@ -1,6 +1,8 @@
 // Ordered reads through the store: Store::scan(begin, end, limit), the
 // iterator, and the upgrade of a store made before the ordered index.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -33,6 +35,7 @@ StoreOptions options(bool background) {
 }
 
 using Model = std::map<std::string, std::string>;
+using Pairs = std::vector<std::pair<std::string, std::string>>;
 
 std::vector<std::pair<std::string, std::string>> scan(Store& s, std::string_view begin,
                                                       std::string_view end, uint64_t limit = 0) {
@@ -243,6 +246,65 @@ TEST(OrderedScanPendingTest, KeysAppliedBetweenPendingBatchesAreSeenOnce) {
   EXPECT_EQ(scan(**s, "k00700", "", 300), expected(m, "k00700", "", 300));
 }
 
+// A put over a key whose first put is not applied yet is not logged as
+// one the index holds: once a gleaner collapses the first record, the
+// second is the only place a scan can learn of the key.
+bool scan_sees_overwrite_of_unapplied_key(const std::string& path) {
+  auto s = Store::open(path, options(false));
+  EXPECT_TRUE(s.ok());
+  EXPECT_TRUE((*s)->put("k", "1").ok());
+  EXPECT_TRUE((*s)->put("k", "2").ok());
+  EXPECT_TRUE((*s)->glean(1).ok());  // the first record: collapsed
+  return scan(**s, "", "") == Pairs{{"k", "2"}};
+}
+
+TEST(OrderedScanPendingTest, AnOverwriteOfAKeyNotYetAppliedIsSeen) {
+  pm::test::TempDir dir;
+  EXPECT_TRUE(scan_sees_overwrite_of_unapplied_key(dir.file("kv.pm")));
+}
+
+TEST(OrderedScanPlantedBugTest, AnOverwriteTakenForIndexedBeforeItsKeyIsHidesIt) {
+  pm::test::TempDir dir;
+  g_kv_planted_bugs.index_flag_ignores_applied = true;
+  const bool seen = scan_sees_overwrite_of_unapplied_key(dir.file("kv.pm"));
+  g_kv_planted_bugs.index_flag_ignores_applied = false;
+  EXPECT_FALSE(seen);
+}
+
+// A session killed after a put was applied (not committed) and the key
+// overwritten: the overwrite's record says the key is indexed, which the
+// crash made false. The next session must take the key from that record.
+bool scan_after_crash_sees_key_applied_uncommitted(const std::string& path) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    auto s = Store::open(path, options(false));
+    bool ok = s.ok() && (*s)->put("k", "1").ok() && (*s)->glean(1).ok() &&
+              (*s)->put("k", "2").ok();
+    ::_exit(ok ? 0 : 1);  // no close: as a crash
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  auto s = Store::open(path, options(false));
+  EXPECT_TRUE(s.ok());
+  if (!s.ok()) return false;
+  EXPECT_TRUE((*s)->glean(1).ok());  // the first record: collapsed
+  return scan(**s, "", "") == Pairs{{"k", "2"}};
+}
+
+TEST(OrderedScanPendingTest, AKeyAppliedButNotCommittedBeforeACrashIsSeen) {
+  pm::test::TempDir dir;
+  EXPECT_TRUE(scan_after_crash_sees_key_applied_uncommitted(dir.file("kv.pm")));
+}
+
+TEST(OrderedScanPlantedBugTest, TrustingAnEarlierSessionsIndexFlagsHidesAKey) {
+  pm::test::TempDir dir;
+  g_kv_planted_bugs.index_flag_of_any_session = true;
+  const bool seen = scan_after_crash_sees_key_applied_uncommitted(dir.file("kv.pm"));
+  g_kv_planted_bugs.index_flag_of_any_session = false;
+  EXPECT_FALSE(seen);
+}
+
 // A thread keeps its scan's buffers for the next scan: a scan started from
 // inside a scan's callback, and scans of another store in between, must
 // each see their own range, whole.
@@ -396,7 +458,6 @@ TEST(OrderedScanPlantedBugTest, ARevivedKeyLeftOutOfTheIndexIsSeen) {
 // reopened), so what an update keeps comes from there. Returns what the
 // iterator read across the updates; *kept: StoreStats::snapshot_versions
 // after them.
-using Pairs = std::vector<std::pair<std::string, std::string>>;
 
 std::string key3(int i) {
   char k[8];
@@ -494,6 +555,48 @@ TEST(OrderedScanSnapshotTest, WhatOnlyAClosedSnapshotNeededIsDropped) {
   EXPECT_EQ(n, 300);
   EXPECT_EQ(st.stats().snapshots_open, 0u) << "an iterator at its end holds its snapshot";
   EXPECT_EQ(st.stats().snapshot_versions, 0u);
+}
+
+// A snapshot keeps only the keys it reads: [seek key, end) of an iterator,
+// [begin, end) of a scan. Updates outside every open range keep nothing
+// (from the frontend, or read from the backend), and what is inside still
+// reads as of the snapshot.
+TEST(OrderedScanSnapshotTest, UpdatesKeepOnlyKeysAnOpenSnapshotReads) {
+  pm::test::TempDir dir;
+  StoreOptions o = options(false);
+  o.dram_budget_bytes = 1;  // items evicted once applied: old versions come from the backend
+  auto s = Store::open(dir.file("snap.pm"), o);
+  ASSERT_TRUE(s.ok());
+  Store& st = **s;
+  for (int i = 0; i < 300; i++) ASSERT_TRUE(st.put(key3(i), "1").ok());
+  ASSERT_TRUE(st.checkpoint().ok());
+  auto it = st.iterator(key3(290));  // reads [100, 290), more than its first batch
+  it->seek(key3(100));
+  ASSERT_TRUE(it->valid());
+  for (int i = 0; i < 300; i += 10) ASSERT_TRUE(st.put(key3(i), "2").ok());
+  ASSERT_TRUE(st.remove(key3(150)).ok());
+  EXPECT_EQ(st.stats().snapshot_versions, 19u) << "keys 100, 110, ..., 280 only";
+  Pairs got;
+  for (; it->valid(); it->next()) got.emplace_back(it->key(), it->value());
+  ASSERT_TRUE(it->status().ok());
+  ASSERT_EQ(got.size(), 190u);
+  for (const auto& [k, v] : got) EXPECT_EQ(v, "1") << k;
+  EXPECT_EQ(st.stats().snapshot_versions, 0u);
+  // A scan's range: [begin, end), or to the last key without an end. Its
+  // first batch (256 keys) is not its last: the snapshot is open.
+  Status sc = st.scan(key3(10), "", 0, [&](std::string_view, std::string_view) {
+    EXPECT_TRUE(st.put(key3(5), "3").ok());    // below the scan: nothing kept
+    EXPECT_TRUE(st.put(key3(299), "3").ok());  // read by the scan: kept
+    EXPECT_EQ(st.stats().snapshot_versions, 1u);
+    return false;
+  });
+  EXPECT_TRUE(sc.ok()) << sc.to_string();
+  // Its last batch is read before fn sees it: the snapshot is closed.
+  sc = st.scan(key3(290), "", 0, [&](std::string_view, std::string_view) {
+    EXPECT_EQ(st.stats().snapshots_open, 0u);
+    return true;
+  });
+  EXPECT_TRUE(sc.ok()) << sc.to_string();
 }
 
 // Only the version a snapshot sees is kept: overwrites of a version written
