@@ -346,6 +346,12 @@ const Planted kPlanted[] = {
      once(make_kv_wide_workload, UnitMode::kPmemLines, 40)},
     {"kv_no_session_check", &kv::g_kv_planted_bugs.no_session_check,
      chains(make_kv_uniform_async_workload, UnitMode::kMsyncPages, 30)},
+    // Ordered reads beside writers (issue 13): a put logged as one whose key
+    // the index holds leaves the key out of the scans' pending keys.
+    {"kv_index_flag_ignores_applied", &kv::g_kv_planted_bugs.index_flag_ignores_applied,
+     once(make_kv_workload, UnitMode::kPmemLines, 2000)},
+    {"kv_index_flag_of_any_session", &kv::g_kv_planted_bugs.index_flag_of_any_session,
+     chains(make_kv_workload, UnitMode::kMsyncPages, 30)},
     {"fuse_rename_copies_first", &pmfs::g_fuse_planted_bugs.rename_copies_first,
      power(make_fuse_workload, UnitMode::kPmemLines, 100)},
     {"fuse_chunk_written_in_place", &pmfs::g_fuse_planted_bugs.chunk_written_in_place,
