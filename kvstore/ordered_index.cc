@@ -314,10 +314,19 @@ Result<OrderedIndex::Node> OrderedIndex::leaf_for(std::string_view key, std::vec
 }
 
 Status OrderedIndex::insert(std::string_view key) {
-  std::unique_lock<std::shared_mutex> l(mu_);
   thread_local std::vector<Step> path;
   uint32_t pos;
   bool present;
+  {
+    // The descent first under the shared lock: its cache misses (a node a
+    // level in a large index) are then taken while other inserts go on,
+    // and the exclusive section below finds the path in cache. Two
+    // gleaners inserting at once spent most of their time in the lock.
+    std::shared_lock<std::shared_mutex> r(mu_);
+    Result<Node> leaf = leaf_for(key, &path, &pos, &present);
+    if (leaf.ok() && present) return Status();
+  }
+  std::unique_lock<std::shared_mutex> l(mu_);
   Result<Node> leaf = leaf_for(key, &path, &pos, &present);
   if (!leaf.ok()) return leaf.status();
   if (present) return Status();
