@@ -263,12 +263,18 @@ TEST(OrderedScanPendingTest, AnOverwriteOfAKeyNotYetAppliedIsSeen) {
   EXPECT_TRUE(scan_sees_overwrite_of_unapplied_key(dir.file("kv.pm")));
 }
 
-TEST(OrderedScanPlantedBugTest, AnOverwriteTakenForIndexedBeforeItsKeyIsHidesIt) {
+// run(path) with a planted bug switched on.
+bool with_bug(bool* bug, bool (*run)(const std::string&)) {
   pm::test::TempDir dir;
-  g_kv_planted_bugs.index_flag_ignores_applied = true;
-  const bool seen = scan_sees_overwrite_of_unapplied_key(dir.file("kv.pm"));
-  g_kv_planted_bugs.index_flag_ignores_applied = false;
-  EXPECT_FALSE(seen);
+  *bug = true;
+  const bool seen = run(dir.file("kv.pm"));
+  *bug = false;
+  return seen;
+}
+
+TEST(OrderedScanPlantedBugTest, AnOverwriteTakenForIndexedBeforeItsKeyIsHidesIt) {
+  EXPECT_FALSE(with_bug(&g_kv_planted_bugs.index_flag_ignores_applied,
+                        scan_sees_overwrite_of_unapplied_key));
 }
 
 // A session killed after a put was applied (not committed) and the key
@@ -298,11 +304,8 @@ TEST(OrderedScanPendingTest, AKeyAppliedButNotCommittedBeforeACrashIsSeen) {
 }
 
 TEST(OrderedScanPlantedBugTest, TrustingAnEarlierSessionsIndexFlagsHidesAKey) {
-  pm::test::TempDir dir;
-  g_kv_planted_bugs.index_flag_of_any_session = true;
-  const bool seen = scan_after_crash_sees_key_applied_uncommitted(dir.file("kv.pm"));
-  g_kv_planted_bugs.index_flag_of_any_session = false;
-  EXPECT_FALSE(seen);
+  EXPECT_FALSE(with_bug(&g_kv_planted_bugs.index_flag_of_any_session,
+                        scan_after_crash_sees_key_applied_uncommitted));
 }
 
 // A thread keeps its scan's buffers for the next scan: a scan started from
