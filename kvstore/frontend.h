@@ -6,7 +6,8 @@
 // items. Writers lock one bucket (its version word is odd while locked);
 // readers never lock: they read the version, look, copy what they need and
 // retry if the version moved (a seqlock). A put of a value that fits the
-// key's item overwrites it in place under the lock; otherwise the item is
+// key's live item overwrites it in place under the lock (never a
+// tombstone: Frontend::fits says why); otherwise the item is
 // replaced and the old one freed through the Reclaimer, so a reader on a
 // stale pointer never touches freed memory.
 //
@@ -114,7 +115,7 @@ class Frontend {
   // REQUIRES for the four below: b locked by the caller.
   static Item* find(Bucket* b, std::string_view key, uint64_t h);
   // Makes (key, value) the key's newest version: overwrites `old` in place
-  // when the value fits it, else links a new item in its place (nullptr:
+  // when fits(), else links a new item in its place (nullptr:
   // insert) and retires `old`. Returns the item that holds the version.
   Item* install(Bucket* b, Item* old, uint64_t h, uint64_t seq, LogRef lentry,
                 std::string_view key, std::string_view value, bool tombstone);

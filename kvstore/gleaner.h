@@ -91,9 +91,11 @@ class Gleaner {
   // glean is between an apply and its cursor's move meanwhile.
   uint64_t live_keys();
   // The first `max` keys past `after` (at it too, when inclusive) and
-  // before end (empty: no end) of the records no gleaner has applied yet,
-  // sorted, each once, and whether there are more: what ordered reads
-  // merge with the backend's index. Reads the records no earlier call
+  // before end (empty: no end) of the records no gleaner has applied yet
+  // that the index may lack (PendingKeys: no removes, no trusted
+  // kOpKeyIndexed puts; perhaps keys applied since), sorted, each once,
+  // and whether there are more: what ordered reads merge with the
+  // backend's index. Reads the records no earlier call
   // read (PendingKeys) under the epoch lock (shared), so no epoch frees
   // their log space meanwhile.
   Status pending_keys(std::string_view after, bool inclusive, std::string_view end, size_t max,

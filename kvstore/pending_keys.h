@@ -29,8 +29,9 @@
 // searched through an array of the keys' first 8 bytes. Runs merge while
 // the newer is at least half the older's size, so a log holds O(log n).
 //
-// DRAM: each key's bytes and 16 bytes, per run it is in (at most about
-// twice the logs' backlog when a reader last looked).
+// DRAM: each key's bytes and 16 bytes, per run it is in (a merged run
+// stays until its newest record is applied: about three times the logs'
+// backlog at most).
 //
 // Thread safety: every call takes the one mutex; readers are expected to
 // hold the gleaner's epoch lock (shared), so no log space is freed while

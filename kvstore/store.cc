@@ -425,10 +425,13 @@ namespace {
 // Yes when the item is live and marked applied: that mark, even the moment
 // mark_applied may leave on an item overwritten in place meanwhile, follows
 // an applied put of the key (Frontend::fits keeps tombstones out of
-// place), and no remove older than it is applied after it (a gleaner
-// collapses a record older than the key's item). The key then leaves the
-// index only by a remove newer than this update, which a snapshot that
-// needs the key keeps (snapshot_versions.h).
+// place), and no remove older than it takes the key out of the index
+// after it: a gleaner collapses a record older than the key's item, and
+// one that looked before the newer item came applies nothing older than
+// the backend's entry (Backend::apply_remove and apply_put compare
+// numbers). The key then leaves the index only by a remove newer than
+// this update, which a snapshot that needs the key keeps
+// (snapshot_versions.h).
 bool key_indexed(const Item* current) {
   if (current == nullptr || current->tombstone) return false;
   if (g_kv_planted_bugs.index_flag_ignores_applied) return true;

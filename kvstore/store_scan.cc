@@ -5,9 +5,12 @@
 // Why every acknowledged update is seen: its record is either applied
 // (then its key is in the index, unless a later update removed it), or at
 // or past its log's gleaner cursor when the reader collects the pending
-// keys (Gleaner::pending_keys), which happens before the index is read. A
-// key found either way is read like a get, which sees the newest
-// acknowledged value. A key can be found both ways: the merge reports it
+// keys (Gleaner::pending_keys), which happens before the index is read;
+// the pending keys leave out removes and this session's puts logged as
+// kOpKeyIndexed, whose keys the index already holds (key_indexed() in
+// store.cc, pending_keys.h). A key found either way is read like a get,
+// which sees the newest acknowledged value. A key can be found both ways
+// (and a pending key may be one applied since): the merge reports it
 // once. Pending keys come in batches (a writer's backlog can hold tens of
 // thousands); each new batch is followed by reading the index again from
 // the same key, so that the index keys merged with a batch are always read
@@ -33,7 +36,7 @@ std::string Store::prefix_end(std::string_view prefix) {
 }
 
 namespace {
-// About 20-100 us of pause instructions, by the CPU.
+// A few to some tens of microseconds of pause instructions, by the CPU.
 constexpr int kSpinsBeforeYield = 1000;
 }  // namespace
 
@@ -54,9 +57,10 @@ SnapshotVersions::Snapshot StoreImpl::open_snapshot(std::string_view begin,
   // it took its number after snap was read, so past snap; one that cleared
   // it is installed, its record logged where the pending keys find it.
   if (g_kv_planted_bugs.snapshot_skips_in_flight) return opened;
-  // An update is in flight for as long as its record takes to persist: a
-  // microsecond or two on pmem, far less than a yield that hands the core
-  // to a gleaner for its time slice. So the wait spins before it yields.
+  // An update is in flight while it keeps copies for snapshots and its
+  // record persists: a microsecond or two on pmem, far less than a yield
+  // that hands the core to a gleaner for its time slice. So the wait spins
+  // before it yields.
   for (uint32_t i = 0; logs_ != nullptr && i < logs_->size(); i++) {
     const LogState* L = logs_->at(i);
     for (int turns = 0;; turns++) {
