@@ -74,6 +74,9 @@ struct KvPlantedBugs {
   bool tree_commit_before_persist = false;  // the version store precedes the node writes' drain
   bool tree_reuse_uncommitted_end = false;  // a slot whose end is not committed counts as dead
   bool tree_unaligned_slots = false;        // start and end may straddle a line (a torn revival)
+  // a commit leaves root[W & 1] alone when the root did not change since
+  // the last commit, though that slot holds the root of W - 2
+  bool tree_root_kept_if_unchanged = false;
 };
 
 // Read by kvstore, written only by tests.

@@ -149,7 +149,11 @@ class VersionTree::Impl {
   // sorting unsorted slots; snapshots of older versions read the node.
   struct Routes {
     std::vector<Entry> entries;     // keys view `keys`
-    std::vector<uint64_t> children;  // entries[i]'s child
+    struct Child {
+      uint64_t node;  // entries[i]'s child
+      uint64_t slot;  // entries[i]'s slot in its node
+    };
+    std::vector<Child> children;     // a descent reads one line per level, not entries
     std::vector<uint64_t> prefixes;  // entries[i]'s key_prefix()
     std::string keys;
     // covering() through the keys' prefixes: a probe reads one array and
@@ -286,6 +290,16 @@ class VersionTree::Impl {
     __builtin_prefetch(&ord_[leaf * stride + stride - 1]);
   }
   void ord_remove(uint64_t leaf, uint32_t slot);
+  // The DRAM state of `leaf` that a put or delete changes: its live bytes,
+  // its order and the order's prefixes, asked for at once (a binary search
+  // over the prefixes alone would miss one line after another).
+  void prefetch_leaf_state(uint64_t leaf) const {
+    const uint64_t first = leaf * l_.leaf_slots, end = first + l_.leaf_slots;
+    if (end > live_.size() || end > ord_prefix_.size()) return;
+    for (uint64_t b = 0; b < l_.leaf_slots; b += 64) __builtin_prefetch(&live_[first + b], 1);
+    prefetch_order(leaf);
+    for (uint64_t i = 0; i < l_.leaf_slots; i += 8) __builtin_prefetch(&ord_prefix_[first + i], 1);
+  }
   void index_leaf(uint64_t n);
   const Routes* routes(uint64_t n, uint64_t v) const {
     return v == working() && n < routes_.size() ? routes_[n].get() : nullptr;
@@ -325,6 +339,14 @@ class VersionTree::Impl {
   uint64_t committed_ = 0;
   uint64_t committed_root_ = 0;
   uint64_t root_ = 0;  // working root
+  // The node each slot of root[2] holds durably (kInf: unknown). A commit
+  // whose slot already holds the working root skips writing and flushing
+  // it, one line fewer per commit while the root stays (most commits). Only
+  // what recovery read from the committed slot (drained before that
+  // version was stored) or a drain of this session made durable counts:
+  // the other slot's bytes may be a write a killed session never drained,
+  // and a slot written and not yet drained is unknown.
+  uint64_t durable_root_[2] = {kInf, kInf};
   uint32_t height_ = 1;
   std::vector<uint64_t> free_;
   std::vector<std::pair<uint64_t, uint64_t>> retired_;  // (version, node)
@@ -383,6 +405,8 @@ Status VersionTree::Impl::recover() {
     return Status::corruption(path_ + ": the tree was never completely created; remove it");
   }
   root_ = committed_root_ = u64(kSbRoots + 8 * (committed_ & 1));
+  durable_root_[committed_ & 1] = committed_root_;
+  durable_root_[(committed_ + 1) & 1] = kInf;
   if (root_ == 0 || root_ >= nodes()) {
     return Status::corruption(path_ + ": root node " + std::to_string(root_) +
                               " is outside the file's " + std::to_string(nodes()) + " nodes");
@@ -461,6 +485,8 @@ size_t VersionTree::Impl::covering(const std::vector<Entry>& es, std::string_vie
 size_t VersionTree::Impl::Routes::covering(std::string_view key) const {
   const uint64_t p = key_prefix(key);
   size_t lo = 0, n = prefixes.size();  // upper_bound: the first entry above key
+  // A binary search would miss one line after another: ask for all at once.
+  for (size_t i = 0; i < n; i += 8) __builtin_prefetch(&prefixes[i]);
   while (n > 0) {
     const size_t half = n / 2, mid = lo + half;
     if (p != prefixes[mid] ? p < prefixes[mid] : key < entries[mid].key) {
@@ -490,7 +516,8 @@ void VersionTree::Impl::index_inner(uint64_t n) {
   r->children.reserve(es.size());
   r->prefixes.reserve(es.size());
   for (const Entry& e : es) {
-    r->children.push_back(u64(e.off + kChild));
+    const uint64_t slot = (e.off - node_off(n) - kNodeHeader) / l_.inner_slot;
+    r->children.push_back({u64(e.off + kChild), slot});
     r->prefixes.push_back(key_prefix(e.key));
   }
   r->entries = std::move(es);
@@ -502,8 +529,8 @@ int64_t VersionTree::Impl::route(uint64_t n, std::string_view key, uint64_t v,
   if (const Routes* r = routes(n, v)) {
     if (r->entries.empty()) return -1;
     const size_t j = r->covering(key);
-    *child = r->children[j];
-    return static_cast<int64_t>((r->entries[j].off - node_off(n) - kNodeHeader) / l_.inner_slot);
+    *child = r->children[j].node;
+    return static_cast<int64_t>(r->children[j].slot);
   }
   int64_t best = -1, lowest = -1;
   std::string_view best_key, lowest_key;
@@ -676,8 +703,8 @@ bool VersionTree::Impl::scan_node(uint64_t n, int64_t level, uint64_t v, std::st
     }
     if (i + 1 < es.size() && es[i + 1].key <= begin) continue;  // child wholly below begin
     if (depth >= kMaxHeight) return false;
-    const uint64_t child = r ? r->children[i] : u64(es[i].off + kChild);
-    if (level == 1 && r && i + 1 < es.size()) prefetch_order(r->children[i + 1]);
+    const uint64_t child = r ? r->children[i].node : u64(es[i].off + kChild);
+    if (level == 1 && r && i + 1 < es.size()) prefetch_order(r->children[i + 1].node);
     if (!scan_node(child, level - (level > 0), v, begin, end, left, fn, depth + 1)) {
       return false;
     }
@@ -926,6 +953,7 @@ Status VersionTree::Impl::put(std::string_view key, std::string_view value) {
     const uint64_t at = indexed(key, h);
     const uint64_t leaf = at != 0 ? at / l_.node_bytes : descend(key, w, root_, &path);
     if (leaf == 0) return damaged(path.back().node, "routes no key (no visible entry)");
+    prefetch_leaf_state(leaf);
     const int64_t old = at != 0 ? static_cast<int64_t>(leaf_slot_of(at)) : -1;
     const uint16_t vlen = static_cast<uint16_t>(value.size());
     if (old >= 0) {
@@ -977,7 +1005,12 @@ Status VersionTree::Impl::del(std::string_view key) {
   if (!failed_.ok()) return failed_;
   const uint64_t w = working();
   const uint64_t h = hash(key);
-  const uint64_t s = indexed(key, h);
+  // What the delete writes in DRAM is asked for as soon as the probe names
+  // the slot, so that its misses overlap the key compare's.
+  const uint64_t s = idx_.find(key, h, [this](uint64_t at) {
+    prefetch_leaf_state(at / l_.node_bytes);
+    return key_at(at, true);
+  });
   if (s == 0) return Status::not_found("no key '" + std::string(key) + "'");
   const uint64_t leaf = s / l_.node_bytes;
   const uint32_t i = leaf_slot_of(s);
@@ -1013,11 +1046,18 @@ Status VersionTree::Impl::commit() {
   }
   // root[W & 1] is read only once the version is W: it goes with the
   // epoch's writes, under the same drain (two barriers per commit).
-  p_->write(kSbRoots + 8 * (w & 1), &root_, 8);
-  p_->flush(kSbRoots, 16);
+  const bool root_durable = g_kv_planted_bugs.tree_root_kept_if_unchanged
+                                ? root_ == committed_root_
+                                : durable_root_[w & 1] == root_;
+  if (!root_durable) {
+    durable_root_[w & 1] = kInf;
+    p_->write(kSbRoots + 8 * (w & 1), &root_, 8);
+    p_->flush(kSbRoots + 8 * (w & 1), 8);
+  }
   for (const auto& [off, n] : dirty_) p_->flush(off, n);
   Status s = p_->drain();
   if (!s.ok()) return s.with_context("commit " + path_);  // nothing current changed: retry
+  durable_root_[w & 1] = root_;
   s = bump();
   if (!s.ok()) {
     // The version may or may not be durable: writing more into W could

@@ -395,7 +395,9 @@ INSTANTIATE_TEST_SUITE_P(
                                  &kv::KvPlantedBugs::tree_commit_before_persist},
                       PlantedBug{"reuse_uncommitted_end",
                                  &kv::KvPlantedBugs::tree_reuse_uncommitted_end},
-                      PlantedBug{"unaligned_slots", &kv::KvPlantedBugs::tree_unaligned_slots}),
+                      PlantedBug{"unaligned_slots", &kv::KvPlantedBugs::tree_unaligned_slots},
+                      PlantedBug{"root_kept_if_unchanged",
+                                 &kv::KvPlantedBugs::tree_root_kept_if_unchanged}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
