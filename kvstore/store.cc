@@ -40,6 +40,9 @@ uint64_t now_us() {
 
 // ---------------------------------------------------------------- options
 
+// The public limit is the persistent root's array size.
+static_assert(StoreOptions::kMaxLogs == static_cast<int>(kMaxLogs));
+
 Status check_store_options(const StoreOptions& o) {
   if (o.logs < 1 || o.logs > static_cast<int>(kMaxLogs)) {
     return Status::invalid_argument("logs must be 1.." + std::to_string(kMaxLogs));

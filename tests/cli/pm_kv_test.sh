@@ -121,8 +121,9 @@ has "--max-key limit explained" err "key of 9 bytes is over the limit of 8"
 head -c 1001 /dev/zero >"$dir/big"
 check "value over --max-value" 1 "$PM" kv put "$dir/small.kv" k <"$dir/big"
 has "--max-value limit explained" err "value of 1001 bytes is over the limit of 1000"
-check "bad creation option" 1 "$PM" kv put "$dir/bad.kv" k v --logs 0
-has "bad option explained" err "logs must be"
+check "bad creation option" 2 "$PM" kv put "$dir/bad.kv" k v --logs 0
+has "bad option explained" err "--logs: Value 0 not in range 1 to 256"
+check "logs over the limit" 2 "$PM" kv put "$dir/bad.kv" k v --logs 257
 check "a value limit the logs cannot hold" 1 "$PM" kv put "$dir/bad.kv" k v --log-mb 1 --max-value 262144
 has "the largest allowed value limit is given" err "so at most 260992 here"
 check "exactly that limit" 0 "$PM" kv put "$dir/edge.kv" k v --log-mb 1 --max-value 260992

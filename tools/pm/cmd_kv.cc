@@ -58,6 +58,7 @@ void add_creation_args(CLI::App* app, StoreArgs* a) {
   const char* kCreation = "Creation (used only when the store is created)";
   app->add_option("--logs", a->logs, "number of persistent logs")
       ->capture_default_str()
+      ->check(CLI::Range(1, kv::StoreOptions::kMaxLogs))
       ->group(kCreation);
   app->add_option("--log-mb", a->log_mib, "size of each log in MiB")
       ->capture_default_str()

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "kv/store.h"
 #include "pm/command.h"
 #include "pmfs/mount.h"
 
@@ -132,6 +133,7 @@ void add_mount_commands(CLI::App& root, const Globals& g, std::vector<Command>* 
   const char* kCreation = "Creation (used only when the store is created)";
   m->add_option("--logs", a->o.logs, "number of persistent logs")
       ->capture_default_str()
+      ->check(CLI::Range(1, kv::StoreOptions::kMaxLogs))
       ->group(kCreation);
   m->add_option("--log-mb", a->log_mib, "size of each log in MiB")
       ->capture_default_str()

@@ -62,7 +62,8 @@ enum class Durability : int {
 struct StoreOptions {
   // --- fixed at create (stored in the container; ignored by open) ---
   // Persistent logs and their size. A put needs room in one log; gleaning
-  // frees it. Default 8 logs of 8 MiB.
+  // frees it. Default 8 logs of 8 MiB; at most kMaxLogs.
+  static constexpr int kMaxLogs = 256;
   int logs = 8;
   uint64_t log_bytes = 8ull << 20;
   // Limits: longer keys or values get kInvalidArgument. A value must fit in
