@@ -225,7 +225,11 @@ int FileContent::put_chunk(uint64_t i, const std::string& data) {
   }
   uint64_t id = ids_source_->next.fetch_add(1);
   if (g_fuse_planted_bugs.chunk_written_in_place && ids_[i] != 0) id = ids_[i];
-  if (pm::Status s = store_->put(chunk_key(id), data); !s.ok()) return to_errno(s);
+  pm::Status s = store_->put(chunk_key(id), data);
+  if (s.code() == pm::Code::kNoSpace && ids_source_->make_room && ids_source_->make_room()) {
+    s = store_->put(chunk_key(id), data);
+  }
+  if (!s.ok()) return to_errno(s);
   if (id == ids_[i]) return 0;  // (the planted bug only)
   forget_id(ids_[i]);
   ids_[i] = id;

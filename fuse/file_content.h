@@ -74,6 +74,9 @@ struct Layout {
 struct ChunkIds {
   std::atomic<uint64_t> next{1};
   std::function<pm::Status()> ready;
+  // Fs::make_room: a put refused for room is tried once more when it
+  // returns true.
+  std::function<bool()> make_room;
   // A chunk no manifest names could not be removed: the mount must not
   // say it ended cleanly (kCleanKey), so that the next one sweeps it.
   std::atomic<bool> leftovers{false};

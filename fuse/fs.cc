@@ -56,6 +56,7 @@ Fs::Fs(std::unique_ptr<kv::Store> store, const MountOptions& o)
       generation_(static_cast<uint32_t>(now_ns() / 1000)),
       table_(default_dir_) {
   chunk_ids_.ready = [this] { return learn_ids(); };
+  chunk_ids_.make_room = [this] { return make_room(); };
   const kv::StoreStats st = store_->stats();
   layout_.inline_max = st.max_value_bytes;
   layout_.chunk_bytes = std::min<uint32_t>(st.max_value_bytes, kChunkBytes);
@@ -293,6 +294,19 @@ void Fs::remove_chunks(const std::vector<uint64_t>& ids) {
   }
 }
 
+bool Fs::make_room() {
+  {
+    std::lock_guard g(garbage_mu_);
+    if (garbage_.empty()) return false;
+  }
+  if (pm::Status s = sync_and_collect(); !s.ok()) return false;
+  // The removes free their values' room once applied and committed.
+  if (pm::Status s = store_->checkpoint(); !s.ok() && s.code() != pm::Code::kNoSpace) {
+    fuse_log(FUSE_LOG_WARNING, "pmfs: %s\n", s.to_string().c_str());
+  }
+  return true;
+}
+
 pm::Status Fs::sync_and_collect() {
   std::vector<uint64_t> ids;
   {
@@ -317,6 +331,7 @@ int Fs::commit(Batch& b, int size_errno) {
   // waited for mu_) must not change a store its index no longer matches.
   if (failed()) return EIO;
   pm::Status s = b.commit();
+  if (s.code() == pm::Code::kNoSpace && make_room()) s = b.commit();
   if (s.code() == pm::Code::kInvalidArgument) return size_errno;
   if (!s.ok()) fuse_log(FUSE_LOG_ERR, "pmfs: %s\n", s.to_string().c_str());
   return to_errno(s);
@@ -431,9 +446,14 @@ Fs::Space Fs::space() {
     }
     st = statfs_stats_;
   }
-  const uint64_t host_free = uint64_t{host.f_bavail} * host.f_frsize;
-  const uint64_t used = std::min(st.container_used_bytes, st.container_file_bytes);
-  return Space{st.container_file_bytes + host_free, st.container_file_bytes - used + host_free};
+  // Free is what file data may still take: the heap's free bytes, and the
+  // disk's free space as far as the heap may grow into it. The rest of the
+  // file (logs, journal room, metadata) counts as used: a user trial saw
+  // df show 35% free on a full disk where no write went in.
+  const uint64_t grow = std::min<uint64_t>(uint64_t{host.f_bavail} * host.f_frsize,
+                                           st.container_growth_bytes);
+  const uint64_t heap_free = std::min(st.container_heap_free_bytes, st.container_file_bytes);
+  return Space{st.container_file_bytes + grow, heap_free + grow};
 }
 
 int Fs::do_statfs(struct statvfs* out) {

@@ -231,6 +231,11 @@ class Fs {
   void remove_chunks(const std::vector<uint64_t>& ids);
   // Syncs the store, then removes the chunks discarded before the sync.
   pm::Status sync_and_collect();
+  // A put refused for room: removed files' chunks may hold it, waiting for
+  // a sync. Removes them and has the store apply that; true when there
+  // were any (one more try is worth it). Without this the first write
+  // after an rm on a full store failed (a user trial: 9 of 9 times).
+  bool make_room();
   int commit(Batch& b, int size_errno);
   int move_below(const std::string& from, const std::string& to, Batch* first);
   int check_moves(const std::string& from, const std::string& to);

@@ -188,8 +188,6 @@ int Fs::store_staged(Handle* h) {
     lock.unlock();
     dl.unlock();  // the kernel may write dirty mapped pages back first: a FUSE_WRITE
     invalidate_content(h->ino);
-    // The room may be held by removed files' chunks that wait for a sync.
-    if (err == ENOSPC) (void)sync_and_collect();
     return err;
   }
   n->committed_size = n->size = d->content.size();

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fuse/fs.h"
 #include "fuse/key_names.h"
@@ -71,17 +72,14 @@ inline bool kill_suid(Meta* m, const Caller& c) {
   return true;
 }
 
-// Puts and removes that commit as one store transaction; the first failed
-// step is kept and returned by commit().
+// Puts and removes that commit as one store transaction. They are kept
+// until the Batch goes, so that a commit refused for room can be tried
+// again once removed files' chunks made some (Fs::commit).
 class Fs::Batch {
  public:
-  explicit Batch(kv::Store* s) : t_(s->begin()) {}
-  void put(std::string_view k, std::string_view v) {
-    if (s_.ok()) s_ = t_->put(k, v);
-  }
-  void remove(std::string_view k) {
-    if (s_.ok()) s_ = t_->remove(k);
-  }
+  explicit Batch(kv::Store* s) : store_(s) {}
+  void put(std::string_view k, std::string_view v) { ops_.push_back({false, k, v}); }
+  void remove(std::string_view k) { ops_.push_back({true, k, {}}); }
   void put_dir(std::string_view key, const Meta& m) { put(dir_key(key), encode_meta(m)); }
   // A name of the file with hard links whose inode key holds id; m is kept
   // in its record for readers that know no links (only the flag counts).
@@ -92,11 +90,20 @@ class Fs::Batch {
     put(name_key, id_key("", id));
     put(meta_key(name_key), encode_meta(m));
   }
-  pm::Status commit() { return s_.ok() ? t_->commit() : s_; }
+  pm::Status commit() {
+    std::unique_ptr<kv::Transaction> t = store_->begin();
+    for (const Op& op : ops_) PM_TRY(op.remove ? t->remove(op.key) : t->put(op.key, op.value));
+    return t->commit();
+  }
 
  private:
-  std::unique_ptr<kv::Transaction> t_;
-  pm::Status s_;
+  struct Op {
+    Op(bool r, std::string_view k, std::string_view v) : remove(r), key(k), value(v) {}
+    bool remove;
+    std::string key, value;
+  };
+  kv::Store* store_;
+  std::vector<Op> ops_;
 };
 
 }  // namespace pmfs

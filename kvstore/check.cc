@@ -170,7 +170,7 @@ void check_logs(pm::Container* c, const Backend& be, StoreCheck* out) {
     const uint64_t end = accepted_records(r, be.legacy(), i, log, limits_of(r),
                                           [&](const Record&, uint64_t) { out->log_records++; });
     const Beyond b = look_beyond(r, i, log, end, limits_of(r));
-    if (b.mark != 0) {
+    if (b.damaged()) {
       out->problems.push_back(damaged_log_message(i, end, b) + " (`pm kv salvage` copies them)");
     } else if (b.records != 0) {
       out->notes.push_back("log " + std::to_string(i) + ": its records end at " +
@@ -228,11 +228,11 @@ std::vector<std::pair<std::string, Found>> log_ops(pm::Container* c, const Backe
       };
     };
     const uint64_t end = accepted_records(r, be.legacy(), i, log, limits_of(r), into(&ops));
-    // Past damage before a clean close: the durable records that follow it
-    // (recovery refuses to open such a store).
+    // Past proven damage: the records that follow it (recovery refuses to
+    // open such a store).
     std::vector<std::pair<std::string, Found>> past;
     const Beyond b = look_beyond(r, i, log, end, limits_of(r), into(&past));
-    if (b.mark != 0) {
+    if (b.damaged()) {
       ops.insert(ops.end(), past.begin(), past.end());
       problems->push_back(damaged_log_message(i, end, b) +
                           "; the updates of the damaged record(s) are lost: their keys keep "

@@ -26,6 +26,9 @@
 #include "kvstore/planted_bugs.h"
 #include "kvstore/recovery.h"
 #include "kvstore/store_impl.h"
+#include "libpm/container_impl.h"
+#include "libpm/persist.h"
+#include "testutil/child.h"
 #include "testutil/container_util.h"
 #include "testutil/store_options.h"
 #include "testutil/temp_dir.h"
@@ -535,6 +538,132 @@ TEST(DamagedStoreTest, PlantedIgnoredCloseMarkIsCaught) {
   const std::string problem = damaged_log_record_is_reported(dir.file("s.pm"), dir.file("saved.pm"));
   g_kv_planted_bugs.ignore_close_marks = false;
   EXPECT_NE(problem, "");
+}
+
+// A real file that says it is pmem, so that a store on it persists each
+// record before writing the next (kSync on pmem) wherever the test runs.
+class ClaimsPmem final : public pm::Persist {
+ public:
+  explicit ClaimsPmem(std::unique_ptr<pm::Persist> real) : real_(std::move(real)) {}
+  bool is_pmem() const override { return true; }
+  const std::byte* view() const override { return real_->view(); }
+  uint64_t size() const override { return real_->size(); }
+  void write(uint64_t off, const void* src, size_t n) override { real_->write(off, src, n); }
+  void flush(uint64_t off, size_t n) override { real_->flush(off, n); }
+  Status drain() override { return real_->drain(); }
+  Status resize(uint64_t keep, uint64_t n) override { return real_->resize(keep, n); }
+  uint64_t free_bytes() const override { return real_->free_bytes(); }
+  void set_path(const std::string& path) override { real_->set_path(path); }
+  bool same_file(int fd) const override { return real_->same_file(fd); }
+
+ private:
+  std::unique_ptr<pm::Persist> real_;
+};
+
+// A session of the store at `path` in a child that puts keys [from, to)
+// and dies without closing it (no close marks). `in_order`: on "pmem".
+void crashed_session(const std::string& path, bool in_order, int from, int to) {
+  const int rc = pm::test::exit_code_in_child([&] {
+    pm::PersistOpener opener = pm::open_pmem_file;
+    if (in_order) {
+      opener = [](const std::string& p) -> Result<std::unique_ptr<pm::Persist>> {
+        Result<std::unique_ptr<pm::Persist>> real = pm::open_pmem_file(p);
+        if (!real.ok()) return real.status();
+        return std::unique_ptr<pm::Persist>(new ClaimsPmem(std::move(*real)));
+      };
+    }
+    auto c = pm::open_container(path, container_options(small()), false, opener);
+    if (!c.ok()) return 2;
+    auto s = open_store_on(c->get(), small());
+    if (!s.ok() || (*s)->stats().is_pmem != in_order) return 3;
+    for (int i = from; i < to; i++) {
+      if (!(*s)->put("k" + std::to_string(i), "v" + std::to_string(i)).ok()) return 4;
+    }
+    if (!(*s)->sync().ok()) return 5;
+    ::_exit(0);  // a crash: nothing closes
+  });
+  ASSERT_EQ(rc, 0);
+}
+
+// Flips a byte of the key of the second of log 0's accepted records, which
+// must hold at least `records`; returns that key.
+std::string damage_second_record(const std::string& path, size_t records) {
+  auto c = pm::test::must(pm::Container::open(path));
+  const BackendRoot& r = *c->root<BackendRoot>();
+  const Limits lim{r.max_key, r.max_value, r.log_bytes / 4};
+  Log log(&c->raw(), 0, 0, r.log_bytes);
+  std::vector<std::pair<uint64_t, std::string>> recs;
+  accepted_records(r, false, 0, log, lim, [&](const Record& rec, uint64_t pos) {
+    recs.push_back({pos, std::string(rec.ops[0].key)});
+  });
+  EXPECT_GE(recs.size(), records);
+  if (recs.size() < 2) return "";
+  const uint64_t off = recs[1].first % r.log_bytes + sizeof(RecordHeader) + sizeof(OpHeader);
+  char b;
+  EXPECT_TRUE(c->raw().read(off, &b, 1).ok());
+  b ^= 0x20;
+  EXPECT_TRUE(c->raw().write(off, &b, 1).ok() && c->raw().persist(off, 1).ok());
+  return recs[1].second;
+}
+
+// After a crash, a log ends at its first record that does not read: the
+// torn end of what was written, or damage. Two things tell damage even
+// without a close mark: a valid record past it written in order (a store
+// on pmem persists each record before it writes the next), and an end
+// short of where the last session began (its open made the records
+// before that durable). Either way the open must refuse rather than
+// silently drop the later records (found by a user trial: stale values,
+// deleted keys back, `pm check` "consistent").
+std::string damage_after_a_crash_is(bool in_order, const std::string& dir) {
+  const std::string path = dir + "/s.pm";
+  { must(Store::open(path, small())); }  // created, empty, closed
+  crashed_session(path, in_order, 0, 10);
+  // Off pmem, a second crashed session begins past the first one's records.
+  if (!in_order) crashed_session(path, false, 10, 20);
+  const std::string hit = damage_second_record(path, in_order ? 3 : 11);
+  Result<std::unique_ptr<Store>> s = Store::open(path, small());
+  if (s.ok()) return "opened";
+  if (s.status().code() != pm::Code::kCorruption ||
+      s.status().message().find("salvage") == std::string::npos) {
+    return "open: " + s.status().to_string();
+  }
+  {
+    auto c = pm::test::must(pm::Container::open(path));
+    Result<StoreCheck> ck = check_store(c.get());
+    if (!ck.ok() || ck->problems.empty()) return "pm check found no problem";
+  }
+  Result<SalvageReport> rep = salvage(path, dir + "/saved.pm");
+  if (!rep.ok()) return "salvage: " + rep.status().to_string();
+  auto saved = must(Store::open(dir + "/saved.pm", small()));
+  for (int i = 0; i < (in_order ? 10 : 20); i++) {
+    const std::string k = "k" + std::to_string(i);
+    std::string v;
+    const Status g = saved->get(k, &v);
+    if (k != hit && (!g.ok() || v != "v" + std::to_string(i))) return "salvage lost " + k;
+  }
+  return "refused";
+}
+
+TEST(DamagedStoreTest, ADamagedRecordBeforeOneWrittenInOrderIsReportedAfterACrash) {
+  {
+    pm::test::TempDir dir;
+    EXPECT_EQ(damage_after_a_crash_is(true, dir.path()), "refused");
+  }
+  pm::test::TempDir dir;
+  g_kv_planted_bugs.ignore_in_order_records = true;
+  EXPECT_EQ(damage_after_a_crash_is(true, dir.path()), "opened");
+  g_kv_planted_bugs = KvPlantedBugs();
+}
+
+TEST(DamagedStoreTest, ADamagedRecordBeforeTheLastSessionIsReportedAfterACrash) {
+  {
+    pm::test::TempDir dir;
+    EXPECT_EQ(damage_after_a_crash_is(false, dir.path()), "refused");
+  }
+  pm::test::TempDir dir;
+  g_kv_planted_bugs.torn_tail_before_session = true;
+  EXPECT_EQ(damage_after_a_crash_is(false, dir.path()), "opened");
+  g_kv_planted_bugs = KvPlantedBugs();
 }
 
 // A damaged ordered index: ordered reads fail with kCorruption (gets do

@@ -11,7 +11,7 @@ uint64_t record_checksum(uint32_t log, const std::byte* rec, size_t n) {
 }
 
 void encode_record(uint32_t log, uint64_t pos, uint64_t seq, uint32_t session,
-                   const std::vector<Op>& ops, std::vector<std::byte>* buf) {
+                   const std::vector<Op>& ops, std::vector<std::byte>* buf, bool in_order) {
   const uint64_t n = record_size(ops);
   buf->assign(n, std::byte{0});
   std::byte* p = buf->data();
@@ -26,7 +26,8 @@ void encode_record(uint32_t log, uint64_t pos, uint64_t seq, uint32_t session,
   for (const Op& o : ops) {
     OpHeader oh{};
     oh.op = static_cast<uint8_t>(o.op);
-    oh.flags = o.key_indexed ? kOpKeyIndexed : 0;
+    oh.flags = static_cast<uint8_t>((o.key_indexed ? kOpKeyIndexed : 0) |
+                                    (in_order ? kOpInOrder : 0));
     oh.klen = static_cast<uint32_t>(o.key.size());
     oh.vlen = static_cast<uint32_t>(o.value.size());
     std::memcpy(p + at, &oh, sizeof oh);
@@ -122,6 +123,7 @@ bool Log::read(uint64_t pos, const Limits& limits, Record* out) const {
     Op o;
     o.op = static_cast<OpCode>(oh.op);
     o.key_indexed = h.magic == kRecordMagic && (oh.flags & kOpKeyIndexed) != 0;
+    if (i == 0) out->in_order = h.magic == kRecordMagic && (oh.flags & kOpInOrder) != 0;
     o.key = std::string_view(reinterpret_cast<const char*>(p + at), oh.klen);
     o.value = std::string_view(reinterpret_cast<const char*>(p + at + oh.klen), oh.vlen);
     at += oh.klen + oh.vlen;

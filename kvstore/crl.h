@@ -54,6 +54,11 @@ static_assert(sizeof(RecordHeader) == 40);
 // of the session that wrote them: a crash drops what was applied and not
 // committed. Format 2 records only; readers of older versions ignore it.
 inline constexpr uint8_t kOpKeyIndexed = 1;
+// On every op of a record appended with a persist of its own (kSync on
+// pmem, LogWriter::append): the log's earlier records were persistent
+// before this one was written. So a valid such record past an invalid one
+// proves the invalid one damaged, not torn by a crash (look_beyond).
+inline constexpr uint8_t kOpInOrder = 2;
 
 struct OpHeader {
   uint8_t op;  // OpCode
@@ -89,14 +94,17 @@ inline uint64_t record_size(const std::vector<Op>& ops) {
 uint64_t record_checksum(uint32_t log, const std::byte* rec, size_t n);
 
 // Builds the record into *buf (resized to record_size(ops)).
+// `in_order`: appended with a persist of its own (kOpInOrder).
 void encode_record(uint32_t log, uint64_t pos, uint64_t seq, uint32_t session,
-                   const std::vector<Op>& ops, std::vector<std::byte>* buf);
+                   const std::vector<Op>& ops, std::vector<std::byte>* buf,
+                   bool in_order = false);
 // The close mark of `session` for log `log` at pos.
 RecordHeader close_mark(uint32_t log, uint64_t pos, uint32_t session);
 
 // A record read back and validated; ops point into `bytes`.
 struct Record {
   RecordHeader header{};
+  bool in_order = false;  // kOpInOrder
   std::vector<std::byte> bytes;
   std::vector<Op> ops;
 };

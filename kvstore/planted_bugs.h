@@ -69,6 +69,11 @@ struct KvPlantedBugs {
   // blocked one again, though the heap is as it was (gleaner.h,
   // apply_beyond): failing puts on a full disk take 50-125 ms each.
   bool reread_behind_blocked = false;
+  // recovery.cc, look_beyond: a valid record written in order past a
+  // log's end is taken for a torn tail's leftovers, as before kOpInOrder
+  bool ignore_in_order_records = false;
+  // and an end short of where the last session began, too
+  bool torn_tail_before_session = false;
   // The version tree (version_tree.cc):
   bool tree_split_in_place = false;         // a split rewrites the full node in place
   bool tree_commit_before_persist = false;  // the version store precedes the node writes' drain

@@ -140,6 +140,9 @@ Beyond look_beyond(const BackendRoot& r, uint32_t i, const Log& log, uint64_t en
   // Which session may have written where, as the session rule says, but
   // without its order between records (damage breaks the sequence).
   const bool legacy = r.version < 2;
+  if (!legacy && end < r.session_start[i] && !g_kv_planted_bugs.torn_tail_before_session) {
+    b.began = r.session_start[i];
+  }
   auto plausible = [&](uint64_t pos, uint32_t s) {
     if (legacy) return s <= session;
     return pos < r.session_start[i] ? s < session : s == session;
@@ -158,6 +161,9 @@ Beyond look_beyond(const BackendRoot& r, uint32_t i, const Log& log, uint64_t en
     }
     if (!log.read(pos, limits, &rec)) continue;
     if (b.records++ == 0) b.first = pos;
+    if (rec.in_order && b.in_order == 0 && !g_kv_planted_bugs.ignore_in_order_records) {
+      b.in_order = pos;
+    }
     if (fn) fn(rec, pos);
     pos += rec.header.len - 8;
   }
@@ -165,9 +171,16 @@ Beyond look_beyond(const BackendRoot& r, uint32_t i, const Log& log, uint64_t en
 }
 
 std::string damaged_log_message(uint32_t i, uint64_t end, const Beyond& b) {
-  return "log " + std::to_string(i) + " is damaged at " + std::to_string(end) +
-         ": the store was closed cleanly with its records durable up to " +
-         std::to_string(b.mark) + ", and " + std::to_string(b.records) +
+  const std::string why =
+      b.mark != 0 ? "the store was closed cleanly with its records durable up to " +
+                        std::to_string(b.mark)
+      : b.in_order != 0
+          ? "its records were made durable one after another, and a valid one lies at " +
+                std::to_string(b.in_order)
+          : "its last session began at " + std::to_string(b.began) +
+                " once the records before that were durable";
+  return "log " + std::to_string(i) + " is damaged at " + std::to_string(end) + ": " + why +
+         ", and " + std::to_string(b.records) +
          " valid record(s) follow the damage that recovery cannot replay past it";
 }
 
@@ -182,7 +195,7 @@ Result<Recovered> recover(pm::Container* c, Backend* be, Frontend* fe, LogWriter
     ends[i] = scan_log(*r, legacy, i, logs->at(i), limits, &newest, &out);
     if (legacy || g_kv_planted_bugs.ignore_close_marks) continue;
     const Beyond b = look_beyond(*r, i, *logs->at(i)->log, ends[i], limits);
-    if (b.mark != 0) {
+    if (b.damaged()) {
       return Status::corruption(
           c->usage().path + ": " + damaged_log_message(i, ends[i], b) +
           "; nothing was changed: copy what reads into a new store with `pm kv salvage`");

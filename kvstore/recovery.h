@@ -51,15 +51,22 @@ uint64_t accepted_records(const BackendRoot& r, bool legacy, uint32_t i, const L
 // What lies in log `i` past `end`, where accepted_records stopped: valid
 // records a session could have written where they lie (fn is called for
 // each), and the last session's close mark. Reads only.
+// Damage, rather than a crash's torn tail, is proven by any of: the last
+// session's close mark past the end; a valid record past it written in
+// order (kOpInOrder); an end short of where the last session began, since
+// the open that began it made the records before that durable.
 struct Beyond {
-  uint64_t records = 0;  // valid records
-  uint64_t first = 0;    // where the first of them is
-  uint64_t mark = 0;     // where the close mark is; 0: none
+  uint64_t records = 0;   // valid records
+  uint64_t first = 0;     // where the first of them is
+  uint64_t mark = 0;      // where the close mark is; 0: none
+  uint64_t in_order = 0;  // where the first valid record written in order is; 0: none
+  uint64_t began = 0;     // where the last session began, when past the end; 0: not
+  bool damaged() const { return mark != 0 || in_order != 0 || began != 0; }
 };
 Beyond look_beyond(const BackendRoot& r, uint32_t i, const Log& log, uint64_t end,
                    const Limits& limits,
                    const std::function<void(const Record&, uint64_t pos)>& fn = nullptr);
-// The message of a log damaged before its close mark (check and open).
+// The message of a log whose damage `b` proves (check and open).
 std::string damaged_log_message(uint32_t i, uint64_t end, const Beyond& b);
 
 struct Recovered {

@@ -552,7 +552,7 @@ Status StoreImpl::update(std::vector<Update>& ups, bool single) {
       if (Frontend::fits(old[which[k]], u.value)) continue;
       made[k] = Item::make(u.hash, seq, ref, u.key, u.value, u.remove);
     }
-    encode_record(L->log->index(), pos, seq, session_, logged, &buf);
+    encode_record(L->log->index(), pos, seq, session_, logged, &buf, persist_each());
   } catch (const std::bad_alloc&) {
     return Status::no_space("store: out of memory (DRAM) for an update of " +
                             std::to_string(n) + " bytes; nothing was written");
@@ -644,6 +644,8 @@ StoreStats StoreImpl::stats() {
   pm::ContainerInfo ci = c_->usage();
   st.container_used_bytes = ci.used_bytes;
   st.container_file_bytes = ci.file_bytes;
+  st.container_heap_free_bytes = ci.free_bytes;
+  st.container_growth_bytes = ci.max_bytes > ci.heap_bytes ? ci.max_bytes - ci.heap_bytes : 0;
   st.container_private_bytes = ci.private_bytes;
   st.container_journaled_bytes = ci.journaled_bytes;
   st.container_fresh_bytes = ci.fresh_bytes;

@@ -148,7 +148,7 @@ void add_mount_commands(CLI::App& root, const Globals& g, std::vector<Command>* 
       ->group(kCreation);
   add_size_option(m, "--max-file-size", a->o.max_file_bytes,
                   "largest file (e.g. 4GiB; writes past it get EFBIG; default: what the store "
-                  "allows, (max-value / 8) chunks)");
+                  "allows, (max-value - 16) / 8 chunks)");
   out->push_back({m, [a] { return run_mount(*a); }});
 }
 

@@ -131,6 +131,11 @@ struct StoreStats {
   uint64_t backend_ghosts = 0;   // remembered removals (see docs/kvstore.md)
   uint64_t container_used_bytes = 0;
   uint64_t container_file_bytes = 0;
+  // Room for values: the heap's free bytes, and how far it may still grow
+  // (its maximum less its size). The logs, the journal's room and the
+  // allocator's metadata are in the file but hold no values.
+  uint64_t container_heap_free_bytes = 0;
+  uint64_t container_growth_bytes = 0;
   // DRAM held by private copies of committed backend pages (bounded by
   // StoreOptions::dram_budget_bytes when set).
   uint64_t container_private_bytes = 0;
