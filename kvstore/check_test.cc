@@ -644,26 +644,24 @@ std::string damage_after_a_crash_is(bool in_order, const std::string& dir) {
   return "refused";
 }
 
-TEST(DamagedStoreTest, ADamagedRecordBeforeOneWrittenInOrderIsReportedAfterACrash) {
+// Refused as it should be, and opened silently with `bug` planted.
+void refused_unless(bool in_order, bool KvPlantedBugs::*bug) {
   {
     pm::test::TempDir dir;
-    EXPECT_EQ(damage_after_a_crash_is(true, dir.path()), "refused");
+    EXPECT_EQ(damage_after_a_crash_is(in_order, dir.path()), "refused");
   }
   pm::test::TempDir dir;
-  g_kv_planted_bugs.ignore_in_order_records = true;
-  EXPECT_EQ(damage_after_a_crash_is(true, dir.path()), "opened");
+  g_kv_planted_bugs.*bug = true;
+  EXPECT_EQ(damage_after_a_crash_is(in_order, dir.path()), "opened");
   g_kv_planted_bugs = KvPlantedBugs();
 }
 
+TEST(DamagedStoreTest, ADamagedRecordBeforeOneWrittenInOrderIsReportedAfterACrash) {
+  refused_unless(true, &KvPlantedBugs::ignore_in_order_records);
+}
+
 TEST(DamagedStoreTest, ADamagedRecordBeforeTheLastSessionIsReportedAfterACrash) {
-  {
-    pm::test::TempDir dir;
-    EXPECT_EQ(damage_after_a_crash_is(false, dir.path()), "refused");
-  }
-  pm::test::TempDir dir;
-  g_kv_planted_bugs.torn_tail_before_session = true;
-  EXPECT_EQ(damage_after_a_crash_is(false, dir.path()), "opened");
-  g_kv_planted_bugs = KvPlantedBugs();
+  refused_unless(false, &KvPlantedBugs::torn_tail_before_session);
 }
 
 // A damaged ordered index: ordered reads fail with kCorruption (gets do
