@@ -294,6 +294,12 @@ void Fs::remove_chunks(const std::vector<uint64_t>& ids) {
   }
 }
 
+pm::Status Fs::commit_with_room(Batch& b) {
+  pm::Status s = b.commit();
+  if (s.code() == pm::Code::kNoSpace && make_room()) s = b.commit();
+  return s;
+}
+
 bool Fs::make_room() {
   {
     std::lock_guard g(garbage_mu_);
@@ -330,8 +336,7 @@ int Fs::commit(Batch& b, int size_errno) {
   // A request that passed Guarded's check before the mount stopped (it
   // waited for mu_) must not change a store its index no longer matches.
   if (failed()) return EIO;
-  pm::Status s = b.commit();
-  if (s.code() == pm::Code::kNoSpace && make_room()) s = b.commit();
+  pm::Status s = commit_with_room(b);
   if (s.code() == pm::Code::kInvalidArgument) return size_errno;
   if (!s.ok()) fuse_log(FUSE_LOG_ERR, "pmfs: %s\n", s.to_string().c_str());
   return to_errno(s);

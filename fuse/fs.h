@@ -236,6 +236,8 @@ class Fs {
   // were any (one more try is worth it). Without this the first write
   // after an rm on a full store failed (a user trial: 9 of 9 times).
   bool make_room();
+  // b.commit(), tried once more after make_room() when refused for room.
+  pm::Status commit_with_room(Batch& b);
   int commit(Batch& b, int size_errno);
   int move_below(const std::string& from, const std::string& to, Batch* first);
   int check_moves(const std::string& from, const std::string& to);

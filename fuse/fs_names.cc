@@ -355,7 +355,7 @@ pm::Status Fs::finish_moves(const std::string& from, const std::string& to) {
       PM_TRY(store_->sync());
       b.remove(kRenameKey);
     }
-    PM_TRY(b.commit());
+    PM_TRY(commit_with_room(b));
     // Durable before any later change: one in another log that survived a
     // crash this removal did not would be moved by the next mount.
     if (!*more) return store_->sync();
