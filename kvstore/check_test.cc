@@ -464,6 +464,24 @@ TEST(DamagedStoreTest, SalvageWritesNothingToItsSourceAndPublishesOnlyAWholeCopy
   EXPECT_NE(::stat(out2.c_str(), &st), 0);
 }
 
+// The store at `path` holds a damaged log record: the open must refuse
+// (kCorruption, naming salvage) and check must report it. "" when both
+// do; "opened" when the open went through.
+std::string open_refused_and_check_reports(const std::string& path) {
+  Result<std::unique_ptr<Store>> s = Store::open(path, small());
+  if (s.ok()) return "opened";
+  if (s.status().code() != pm::Code::kCorruption ||
+      s.status().message().find("salvage") == std::string::npos) {
+    return "open: " + s.status().to_string();
+  }
+  {
+    auto c = pm::test::must(pm::Container::open(path));
+    Result<StoreCheck> ck = check_store(c.get());
+    if (!ck.ok() || ck->problems.empty()) return "pm check found no problem";
+  }
+  return "";
+}
+
 // A record damaged in the logs of a store closed cleanly. Recovery ends a
 // log at its first record that does not read, which after a crash is the
 // torn end of what was written; here the records after it were durable (the
@@ -495,17 +513,7 @@ std::string damaged_log_record_is_reported(const std::string& path, const std::s
     }
   }
   if (hit.empty()) return "no log with three records";
-  Result<std::unique_ptr<Store>> s = Store::open(path, small());
-  if (s.ok()) return "the open did not see the damaged log";
-  if (s.status().code() != pm::Code::kCorruption ||
-      s.status().message().find("salvage") == std::string::npos) {
-    return "open: " + s.status().to_string();
-  }
-  {
-    auto c = pm::test::must(pm::Container::open(path));
-    Result<StoreCheck> ck = check_store(c.get());
-    if (!ck.ok() || ck->problems.empty()) return "pm check found no problem";
-  }
+  if (std::string why = open_refused_and_check_reports(path); !why.empty()) return why;
   Result<SalvageReport> rep = salvage(path, out);
   if (!rep.ok()) return "salvage: " + rep.status().to_string();
   // The damaged record's update is lost: said, not passed over (its key
@@ -621,17 +629,7 @@ std::string damage_after_a_crash_is(bool in_order, const std::string& dir) {
   // Off pmem, a second crashed session begins past the first one's records.
   if (!in_order) crashed_session(path, false, 10, 20);
   const std::string hit = damage_second_record(path, in_order ? 3 : 11);
-  Result<std::unique_ptr<Store>> s = Store::open(path, small());
-  if (s.ok()) return "opened";
-  if (s.status().code() != pm::Code::kCorruption ||
-      s.status().message().find("salvage") == std::string::npos) {
-    return "open: " + s.status().to_string();
-  }
-  {
-    auto c = pm::test::must(pm::Container::open(path));
-    Result<StoreCheck> ck = check_store(c.get());
-    if (!ck.ok() || ck->problems.empty()) return "pm check found no problem";
-  }
+  if (std::string why = open_refused_and_check_reports(path); !why.empty()) return why;
   Result<SalvageReport> rep = salvage(path, dir + "/saved.pm");
   if (!rep.ok()) return "salvage: " + rep.status().to_string();
   auto saved = must(Store::open(dir + "/saved.pm", small()));
