@@ -310,12 +310,20 @@ pm::Status Fs::sweep_inodes(const std::unordered_map<uint64_t, uint64_t>& inodes
     if (id < kMaxId) next_inode_id_ = std::max(next_inode_id_, id + 1);
     if (linked.contains(id)) continue;
     const std::string key = inode_key(id);
-    records->erase(key);
     Batch b(store_.get());
     b.remove(key);
     b.remove(meta_key(key));
     b.remove(xattr_key(key));
-    PM_TRY(b.commit().with_context("remove a file no name links to"));
+    // A full store must still mount, as with chunks below: the file stays
+    // (no name shows it, its record keeps its chunks named) and the next
+    // mount tries again.
+    if (pm::Status s = b.commit(); !s.ok()) {
+      if (s.code() != pm::Code::kNoSpace) return s.with_context("remove a file no name links to");
+      fuse_log(FUSE_LOG_WARNING, "pmfs: remove a file no name links to: %s\n",
+               s.to_string().c_str());
+      continue;
+    }
+    records->erase(key);
     removed++;
   }
   if (removed != 0) {
