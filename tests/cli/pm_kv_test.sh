@@ -225,6 +225,17 @@ time.sleep(0.3)
 os.close(fd)  # the holder goes away: the waiting get goes on
 out, _ = p.communicate(timeout=20)
 assert p.returncode == 0 and out == "x", (p.returncode, out)
+# A program reading it (a read-only open holds the lock shared): commands
+# that read share the file at once, those that write wait.
+fd = os.open(path, os.O_RDONLY)
+fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+r = subprocess.run([pm, "kv", "get", path, "a1", "--wait", "0"], capture_output=True, text=True)
+assert r.returncode == 0 and r.stdout == "x", r
+r = subprocess.run([pm, "kv", "ls", path, "--wait", "0"], capture_output=True, text=True)
+assert r.returncode == 0 and len(r.stdout.splitlines()) == 16, r
+r = subprocess.run([pm, "kv", "put", path, "c", "z", "--wait", "0"], capture_output=True, text=True)
+assert r.returncode == 1 and "locked by" in r.stderr, r
+os.close(fd)
 PY
 
 # Batches are sized to the store's log: many values near a small store's

@@ -92,7 +92,10 @@ void add_store_args(CLI::App* app, StoreArgs* a, Access access) {
                   "a write returns before it is durable; the command syncs before it exits");
   }
   app->add_option("--wait", a->wait_seconds,
-                  "seconds to wait for a store another process has open (0: fail at once)")
+                  access == Access::kRead
+                      ? "seconds to wait for a store another process has open for writing "
+                        "(0: fail at once; readers share it)"
+                      : "seconds to wait for a store another process has open (0: fail at once)")
       ->capture_default_str()
       ->check(kFinite & CLI::Range(0.0, 86400.0));
 }
@@ -130,6 +133,14 @@ Result<std::unique_ptr<kv::Store>> open_store(const StoreArgs& a, Access access)
   for (;;) {
     Result<std::unique_ptr<kv::Store>> s = kv::Store::open(a.path, o);
     if (s.ok() || !s.status().is_busy()) return s;
+    // Held by readers only (a program that opened it read-only): a command
+    // that reads shares the file with them.
+    if (access == Access::kRead && !o.read_only) {
+      kv::StoreOptions shared = o;
+      shared.read_only = true;
+      Result<std::unique_ptr<kv::Store>> r = kv::Store::open(a.path, shared);
+      if (r.ok() || !r.status().is_busy()) return r;
+    }
     if (std::chrono::steady_clock::now() + pause > deadline) {
       return a.wait_seconds == 0
                  ? s.status()
