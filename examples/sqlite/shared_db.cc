@@ -198,6 +198,7 @@ void SharedDb::drop_uncommitted() {
   if (!dirty_.load(std::memory_order_relaxed)) return;
   (void)c_->abort();  // fails only on a broken container, which refuses everything
   dirty_.store(false, std::memory_order_relaxed);
+  trim_after_commit_.store(false, std::memory_order_relaxed);
 }
 
 Status SharedDb::commit_if_dirty() {
@@ -210,6 +211,7 @@ Status SharedDb::commit_if_dirty() {
   }
   if (!s.ok()) (void)c_->abort();  // fails too when the commit got past its commit point
   dirty_.store(false, std::memory_order_relaxed);
+  trim_after_commit_.store(false, std::memory_order_relaxed);
   // The working view keeps a private copy of every page a commit wrote:
   // past kPrivateBudget they are dropped (reads then come from the file's
   // shared pages), or a database would hold its whole size in anonymous

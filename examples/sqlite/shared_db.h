@@ -79,6 +79,12 @@ class SharedDb final : public OldPages {
   // Drops what changed since the last commit (the image is then the
   // committed one).
   void drop_uncommitted();
+  // Records that the change since the last commit is a trim SQLite made
+  // after syncing (VACUUM shrinks the file so). It rides with the next
+  // commit; the VFS commits it before the next write transaction begins,
+  // since the heap reuses the blocks it frees only once committed.
+  void mark_trim_after_commit() { trim_after_commit_.store(true, std::memory_order_relaxed); }
+  bool trim_after_commit() const { return trim_after_commit_.load(std::memory_order_relaxed); }
 
   // SQLite's xLock / xUnlock / xCheckReservedLock; `mine` is the
   // connection's level. Return SQLite codes.
@@ -110,6 +116,7 @@ class SharedDb final : public OldPages {
   Committer committer_;
   bool read_only_;
   std::atomic<bool> dirty_{false};
+  std::atomic<bool> trim_after_commit_{false};  // cleared with dirty_
   uint64_t dev_ = 0, ino_ = 0;  // the file's, at open (0: unknown)
   mutable std::mutex commit_mu_;  // a commit, or a read of what it left
   uint64_t commits_ = 0;          // under commit_mu_

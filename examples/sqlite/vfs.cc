@@ -84,6 +84,7 @@ struct DbFile {
   std::shared_ptr<SharedDb> db;
   int lock = kNone;
   bool unsynced_writes = false;  // xWrite since SQLite last synced
+  bool synced = false;           // SQLite's last change was its sync (a commit)
   sqlite3_int64 mmap_size = 0;  // SQLite's mmap limit, for PRAGMA mmap_size
 };
 DbFile* db_of(sqlite3_file* f) { return reinterpret_cast<DbFile*>(f); }
@@ -109,6 +110,7 @@ int db_sync_commit(DbFile* d) {
   }
   const uint64_t before = d->db->committed_state();
   const int rc = db_commit(d);
+  d->synced = rc == SQLITE_OK;
   // The pages the journal still refers to are gone: it can serve no
   // rollback now. Emptied, it is one SQLite finds nothing to play back in
   // (a failing database after this one in a transaction with a database of
@@ -141,6 +143,7 @@ int db_unlock(sqlite3_file* f, int level) {
       d->db->drop_uncommitted();
     }
     d->unsynced_writes = false;
+    d->synced = false;
   }
   d->db->unlock(&d->lock, level);
   return rc;
@@ -180,6 +183,7 @@ int db_write(sqlite3_file* f, const void* buf, int n, sqlite3_int64 off) {
   if (db.read_only()) return SQLITE_READONLY;
   db.mark_dirty();
   db_of(f)->unsynced_writes = true;
+  db_of(f)->synced = false;
   const void* src = buf;
   std::string rollback_page1;
   if (off == 0 && n >= 20) {
@@ -206,6 +210,7 @@ int db_truncate(sqlite3_file* f, sqlite3_int64 size) {
   SharedDb& db = *db_of(f)->db;
   if (db.read_only()) return SQLITE_READONLY;
   db.mark_dirty();
+  if (db_of(f)->synced) db.mark_trim_after_commit();
   Status s = db.image().truncate(static_cast<uint64_t>(size), db.fetched.load() == 0);
   return s.ok() ? SQLITE_OK : fail(s, SQLITE_IOERR_TRUNCATE);
 }
@@ -219,7 +224,20 @@ int db_file_size(sqlite3_file* f, sqlite3_int64* size) {
 
 int db_lock(sqlite3_file* f, int level) {
   DbFile* d = db_of(f);
-  return d->db->lock(&d->lock, level);
+  // A write transaction begins: a trim after the last commit goes out
+  // first, so that the blocks it freed can take this transaction's pages
+  // (a large insert after a VACUUM on a full container failed once).
+  // Before SQLite writes this transaction's journal, which refers to pages
+  // as committed; readers of other connections see the same bytes before
+  // and after. A failure drops the trim (the file stays longer, which
+  // SQLite reads as the same database) and fails only this transaction.
+  const int before = d->lock;
+  int rc = d->db->lock(&d->lock, level);
+  if (rc == SQLITE_OK && level == kReserved && before <= kShared && d->db->trim_after_commit()) {
+    rc = db_commit(d);
+    if (rc != SQLITE_OK) d->db->unlock(&d->lock, before);
+  }
+  return rc;
 }
 
 int db_check_reserved(sqlite3_file* f, int* out) {
