@@ -37,10 +37,6 @@ std::map<std::string, Entry>& registry() {
   return *r;
 }
 
-uint64_t round_up_gib(uint64_t n) {
-  const uint64_t gib = 1ull << 30;
-  return std::max<uint64_t>(gib, (n + gib - 1) / gib * gib);
-}
 
 // A file that is not a container at all (an ordinary SQLite database, say)
 // gets its own answer, not the container's "bad magic".
@@ -67,7 +63,7 @@ Result<std::unique_ptr<pm::Container>> create_container(const std::string& path,
   pm::Options o;
   o.layout = kLayout;
   o.tracker = pm::TrackerKind::kHints;
-  o.max_size = round_up_gib(p.max_size);
+  o.max_size = p.container_max_size();
   o.initial_size = p.initial_size;  // at most max_size (open_db checks)
   o.initialize = [](pm::Container& c) { return DbImage::attach(c).status(); };
   o.file_mode = 0644;  // as SQLite's own VFS (SQLITE_DEFAULT_FILE_PERMISSIONS), less the umask

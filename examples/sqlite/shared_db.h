@@ -42,6 +42,11 @@ struct OpenParams {
   bool read_only = false;  // SQLITE_OPEN_READONLY
   uint64_t max_size = 64ull << 30;
   uint64_t initial_size = 8ull << 20;
+  // max_size as a container takes it: rounded up to whole GiB, at least 1.
+  uint64_t container_max_size() const {
+    constexpr uint64_t kGib = 1ull << 30;
+    return max_size <= kGib ? kGib : (max_size + kGib - 1) / kGib * kGib;
+  }
 };
 
 class SharedDb final : public OldPages {

@@ -430,10 +430,10 @@ int open_db(const char* name, sqlite3_file* f, int flags, int* out_flags) {
   if (p.initial_size < (1ull << 20)) {
     return cant_open("the URI parameter initial_size must be at least 1M");
   }
-  if (p.initial_size > p.max_size) {
+  if (p.initial_size > p.container_max_size()) {
     return cant_open("the URI parameter initial_size=" + std::to_string(p.initial_size) +
-                     " is above max_size=" + std::to_string(p.max_size) +
-                     " (bytes; max_size defaults to 64G)");
+                     " is above max_size=" + std::to_string(p.container_max_size()) +
+                     " (bytes, rounded up to whole GiB; max_size defaults to 64G)");
   }
   pm::Result<std::shared_ptr<SharedDb>> db = SharedDb::open(name, p);
   if (!db.ok()) return fail(db.status(), SQLITE_CANTOPEN);

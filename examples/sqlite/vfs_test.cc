@@ -720,6 +720,9 @@ TEST(SqliteVfsTest, BadSizeParametersAreRefusedByName) {
   }
   Db ok("file:" + dir.file("ok.db") + "?initial_size=2M&max_size=2G");
   EXPECT_EQ(ok.rc(), SQLITE_OK) << ok.error();
+  // max_size is rounded up to whole GiB before initial_size (8M) meets it.
+  Db small("file:" + dir.file("small.db") + "?max_size=1K");
+  EXPECT_EQ(small.rc(), SQLITE_OK) << small.error();
 }
 
 // The backup API copies page 1 of a WAL database as it is (format bytes 18

@@ -108,6 +108,8 @@ printf 'b\nc\n' >"$dir/want"
 same "an unordered store lists in order" out "$dir/want"
 check "stats of an ordered store" 0 "$PM" kv stats "$S" --json
 json "an ordered index by default" "d['ordered'] == True"
+check "stats as a table" 0 "$PM" kv stats "$S"
+has "a text value in the table is not quoted" out "^durability  *sync$"
 
 # Limits: a too-long key fails with a clear message and stores nothing.
 long=$(head -c 2000 /dev/zero | tr '\0' k)

@@ -634,7 +634,9 @@ Status run_stats(const StoreArgs& a, bool json) {
   size_t width = 0;
   for (const auto& row : rows) width = std::max(width, std::strlen(row.first) + 2);
   for (const auto& [name, v] : rows) {
-    fmt::print("{:<{}}{}\n", name, width, v.dump(-1, ' ', false, Json::error_handler_t::replace));
+    const std::string shown =
+        v.is_string() ? v.get<std::string>() : v.dump(-1, ' ', false, Json::error_handler_t::replace);
+    fmt::print("{:<{}}{}\n", name, width, shown);
   }
   return Status();
 }
