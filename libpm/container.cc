@@ -268,6 +268,10 @@ ContainerInfo ContainerImpl::info() const {
   // Trackers over-report (uffd: pages only read since open; hints: announced
   // but unchanged), so a page counts only if it differs from the home view.
   ContainerInfo i = usage();
+  // Set by the open, before anything else could see this container.
+  for (const std::string* p : {&superblock_problem_, &copy_problem_}) {
+    if (!p->empty()) i.superblock_damage.push_back(*p);
+  }
   if (gate_.held_by_this_thread()) return i;
   ClosedGate closed(gate_);
   std::lock_guard<std::mutex> l(persist_mu_);

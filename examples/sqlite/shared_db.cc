@@ -93,6 +93,13 @@ Result<std::unique_ptr<pm::Container>> open_container(const std::string& path, c
   o.layout = kLayout;
   o.tracker = pm::TrackerKind::kHints;
   o.read_only = p.read_only;
+  // What an open repaired (a superblock rewritten from its copy) reaches
+  // SQLite's error log, where a program listening to it hears it once.
+  o.logger = [path](pm::LogLevel level, std::string_view msg) {
+    if (level < pm::LogLevel::kWarn) return;
+    sqlite3_log(SQLITE_WARNING, "pm vfs: %s: %.*s", path.c_str(), static_cast<int>(msg.size()),
+                msg.data());
+  };
   Result<std::unique_ptr<pm::Container>> c = pm::Container::open(path, o);
   if (!c.ok() && c.status().is_read_only() && !p.read_only) {
     o.read_only = true;  // as SQLite's own VFS: no write access opens read-only

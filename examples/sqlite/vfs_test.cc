@@ -522,6 +522,42 @@ TEST(SqliteVfsTest, FilesThatAreNotOurDatabasesAreRefusedAndLeftAlone) {
   sqlite3_close(raw);
 }
 
+// A user trial: a database whose superblock was damaged opened, was
+// repaired from the superblock's copy, and nothing told the program. The
+// repair reaches SQLite's error log (SQLITE_CONFIG_LOG), once.
+TEST(SqliteVfsTest, ARepairedSuperblockIsLoggedToSqlite) {
+  TempDir dir;
+  const std::string path = dir.file("sb.db");
+  {
+    Db db(path);
+    ASSERT_EQ(db.exec("CREATE TABLE t(x); INSERT INTO t VALUES(7)"), SQLITE_OK);
+  }
+  const int fd = ::open(path.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, "\xff\xff\xff\xff", 4, 64), 4);
+  ::close(fd);
+  pid_t pid = fork();
+  if (pid == 0) {  // SQLite takes a log callback only before it initializes
+    static std::string logged;
+    sqlite3_shutdown();
+    sqlite3_config(SQLITE_CONFIG_LOG, +[](void*, int, const char* msg) { logged += msg; }, nullptr);
+    sqlite3_initialize();
+    {
+      Db db(path);
+      if (db.one("SELECT x FROM t") != "7") _exit(2);
+    }
+    if (logged.find(path + ": superblock damaged") == std::string::npos) _exit(3);
+    if (logged.find("rewrote the superblock from its copy") == std::string::npos) _exit(4);
+    logged.clear();
+    Db again(path);
+    _exit(again.one("SELECT x FROM t") == "7" && logged.empty() ? 0 : 5);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
 TEST(SqliteVfsTest, ReadOnlyOpenReadsAndRefusesWrites) {
   TempDir dir;
   const std::string path = dir.file("ro.db");

@@ -37,6 +37,14 @@ printf 'garbage' | dd of="$dir/a.pm" bs=1 seek=3600 conv=notrunc status=none
 check "check of a damaged copy of the superblock" 1 "$PM" check "$dir/a.pm"
 has "the damaged copy is named" out "copy at byte 3584 is damaged"
 check "check after the copy was rewritten" 0 "$PM" check "$dir/a.pm"
+# An info that repairs the superblock says so (a user trial: it repaired it
+# silently, and the check after it found nothing).
+printf '\377\377\377\377' | dd of="$dir/a.pm" bs=1 seek=64 conv=notrunc status=none
+check "info of a damaged superblock" 0 "$PM" info "$dir/a.pm"
+has "info warns" err "warning: .*superblock damaged (superblock checksum mismatch"
+has "info shows the damage" out "^damage  *superblock damaged.*rewritten from it"
+check "info --json of a repaired superblock" 0 "$PM" info "$dir/a.pm" --json
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['superblock_damage']==[], d" "$dir/out" || { echo "FAIL: the repair did not last"; fail=1; }
 printf 'garbage' | dd of="$dir/a.pm" bs=1 seek=3584 conv=notrunc status=none
 printf 'garbage' | dd of="$dir/a.pm" bs=1 seek=0 conv=notrunc status=none
 check "check of a damaged file" 1 "$PM" check "$dir/a.pm"

@@ -38,7 +38,8 @@ nlohmann::json info_json(const ContainerInfo& i) {
           {"read_only", i.read_only},
           {"tracker", i.tracker},
           {"layout", i.layout},
-          {"journal", journal_state_name(i.journal)}};
+          {"journal", journal_state_name(i.journal)},
+          {"superblock_damage", i.superblock_damage}};
 }
 
 void print_info(const ContainerInfo& i) {
@@ -55,6 +56,7 @@ void print_info(const ContainerInfo& i) {
   row("journal", fmt::format("{} (last commit {})", journal_state_name(i.journal), i.commits));
   if (i.read_only) row("opened", "read-only (no write access)");
   row("layout", i.layout.empty() ? "-" : i.layout);
+  for (const std::string& d : i.superblock_damage) row("damage", d);
 }
 
 nlohmann::json escaping_json(const std::vector<EscapingPointer>& es) {
@@ -246,6 +248,9 @@ void add_container_commands(CLI::App& root, const Globals& g, std::vector<Comman
                     Result<std::unique_ptr<Container>> c = open_for_reading(*info_path);
                     if (!c.ok()) return c.status();
                     ContainerInfo i = (*c)->info();
+                    for (const std::string& d : i.superblock_damage) {
+                      fmt::print(stderr, "pm: warning: {}: {}\n", i.path, d);
+                    }
                     if (g.json) {
                       fmt::print("{}\n", json_text(info_json(i)));
                     } else {

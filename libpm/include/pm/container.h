@@ -122,6 +122,10 @@ struct ContainerInfo {
   std::string tracker;           // tracker in use
   std::string layout;
   JournalState journal = JournalState::kEmpty;
+  // What this open found damaged in the superblock or its copy, and did:
+  // read the other, and (opened writable) rewrote the damaged one from it.
+  // check() reports the same; the next open finds nothing. info() only.
+  std::vector<std::string> superblock_damage;
 };
 
 // What a block may hold, chosen at alloc() and kept with the block (in the
