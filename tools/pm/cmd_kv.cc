@@ -634,8 +634,8 @@ Status run_stats(const StoreArgs& a, bool json) {
   size_t width = 0;
   for (const auto& row : rows) width = std::max(width, std::strlen(row.first) + 2);
   for (const auto& [name, v] : rows) {
-    const std::string shown =
-        v.is_string() ? v.get<std::string>() : v.dump(-1, ' ', false, Json::error_handler_t::replace);
+    std::string shown = v.is_string() ? v.get<std::string>() : "";
+    if (!v.is_string()) shown = v.dump(-1, ' ', false, Json::error_handler_t::replace);
     fmt::print("{:<{}}{}\n", name, width, shown);
   }
   return Status();
