@@ -74,7 +74,7 @@ struct KvPlantedBugs {
   bool ignore_in_order_records = false;
   // and an end short of where the last session began, too
   bool torn_tail_before_session = false;
-  // The version tree (version_tree.cc):
+  // The version tree (version_tree_*.cc):
   bool tree_split_in_place = false;         // a split rewrites the full node in place
   bool tree_commit_before_persist = false;  // the version store precedes the node writes' drain
   bool tree_reuse_uncommitted_end = false;  // a slot whose end is not committed counts as dead

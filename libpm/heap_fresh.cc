@@ -1,6 +1,6 @@
 // Heap::split_fresh: which changed bytes of a commit lie where the
 // committed heap keeps nothing. The container writes those home before its
-// commit point instead of journaling them (container.cc, commit_locked):
+// commit point instead of journaling them (container_commit.cc, commit_locked):
 // a crash before the commit point leaves them in free space, where no
 // recovered state reads.
 #include <algorithm>
