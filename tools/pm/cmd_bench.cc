@@ -14,6 +14,7 @@
 #include "bench/memcached/memcached_bench.h"
 #include "bench/ordered/ordered_bench.h"
 #include "bench/sqlite/sqlite_bench.h"
+#include "bench/common/interrupt.h"
 #include "pm/command.h"
 
 namespace pm::cli {
@@ -260,6 +261,8 @@ void add_bench_commands(CLI::App& root, const Globals& g, std::vector<Command>* 
   auto a = std::make_shared<BenchArgs>();
   CLI::App* bench = root.add_subcommand("bench", "run a benchmark suite");
   bench->require_subcommand(1);
+  // Before any suite starts a thread or a child (bench/common/interrupt.h).
+  bench->parse_complete_callback([] { bench::install_interrupt_cleanup(); });
   CLI::App* container = bench->add_subcommand(
       "container", "commit latency, hash map vs libpmemobj, open time, DRAM use");
   container->add_option("--dir", a->dir, "directory to run in (created and removed if missing)")

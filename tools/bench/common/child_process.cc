@@ -8,6 +8,10 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "bench/common/interrupt.h"
 
 extern char** environ;
 
@@ -60,15 +64,18 @@ Result<std::string> run_in_child_bytes(const std::function<Result<std::string>()
     return Status::from_errno("fork", err);
   }
   if (pid == 0) {
+    reset_interrupt_in_child();
     ::close(fds[0]);
     child_main(fds[1], fn);
   }
+  kill_on_interrupt(pid);
   ::close(fds[1]);
   std::string answer = read_all(fds[0]);
   ::close(fds[0]);
   int wstatus = 0;
   while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
   }
+  forget_child(pid);
   if (answer.empty()) {
     return Status::io_error(WIFSIGNALED(wstatus) ? "benchmark child killed by signal " +
                                                        std::to_string(WTERMSIG(wstatus)) +
@@ -93,7 +100,18 @@ Status spawn_command(std::vector<std::string> args, const std::string& out, bool
   const int err = posix_spawnp(pid, argv[0], &fa, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
   if (err != 0) return Status::from_errno("start " + args[0], err);
+  kill_on_interrupt(*pid);
   return Status();
+}
+
+std::string output_tail(const std::string& path, size_t n) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  if (s.size() > n) s = "..." + s.substr(s.size() - n);
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s.empty() ? "(no output)" : s;
 }
 
 Result<int> run_command(std::vector<std::string> args, const std::string& out, bool stderr_too) {
@@ -104,6 +122,7 @@ Result<int> run_command(std::vector<std::string> args, const std::string& out, b
   while (::waitpid(pid, &ws, 0) < 0) {
     if (errno != EINTR) return Status::from_errno("wait for " + what, errno);
   }
+  forget_child(pid);
   return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
 }
 

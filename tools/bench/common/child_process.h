@@ -40,8 +40,14 @@ Result<T> run_in_child(const std::function<Result<T>()>& fn) {
 
 // Starts args[0] (looked up in PATH) with stdout appended to the file
 // `out`, and stderr too when stderr_too (else stderr stays this process's).
+// The child is killed if pm bench is interrupted: whoever reaps it calls
+// forget_child (interrupt.h), as run_command does.
 Status spawn_command(std::vector<std::string> args, const std::string& out, bool stderr_too,
                      pid_t* pid);
+// The last `n` bytes of a child's output file, for an error message (the
+// file may be gone by the time the user reads it): "(no output)" if none.
+std::string output_tail(const std::string& path, size_t n = 600);
+
 // spawn_command, then waits: the exit status, 128 + signal when killed.
 Result<int> run_command(std::vector<std::string> args, const std::string& out, bool stderr_too);
 

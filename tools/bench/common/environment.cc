@@ -11,6 +11,8 @@
 #include <fstream>
 #include <thread>
 
+#include "bench/common/dir_cleanup.h"
+#include "bench/common/interrupt.h"
 #include "pm/container.h"
 
 namespace pm::bench {
@@ -150,9 +152,12 @@ void print_suite(const char* suite, const Environment& e, const std::vector<Tabl
 Result<DirInfo> probe_dir(const std::string& dir) {
   DirInfo d;
   d.dir = dir;
+  if (dir.empty()) return Status::invalid_argument("the directory is empty ('')");
+  d.created_top = first_missing_dir(dir);
   std::error_code ec;
-  d.created = std::filesystem::create_directories(dir, ec);
+  std::filesystem::create_directories(dir, ec);
   if (ec) return Status::io_error("create directory " + dir + ": " + ec.message());
+  if (!d.created_top.empty()) remove_on_interrupt(d.created_top);
   d.fs_type = fs_type(dir);
   const std::string path = dir + "/probe.pm";
   Options o;

@@ -41,11 +41,14 @@ struct DirInfo {
   std::string fs_type;       // "tmpfs", "ext4", ... or the statfs magic
   bool is_pmem = false;      // ContainerInfo::is_pmem of a probe container
   std::string auto_tracker;  // what TrackerKind::kAuto resolves to here
-  bool created = false;      // probe_dir made the directory: remove it when done
+  // The highest directory probe_dir made on the way to `dir` ("" when `dir`
+  // existed): removed whole on interrupt, and when empty at the end.
+  std::string created_top;
 };
 
 // Creates `dir` when missing, then a small probe container in it (removed
-// again). Errors: from the file system and Container::create.
+// again). Errors: from the file system and Container::create; an empty
+// `dir` is kInvalidArgument.
 Result<DirInfo> probe_dir(const std::string& dir);
 void print_dir(const DirInfo& d, const Environment& env);
 nlohmann::json dir_json(const DirInfo& d);

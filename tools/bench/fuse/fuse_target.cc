@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bench/common/child_process.h"
+#include "bench/common/interrupt.h"
 #include "bench/fuse/fuse_ops.h"
 #include "kv/store.h"
 #include "pmfs/mount.h"
@@ -44,7 +45,10 @@ bool is_fuse(FsKind k) { return k != FsKind::kTmpfs; }
 bool reap_within(pid_t pid, std::chrono::steady_clock::duration limit) {
   const auto end = std::chrono::steady_clock::now() + limit;
   do {
-    if (::waitpid(pid, nullptr, WNOHANG) == pid) return true;
+    if (::waitpid(pid, nullptr, WNOHANG) == pid) {
+      forget_child(pid);
+      return true;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   } while (std::chrono::steady_clock::now() < end);
   return false;
@@ -115,15 +119,7 @@ std::string FsTarget::root() const {
   return backing_;
 }
 
-std::string FsTarget::log_tail() const {
-  std::ifstream in(log_);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
-  if (s.size() > 600) s = "..." + s.substr(s.size() - 600);
-  while (!s.empty() && s.back() == '\n') s.pop_back();
-  return s.empty() ? "(no output)" : s;
-}
+std::string FsTarget::log_tail() const { return output_tail(log_); }
 
 Status FsTarget::mount() {
   if (!is_fuse(kind_)) return Status();
@@ -141,6 +137,7 @@ Status FsTarget::mount() {
     pid_ = -1;
     return started.with_context(name_);
   }
+  unmount_on_interrupt(mnt_);
   PM_TRY(wait_mounted());
   mount_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return Status();
@@ -153,6 +150,8 @@ Status FsTarget::wait_mounted() {
   if (::stat(work_.c_str(), &parent) != 0) return Status::from_errno("stat " + work_, errno);
   while (std::chrono::steady_clock::now() < end) {
     if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+      forget_child(pid_);
+      forget_mount(mnt_);
       pid_ = -1;
       return Status::io_error(
           fmt::format("{}: the daemon exited before mounting: {}", name_, log_tail()));
@@ -170,11 +169,15 @@ Status FsTarget::unmount() {
   const pid_t pid = pid_;
   pid_ = -1;
   Result<int> rc = run_command({"fusermount3", "-u", mnt_}, log_, true);
-  if (rc.ok() && *rc == 0 && reap_within(pid, kExitWait)) return Status();
+  if (rc.ok() && *rc == 0 && reap_within(pid, kExitWait)) {
+    forget_mount(mnt_);
+    return Status();
+  }
   // Stuck: end the daemon and detach the mount, then say so.
   ::kill(pid, SIGKILL);
   reap_within(pid, kExitWait);
   (void)run_command({"fusermount3", "-uz", mnt_}, log_, true);
+  forget_mount(mnt_);
   return Status::io_error(fmt::format("{}: clean unmount failed: {}", name_, log_tail()));
 }
 

@@ -8,6 +8,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "bench/common/interrupt.h"
+
 namespace pm::bench {
 
 namespace {
@@ -95,6 +97,7 @@ Result<std::unique_ptr<EngineProcess>> EngineProcess::start(const Make& make,
     return Status::from_errno("fork of an engine process", e);
   }
   if (pid == 0) {
+    reset_interrupt_in_child();
     ::close(down[1]);
     ::close(up[0]);
     for (int fd : parent_ends()) ::close(fd);
@@ -127,6 +130,7 @@ Result<std::unique_ptr<EngineProcess>> EngineProcess::start(const Make& make,
     engine.reset();
     ::_exit(0);
   }
+  kill_on_interrupt(pid);
   ::close(down[0]);
   ::close(up[1]);
   parent_ends().insert(parent_ends().end(), {down[1], up[0]});
@@ -145,6 +149,7 @@ EngineProcess::~EngineProcess() {
   int st;
   while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
   }
+  forget_child(pid_);
 }
 
 Result<EngineProcess::Reply> EngineProcess::call(const Request& q) {

@@ -21,6 +21,8 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/common/child_process.h"
+#include "bench/common/dir_cleanup.h"
+#include "bench/common/interrupt.h"
 #include "bench/common/environment.h"
 #include "bench/kv/kv_workload.h"
 #include "bench/common/report.h"
@@ -150,8 +152,9 @@ Result<double> first_reply(Server* s, Clock::time_point t0, const std::string& p
   while (since(t0) < 60) {
     int ws;
     if (::waitpid(s->pid, &ws, WNOHANG) == s->pid) {
+      forget_child(s->pid);
       s->pid = -1;
-      return Status::io_error(s->name + " exited at start; see " + s->log);
+      return Status::io_error(s->name + " exited at start: " + output_tail(s->log));
     }
     int fd = connect_to(s->port);
     if (fd < 0) {
@@ -174,6 +177,7 @@ void stop(Server* s, int sig) {
   int ws;
   while (::waitpid(s->pid, &ws, 0) < 0 && errno == EINTR) {
   }
+  forget_child(s->pid);
   s->pid = -1;
 }
 
@@ -367,23 +371,32 @@ Status run_memcached_bench(const MemcachedConfig& cfg, bool json) {
   } else {
     notes.push_back("memcached is not installed (Debian: memcached): no reference row");
   }
-  std::error_code ec;
+  // Each server's files in a directory of this run's own (dir_cleanup.h).
+  if (cfg.pmem_dir.empty() && cfg.fs_dir.empty()) {
+    return Status::invalid_argument("--dir and --fs-dir are both empty: nowhere to run");
+  }
+  std::unique_ptr<RunDir> run_dirs[2];
+  for (int i = 0; i < 2; i++) {
+    const std::string& parent = i == 0 ? cfg.pmem_dir : cfg.fs_dir;
+    if (parent.empty()) continue;
+    Result<std::unique_ptr<RunDir>> d = RunDir::make(parent, "pm-bench-mc");
+    if (!d.ok()) return d.status();
+    run_dirs[i] = std::move(*d);
+  }
+  const std::string pmem_dir = run_dirs[0] ? run_dirs[0]->path() : "";
+  const std::string fs_dir = run_dirs[1] ? run_dirs[1]->path() : "";
   for (const auto& [name, dir, pmem] :
-       {std::tuple<std::string, std::string, bool>{"pmcached (pmem)", cfg.pmem_dir, true},
-        {"pmcached (file system)", cfg.fs_dir, false}}) {
+       {std::tuple<std::string, std::string, bool>{"pmcached (pmem)", pmem_dir, true},
+        {"pmcached (file system)", fs_dir, false}}) {
     if (dir.empty()) continue;
-    std::filesystem::remove_all(dir, ec);
-    std::filesystem::create_directories(dir, ec);
-    if (ec) return Status::io_error(fmt::format("mkdir {}: {}", dir, ec.message()));
     Server s{name, {pmcached, dir + "/cache.kv", "-t", threads, "-m", mb}, pmem, true, "", 0, -1};
     servers.push_back(s);
   }
   for (Server& s : servers) {
     s.port = free_port();
     s.argv.insert(s.argv.end(), {"-p", std::to_string(s.port)});
-    s.log = (s.ours ? (s.pmem_env ? cfg.pmem_dir : cfg.fs_dir) : cfg.pmem_dir) + "/" +
-            (s.ours ? "pmcached.log" : "memcached.log");
-    if (!s.ours) std::filesystem::create_directories(cfg.pmem_dir, ec);
+    const std::string& dir = s.ours && !s.pmem_env ? fs_dir : pmem_dir.empty() ? fs_dir : pmem_dir;
+    s.log = dir + "/" + (s.ours ? "pmcached.log" : "memcached.log");
   }
   struct Cleanup {
     std::vector<Server>* s;
@@ -482,9 +495,6 @@ Status run_memcached_bench(const MemcachedConfig& cfg, bool json) {
   tables.push_back(std::move(rt));
   for (const std::string& n : notes) tables.back().notes.push_back(n);
   for (Server& s : servers) stop(&s, SIGTERM);
-  for (const std::string& d : {cfg.pmem_dir, cfg.fs_dir}) {
-    if (!d.empty()) std::filesystem::remove_all(d, ec);
-  }
   print_suite("memcached", env, tables, goals, json);
   return Status();
 }

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "bench/common/child_process.h"
+#include "bench/common/dir_cleanup.h"
 #include "bench/common/environment.h"
 #include "bench/ordered/ordered_engine.h"
 #include "bench/common/progress.h"
@@ -198,8 +199,6 @@ Result<Measured> run_all(const OrderedConfig& cfg) {
       PM_TRY(run_engine(e, cfg, rep, &r));
     }
   }
-  std::error_code ec;
-  std::filesystem::remove_all(cfg.dir, ec);
   return r;
 }
 
@@ -238,7 +237,12 @@ Table beside_writer_table(const Measured& r) {
 
 Status run_ordered_bench(const OrderedConfig& cfg, bool json) {
   const Environment env = collect_environment();
-  Result<Measured> got = run_in_child<Measured>([&] { return run_all(cfg); });
+  // The engines' files in a directory of this run's own (dir_cleanup.h).
+  Result<std::unique_ptr<RunDir>> dir = RunDir::make(cfg.dir, "pm-bench-ordered");
+  if (!dir.ok()) return dir.status();
+  OrderedConfig in_run = cfg;
+  in_run.dir = (*dir)->path();
+  Result<Measured> got = run_in_child<Measured>([&] { return run_all(in_run); });
   if (!got.ok()) return got.status().with_context(cfg.dir);
   const Measured& r = *got;
   Table t;

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/common/child_process.h"
+#include "bench/common/dir_cleanup.h"
 #include "bench/common/environment.h"
 #include "bench/common/progress.h"
 #include "bench/common/report.h"
@@ -191,10 +192,6 @@ Result<DirResult> run_dir(const SqliteConfig& cfg, const std::string& dir, bool 
     ::unsetenv("PMEM_IS_PMEM_FORCE");
   }
   if (pmsqlite_register(0) != SQLITE_OK) return Status::io_error("cannot register the pm VFS");
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Status::io_error(fmt::format("mkdir {}: {}", dir, ec.message()));
   DirResult r{};
   r.repeats = std::min(cfg.repeats, kMaxRepeats);
   r.is_pmem = pmem;
@@ -232,6 +229,7 @@ Result<DirResult> run_dir(const SqliteConfig& cfg, const std::string& dir, bool 
     }
   }
   benches.clear();
+  std::error_code ec;
   for (size_t e = 0; e < kEngines.size(); e++) {
     uint64_t bytes = 0;
     for (const char* suffix : {"", "-wal", "-journal"}) {
@@ -240,7 +238,6 @@ Result<DirResult> run_dir(const SqliteConfig& cfg, const std::string& dir, bool 
     }
     r.file_mib[e] = static_cast<double>(bytes) / (1 << 20);
   }
-  std::filesystem::remove_all(dir, ec);
   return r;
 }
 
@@ -328,7 +325,11 @@ Status run_sqlite_bench(const SqliteConfig& cfg, bool json) {
        {std::tuple<std::string, bool, std::string>{cfg.pmem_dir, true, "pmem (emulated)"},
         {cfg.fs_dir, false, "a file system (msync, fdatasync)"}}) {
     if (dir.empty()) continue;
-    Result<DirResult> r = run_in_child<DirResult>([&] { return run_dir(cfg, dir, pmem); });
+    // The databases in a directory of this run's own (dir_cleanup.h).
+    Result<std::unique_ptr<RunDir>> run = RunDir::make(dir, "pm-bench-sqlite");
+    if (!run.ok()) return run.status();
+    const std::string in_run = (*run)->path();
+    Result<DirResult> r = run_in_child<DirResult>([&] { return run_dir(cfg, in_run, pmem); });
     if (!r.ok()) return r.status().with_context(dir);
     tabulate(cfg, *r, where, &tables, &goals);
   }

@@ -1,0 +1,179 @@
+#include "bench/common/interrupt.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace pm::bench {
+
+namespace {
+
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+
+int g_pipe[2] = {-1, -1};
+std::mutex g_mu;
+std::vector<pid_t> g_children;
+std::vector<std::string> g_mounts;
+std::vector<std::string> g_dirs;
+
+void on_signal(int sig) {
+  const unsigned char b = static_cast<unsigned char>(sig);
+  (void)!::write(g_pipe[1], &b, 1);
+}
+
+template <typename T>
+void erase(std::vector<T>* v, const T& x) {
+  v->erase(std::remove(v->begin(), v->end(), x), v->end());
+}
+
+void stop_children(const std::vector<pid_t>& pids) {
+  for (pid_t p : pids) ::kill(p, SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  std::vector<pid_t> left = pids;
+  while (!left.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::erase_if(left, [](pid_t p) { return ::waitpid(p, nullptr, WNOHANG) != 0; });
+    if (!left.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (pid_t p : left) {
+    ::kill(p, SIGKILL);
+    ::waitpid(p, nullptr, 0);
+  }
+}
+
+void unmount(const std::string& mnt) {
+  const char* argv[] = {"fusermount3", "-uz", mnt.c_str(), nullptr};
+  pid_t pid;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  if (posix_spawnp(&pid, argv[0], &fa, nullptr, const_cast<char**>(argv), environ) == 0) {
+    ::waitpid(pid, nullptr, 0);
+  }
+  posix_spawn_file_actions_destroy(&fa);
+}
+
+// Below an open directory `fd` on device `dev`.
+void remove_below(int fd, dev_t dev) {
+  DIR* d = ::fdopendir(fd);
+  if (d == nullptr) {
+    ::close(fd);
+    return;
+  }
+  std::vector<std::string> names;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(n);
+  }
+  for (const std::string& n : names) {
+    struct stat st;
+    if (::fstatat(::dirfd(d), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (st.st_dev != dev) continue;  // a mount point: never into it
+    if (S_ISDIR(st.st_mode)) {
+      const int sub = ::openat(::dirfd(d), n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+      if (sub >= 0) remove_below(sub, dev);
+      ::unlinkat(::dirfd(d), n.c_str(), AT_REMOVEDIR);
+    } else {
+      ::unlinkat(::dirfd(d), n.c_str(), 0);
+    }
+  }
+  ::closedir(d);
+}
+
+[[noreturn]] void cleanup_and_die(int sig) {
+  std::vector<pid_t> children;
+  std::vector<std::string> mounts, dirs;
+  {
+    std::lock_guard g(g_mu);
+    children = g_children;
+    mounts = g_mounts;
+    dirs = g_dirs;
+  }
+  std::fflush(stdout);
+  std::fprintf(stderr, "\npm bench: interrupted: stopping %zu processes, %zu mounts; removing %zu "
+               "directories\n", children.size(), mounts.size(), dirs.size());
+  for (const std::string& m : mounts) unmount(m);  // before the daemon dies: no stale mount
+  stop_children(children);
+  for (const std::string& m : mounts) unmount(m);
+  for (auto d = dirs.rbegin(); d != dirs.rend(); ++d) remove_tree(*d);
+  std::signal(sig, SIG_DFL);
+  ::raise(sig);
+  ::_exit(128 + sig);
+}
+
+}  // namespace
+
+void install_interrupt_cleanup() {
+  if (g_pipe[0] >= 0 || ::pipe2(g_pipe, O_CLOEXEC) != 0) return;
+  std::thread([] {
+    unsigned char b = 0;
+    while (::read(g_pipe[0], &b, 1) != 1) {
+    }
+    cleanup_and_die(b);
+  }).detach();
+  struct sigaction sa = {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int s : kSignals) {
+    struct sigaction old;
+    // A signal the caller ignores (nohup) stays ignored.
+    if (::sigaction(s, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    ::sigaction(s, &sa, nullptr);
+  }
+}
+
+void kill_on_interrupt(pid_t pid) {
+  std::lock_guard g(g_mu);
+  g_children.push_back(pid);
+}
+void forget_child(pid_t pid) {
+  std::lock_guard g(g_mu);
+  erase(&g_children, pid);
+}
+void unmount_on_interrupt(const std::string& mnt) {
+  std::lock_guard g(g_mu);
+  g_mounts.push_back(mnt);
+}
+void forget_mount(const std::string& mnt) {
+  std::lock_guard g(g_mu);
+  erase(&g_mounts, mnt);
+}
+void remove_on_interrupt(const std::string& dir) {
+  std::lock_guard g(g_mu);
+  g_dirs.push_back(dir);
+}
+void forget_dir(const std::string& dir) {
+  std::lock_guard g(g_mu);
+  erase(&g_dirs, dir);
+}
+
+void reset_interrupt_in_child() {
+  for (int s : kSignals) {
+    struct sigaction old;
+    if (::sigaction(s, nullptr, &old) == 0 && old.sa_handler == on_signal) std::signal(s, SIG_DFL);
+  }
+}
+
+void remove_tree(const std::string& dir) {
+  struct stat st;
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+  if (fd < 0) return;
+  remove_below(fd, st.st_dev);
+  ::rmdir(dir.c_str());
+}
+
+}  // namespace pm::bench
