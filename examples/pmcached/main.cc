@@ -19,6 +19,7 @@ bool parse_size(std::string s, uint64_t* out) {
   uint64_t mult = 1;
   if (!s.empty() && (s.back() == 'k' || s.back() == 'K')) mult = 1 << 10;
   if (!s.empty() && (s.back() == 'm' || s.back() == 'M')) mult = 1 << 20;
+  if (!s.empty() && (s.back() == 'g' || s.back() == 'G')) mult = 1 << 30;
   if (mult != 1) s.pop_back();
   uint64_t v;
   if (!pmcached::parse_u64(s, &v) || v > (uint64_t{1} << 40) / mult) return false;
@@ -68,7 +69,7 @@ int main(int argc, char** argv) {
   pmcached::CacheOptions co;
   uint64_t item_bytes = 0;
   if (!parse_size(item_max, &item_bytes) || item_bytes == 0 || item_bytes > (1u << 30)) {
-    std::fprintf(stderr, "pmcached: -I %s: not a size from 1 byte to 1g (bytes, or k or m)\n",
+    std::fprintf(stderr, "pmcached: -I %s: not a size from 1 byte to 1g (bytes, or k, m or g)\n",
                  item_max.c_str());
     return 2;
   }

@@ -201,6 +201,15 @@ TEST_F(ProtocolTest, Base64KeysAndTheirReplies) {
             "HD\r\nHD\r\nVA 1\r\nx\r\nVA 1\r\nx\r\n");
 }
 
+// Keys with control characters are keys, as memcached stores them: a set
+// refused for one ran its data block as a command (here: flush_all).
+TEST_F(ProtocolTest, KeysWithControlCharactersAreStoredAsMemcachedDoes) {
+  EXPECT_EQ(run(std::string("set keep 0 0 1\r\nk\r\nset a\x01b 0 0 9\r\nflush_all\r\n"
+                            "get keep\r\nget a\x01b\r\ndelete a\x7f\r\n")),
+            std::string("STORED\r\nSTORED\r\nVALUE keep 0 1\r\nk\r\nEND\r\n"
+                        "VALUE a\x01b 0 9\r\nflush_all\r\nEND\r\nNOT_FOUND\r\n"));
+}
+
 // Each command's error strings, as memcached 1.6.18 words them.
 TEST_F(ProtocolTest, MetaErrorsAreMemcachedsWordForWord) {
   EXPECT_EQ(run("mg k0 T0 x\r\nmg k0 T0 T0\r\nmd k0 x\r\nma k0 Mi\r\nms k0 1 Ms\r\na\r\n"

@@ -95,6 +95,17 @@ def main():
         if missing:
             fails.append(f"{len(missing)} acknowledged keys lost after kill -9 of an instance, "
                          f"e.g. {missing[:3]}")
+        # A restart of a running instance is refused and leaves its pid file
+        # (it used to succeed, record a process that had exited at once, and
+        # leave the running one to outlive `stop`).
+        with open(os.path.join(tmp, "pm2.pid")) as f:
+            running = f.read()
+        r = subprocess.run([CLUSTER, "restart", tmp, "2"], env=env, capture_output=True, text=True)
+        if r.returncode == 0 or "runs already" not in r.stderr:
+            fails.append(f"restart of a running instance: exit {r.returncode}, {r.stderr!r}")
+        with open(os.path.join(tmp, "pm2.pid")) as f:
+            if f.read() != running:
+                fails.append("restart of a running instance rewrote its pid file")
     finally:
         subprocess.run([CLUSTER, "stop", tmp], env=env)
         shutil.rmtree(tmp, ignore_errors=True)

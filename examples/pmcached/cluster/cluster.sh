@@ -22,13 +22,27 @@ wait_port() {  # wait_port PORT: until something accepts on it (10 s)
   return 1
 }
 
+alive() {  # alive PID: running, not a zombie no one reaped (kill -0 says yes to those)
+  local _pid _comm state
+  read -r _pid _comm state _ <"/proc/$1/stat" 2>/dev/null && [ "$state" != Z ]
+}
+
 start_instance() {  # start_instance DIR I
-  local dir=$1 i=$2 port
+  local dir=$1 i=$2 port pid
   port=$(cat "$dir/base_port")
   port=$((port + i))
+  # A running instance keeps its store locked: a second one would exit at
+  # once while the first still answers on the port (and its pid file would
+  # name the wrong process).
+  if [ -e "$dir/pm$i.pid" ] && alive "$(cat "$dir/pm$i.pid")"; then
+    echo "cluster.sh: instance $i runs already (pid $(cat "$dir/pm$i.pid")); stop it first" >&2
+    return 1
+  fi
   "$PMCACHED" "$dir/pm$i.kv" -p "$port" -l 127.0.0.1 -t 2 2>>"$dir/pm$i.log" &
-  echo $! >"$dir/pm$i.pid"
-  wait_port "$port"
+  pid=$!
+  wait_port "$port" || { kill "$pid" 2>/dev/null; return 1; }
+  alive "$pid" || { echo "cluster.sh: instance $i exited; see $dir/pm$i.log" >&2; return 1; }
+  echo "$pid" >"$dir/pm$i.pid"
 }
 
 cmd=${1:-}
