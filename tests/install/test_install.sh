@@ -24,6 +24,10 @@ for f in "$stage/bin/pm" "$stage/include/pm.h" "$stage/include/kv/kv.h" \
   [ -e "$f" ] || { echo "missing after install: $f" >&2; exit 1; }
 done
 "$stage/bin/pm" --version | grep -q "^pm (libpm) [0-9]" || { echo "pm --version" >&2; exit 1; }
+# pm bench fuse's baselines go with pm (an installed pm found them only in the build tree).
+if [ -x "$build/tools/fuse_passthrough" ] && [ ! -x "$stage/libexec/libpm/fuse_passthrough" ]; then
+  echo "missing after install: $stage/libexec/libpm/fuse_passthrough" >&2; exit 1
+fi
 objdump -p "$libdir/libpm.so" | grep -q "SONAME *libpm.so.0" || { echo "libpm.so: no SONAME" >&2; exit 1; }
 
 step "C consumer through pkg-config ($(pkg-config --modversion libpm-kv))"

@@ -41,6 +41,17 @@ constexpr const char* kPassthroughLl = "";
 
 bool is_fuse(FsKind k) { return k != FsKind::kTmpfs; }
 
+// A passthrough example where the build left it, or (an installed pm)
+// where the install put it: <prefix>/libexec/libpm beside <prefix>/bin/pm.
+std::string baseline(const std::string& built) {
+  if (built.empty()) return "";
+  std::error_code ec;
+  if (std::filesystem::exists(built, ec)) return built;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
+  const auto installed = self / ".." / "libexec" / "libpm" / std::filesystem::path(built).filename();
+  return std::filesystem::exists(installed, ec) ? installed.string() : built;
+}
+
 // True once `pid` has exited (reaped), waiting up to `limit`.
 bool reap_within(pid_t pid, std::chrono::steady_clock::duration limit) {
   const auto end = std::chrono::steady_clock::now() + limit;
@@ -85,8 +96,8 @@ Result<std::unique_ptr<FsTarget>> FsTarget::create(FsKind kind, const std::strin
                                                    const FuseConfig& cfg) {
   std::string exe;
   if (kind == FsKind::kPmfs) exe = cfg.pm_exe.empty() ? "/proc/self/exe" : cfg.pm_exe;
-  if (kind == FsKind::kPassthrough) exe = kPassthrough;
-  if (kind == FsKind::kPassthroughLl) exe = kPassthroughLl;
+  if (kind == FsKind::kPassthrough) exe = baseline(kPassthrough);
+  if (kind == FsKind::kPassthroughLl) exe = baseline(kPassthroughLl);
   if (is_fuse(kind) && exe.empty()) {
     return Status::not_found(
         fmt::format("{}: not built (CMake found no /usr/share/doc/libfuse3-dev/examples; "
