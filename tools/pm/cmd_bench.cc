@@ -34,7 +34,8 @@ void add_alloc_command(CLI::App* bench, const Globals& g, std::vector<Command>* 
   alloc
       ->add_option("--dir", a->dir,
                    "directory for the containers and files (created and removed if missing)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(kBenchDir);
   CLI::Option* live = alloc
                           ->add_option("--live-mib", a->live_mib,
                                        "live MiB of each fragmentation pattern (default 512)")
@@ -61,7 +62,8 @@ void add_kv_command(CLI::App* bench, const Globals& g, std::vector<Command>* out
       "kv", "kvstore vs volatile, phash, pmemobj (and rocksdb on disk): Bullet's Figure 5");
   kv->add_option("--dir", cfg->dir,
                  "directory for the engines' files (created and removed if missing)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(kBenchDir);
   CLI::Option* keys =
       kv->add_option("--keys", cfg->keys, "keys loaded before the timed cells (default 1000000)")
           ->check(CLI::Range(uint64_t{2}, uint64_t{UINT32_MAX}));
@@ -72,9 +74,11 @@ void add_kv_command(CLI::App* bench, const Globals& g, std::vector<Command>* out
                      "runs of each cell per engine, interleaved; the median is reported (default 3)")
           ->check(CLI::Range(1, 99));
   kv->add_option("--emulate-persist-ns", cfg->emulate_persist_ns,
-                 "slower-PM emulation: busy-wait per persist barrier (every engine)");
+                 "slower-PM emulation: busy-wait per persist barrier (every engine)")
+      ->check(CLI::Range(0, 1000000));
   kv->add_option("--emulate-read-ns", cfg->emulate_read_ns,
-                 "slower-PM emulation: busy-wait per PM read (phash, kvstore)");
+                 "slower-PM emulation: busy-wait per PM read (phash, kvstore)")
+      ->check(CLI::Range(0, 1000000));
   kv->add_option("--dram-budget-mib", *budget_mib,
                  "kvstore DRAM budget for frontend items (0: none)")
       ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30));
@@ -117,7 +121,8 @@ void add_fuse_command(CLI::App* bench, const Globals& g, std::vector<Command>* o
       "fuse", "pm mount vs libfuse's passthrough examples over tmpfs, and tmpfs: files, ls -l");
   fuse->add_option("--dir", cfg->dir,
                    "directory for mounts, store and files (created and removed if missing)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(kBenchDir);
   CLI::Option* files =
       fuse->add_option("--files", cfg->files, "files of the small-file phases (default 10000)")
           ->check(CLI::Range(uint64_t{1}, uint64_t{10'000'000}));
@@ -147,7 +152,8 @@ void add_memcached_command(CLI::App* bench, const Globals& g, std::vector<Comman
       "memcached", "memcached vs pmcached on pmem and on a file system: throughput, latency, "
                    "CPU, warm restart");
   mc->add_option("--dir", cfg->pmem_dir, "pmem directory for one pmcached (emulated: /dev/shm)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(kBenchDir);
   mc->add_option("--fs-dir", cfg->fs_dir,
                  "ordinary file-system directory for another ('' to skip)")
       ->capture_default_str();
@@ -195,7 +201,9 @@ void add_sqlite_command(CLI::App* bench, const Globals& g, std::vector<Command>*
   CLI::App* sq = bench->add_subcommand(
       "sqlite", "SQLite's own VFS (WAL, rollback journal) vs the pm VFS, on pmem and on a file "
                 "system: transactions, selects, updates, scans");
-  sq->add_option("--dir", cfg->pmem_dir, "pmem directory (emulated: /dev/shm)")->capture_default_str();
+  sq->add_option("--dir", cfg->pmem_dir, "pmem directory (emulated: /dev/shm)")
+      ->capture_default_str()
+      ->check(kBenchDir);
   sq->add_option("--fs-dir", cfg->fs_dir, "ordinary file-system directory ('' to skip)")
       ->capture_default_str();
   CLI::Option* rows = sq->add_option("--rows", cfg->rows, "rows loaded (default 1000000)")
@@ -229,7 +237,9 @@ void add_ordered_command(CLI::App* bench, const Globals& g, std::vector<Command>
   CLI::App* o = bench->add_subcommand(
       "ordered", "the version tree (after CDDS) and the kvstore's ordered index vs Berkeley "
                  "DB's B-tree and LMDB: puts, gets, scans of 100 keys, deletes");
-  o->add_option("--dir", cfg->dir, "directory (emulated pmem: /dev/shm)")->capture_default_str();
+  o->add_option("--dir", cfg->dir, "directory (emulated pmem: /dev/shm)")
+      ->capture_default_str()
+      ->check(kBenchDir);
   CLI::Option* keys = o->add_option("--keys", cfg->keys, "keys (default 1000000)")
                           ->check(CLI::Range(uint64_t{100}, uint64_t{1} << 32));
   CLI::Option* scans = o->add_option("--scans", cfg->scans, "scans of 100 keys (default 100000)")
@@ -266,7 +276,8 @@ void add_bench_commands(CLI::App& root, const Globals& g, std::vector<Command>* 
   CLI::App* container = bench->add_subcommand(
       "container", "commit latency, hash map vs libpmemobj, open time, DRAM use");
   container->add_option("--dir", a->dir, "directory to run in (created and removed if missing)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(kBenchDir);
   container->add_option("--also-dir", a->also_dir,
                         "run the same suite again in this directory (e.g. an ext4 one)");
   CLI::Option* keys = container->add_option("--keys", a->keys, "hash map keys (default 1000000)")

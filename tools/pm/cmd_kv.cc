@@ -648,6 +648,7 @@ struct SalvageArgs {
 };
 
 Status run_salvage(const SalvageArgs& a, bool json) {
+  if (!file_exists(a.from)) return Status::not_found(a.from + ": no such store");
   Result<kv::SalvageReport> r = kv::salvage(a.from, a.to);
   if (!r.ok()) return r.status();
   if (json) {

@@ -116,7 +116,9 @@ void add_mount_commands(CLI::App& root, const Globals& g, std::vector<Command>* 
   m->add_flag("-d,--debug", a->o.debug, "log every request (implies nothing else)");
   m->add_flag("--allow-other", a->o.allow_other,
               "let other users in (permissions are still checked)");
-  m->add_option("--threads", a->o.max_threads, "most worker threads")->capture_default_str();
+  m->add_option("--threads", a->o.max_threads, "most worker threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1024u));
   m->add_flag("--index-at-mount", a->o.index_at_mount,
               "read every key at mount instead of each directory at its first use");
   m->add_option("--wait", a->o.wait_seconds,

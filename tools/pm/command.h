@@ -79,6 +79,12 @@ inline const CLI::Validator kCount(
     },
     "COUNT");
 
+// A benchmark's working directory: not empty ('' used to run in the current
+// directory under a blank name).
+inline const CLI::Validator kBenchDir(
+    [](std::string& v) { return v.empty() ? std::string("the directory is empty ('')") : ""; },
+    "DIR");
+
 // Seconds a benchmark's cell or budget runs (CLI::PositiveNumber's message
 // prints the largest double in full).
 inline const CLI::Validator kBenchSeconds = kFinite & CLI::Range(0.001, 86400.0);

@@ -210,12 +210,15 @@ Table small_table(const FuseRun& run, const FuseConfig& cfg) {
   t.add_row(row(run, "open+read+close", true, n, [](const TargetRun& r) { return r.read; }));
   t.add_row(row(run, "unlink", true, n, [](const TargetRun& r) { return r.unlink; }));
   t.notes.push_back(
-      "passthrough and passthrough_ll are libfuse's examples as shipped, serving the tmpfs "
-      "directory: passthrough caches nothing (timeouts 0), passthrough_ll caches for 1 s");
+      "passthrough and passthrough_ll are libfuse's examples as shipped, reading and writing "
+      "the tmpfs directory (passthrough mirrors / at its mount point, passthrough_ll the "
+      "directory alone): passthrough caches nothing (timeouts 0), passthrough_ll caches for "
+      "1 s");
   t.notes.push_back(
       "pmfs writes every close as one store transaction to its container on the bench "
-      "directory (durable on pmem or PMEM_IS_PMEM_FORCE=1); tmpfs and the passthroughs keep "
-      "the data in RAM only");
+      "directory (durable on real pmem, or through msync on a file system; with "
+      "PMEM_IS_PMEM_FORCE=1 on tmpfs, not durable); tmpfs and the passthroughs keep the data "
+      "in RAM only");
   return t;
 }
 
