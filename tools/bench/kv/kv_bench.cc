@@ -146,9 +146,9 @@ void take_snapshot(StoreEngine& e, StoreFindings* f) {
   f->frontend_bucket_bytes = f->snapshot.frontend_buckets * sizeof(kv::Frontend::Bucket);
 }
 
-// Right after the last cell: close without checkpoint, reopen, read back.
+// Right after the last cell: close (no checkpoint), reopen, read back.
 Status recover(StoreEngine& e, const Context& ctx, StoreFindings* f) {
-  ctx.progress.step("kvstore: close without checkpoint and reopen");
+  ctx.progress.step("kvstore: close and reopen");
   f->closed_after = ctx.cells.back();
   Result<Recovery> r = e.reopen();
   if (!r.ok()) return r.status();
