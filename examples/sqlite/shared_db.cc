@@ -204,12 +204,12 @@ void SharedDb::drop_uncommitted() {
   trim_after_commit_.store(false, std::memory_order_relaxed);
 }
 
-Status SharedDb::commit_if_dirty() {
+Status SharedDb::commit_if_dirty(bool transaction) {
   if (!dirty_.load(std::memory_order_relaxed)) return Status();
   Status s;
   {
     std::lock_guard<std::mutex> g(commit_mu_);
-    s = committer_ ? committer_(*c_) : c_->commit();
+    s = committer_ && transaction ? committer_(*c_) : c_->commit();
     if (s.ok()) commits_++;
   }
   if (!s.ok()) (void)c_->abort();  // fails too when the commit got past its commit point

@@ -79,8 +79,12 @@ class SharedDb final : public OldPages {
 
   // Records that the image changed since the last commit.
   void mark_dirty() { dirty_.store(true, std::memory_order_relaxed); }
-  // Commits when something changed (SQLite's sync).
-  pm::Status commit_if_dirty();
+  // Commits when something changed: SQLite's sync, through the committer
+  // (vfs.h: how a transaction is made durable); a trim after a commit,
+  // which changes nothing SQLite reads, with `transaction` false: straight
+  // to the container (a committer that models transactions, the crash
+  // harness's, would take it for the next one).
+  pm::Status commit_if_dirty(bool transaction = true);
   // Drops what changed since the last commit (the image is then the
   // committed one).
   void drop_uncommitted();

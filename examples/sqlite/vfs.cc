@@ -89,8 +89,8 @@ struct DbFile {
 };
 DbFile* db_of(sqlite3_file* f) { return reinterpret_cast<DbFile*>(f); }
 
-int db_commit(DbFile* d) {
-  Status s = d->db->commit_if_dirty();
+int db_commit(DbFile* d, bool transaction = true) {
+  Status s = d->db->commit_if_dirty(transaction);
   return s.ok() ? SQLITE_OK : fail(s, SQLITE_IOERR_FSYNC);
 }
 
@@ -234,7 +234,7 @@ int db_lock(sqlite3_file* f, int level) {
   const int before = d->lock;
   int rc = d->db->lock(&d->lock, level);
   if (rc == SQLITE_OK && level == kReserved && before <= kShared && d->db->trim_after_commit()) {
-    rc = db_commit(d);
+    rc = db_commit(d, /*transaction=*/false);
     if (rc != SQLITE_OK) d->db->unlock(&d->lock, before);
   }
   return rc;

@@ -53,7 +53,9 @@ PMSQLITE_API int sqlite3_pmsqlite_init(struct sqlite3* db, char** err, const str
 
 namespace pmsqlite {
 
-// How a transaction is made durable; the default is c.commit().
+// How a transaction is made durable; the default is c.commit(). (A trim
+// SQLite makes after a commit, VACUUM's, which changes nothing it reads, is
+// committed with c.commit() when the next write transaction begins.)
 using Committer = std::function<pm::Status(pm::Container&)>;
 
 // Serves the database named `name` (an absolute path that SQLite is then
