@@ -38,6 +38,10 @@ start_instance() {  # start_instance DIR I
     echo "cluster.sh: instance $i runs already (pid $(cat "$dir/pm$i.pid")); stop it first" >&2
     return 1
   fi
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    echo "cluster.sh: port $port is taken (another cluster?); choose another BASE_PORT" >&2
+    return 1
+  fi
   "$PMCACHED" "$dir/pm$i.kv" -p "$port" -l 127.0.0.1 -t 2 2>>"$dir/pm$i.log" &
   pid=$!
   wait_port "$port" || { kill "$pid" 2>/dev/null; return 1; }

@@ -9,20 +9,6 @@
 
 namespace pm::bench {
 
-namespace {
-
-// Removes `dir` if empty, then its parents up to `top` while empty.
-void remove_empty_up_to(std::filesystem::path dir, const std::filesystem::path& top) {
-  std::error_code ec;
-  for (;;) {
-    if (!std::filesystem::remove(dir, ec) || ec) return;  // not empty, or not ours
-    if (dir == top || !dir.has_parent_path() || dir.parent_path() == dir) return;
-    dir = dir.parent_path();
-  }
-}
-
-}  // namespace
-
 std::string first_missing_dir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::path p = std::filesystem::absolute(dir, ec);
@@ -36,16 +22,10 @@ std::string first_missing_dir(const std::string& dir) {
   return missing;
 }
 
-DirCleanup::~DirCleanup() {
-  if (top_.empty()) return;
-  forget_dir(top_);
-  std::error_code ec;
-  remove_empty_up_to(std::filesystem::absolute(dir_, ec), top_);
-}
-
-Result<std::unique_ptr<RunDir>> RunDir::make(const std::string& parent, const std::string& name) {
+Result<std::string> make_run_dir(const std::string& parent, const std::string& name,
+                                 std::string* top) {
   if (parent.empty()) return Status::invalid_argument("the directory is empty ('')");
-  const std::string top = first_missing_dir(parent);
+  *top = first_missing_dir(parent);
   std::error_code ec;
   std::filesystem::create_directories(parent, ec);
   if (ec) return Status::io_error("create directory " + parent + ": " + ec.message());
@@ -53,15 +33,21 @@ Result<std::unique_ptr<RunDir>> RunDir::make(const std::string& parent, const st
   remove_tree(path);  // a run of an earlier process with this pid, killed
   std::filesystem::create_directory(path, ec);
   if (ec) return Status::io_error("create directory " + path + ": " + ec.message());
-  remove_on_interrupt(top.empty() ? path : top);
-  return std::unique_ptr<RunDir>(new RunDir(path, top));
+  remove_on_interrupt(path, *top);
+  return path;
 }
 
-RunDir::~RunDir() {
-  forget_dir(top_.empty() ? path_ : top_);
-  remove_tree(path_);
-  std::error_code ec;
-  if (!top_.empty()) remove_empty_up_to(std::filesystem::absolute(path_, ec).parent_path(), top_);
+void remove_run_dir(const std::string& path, const std::string& top) {
+  forget_dir(path);
+  remove_tree(path);
+  remove_empty_up_to(std::filesystem::path(path).parent_path().string(), top);
+}
+
+Result<std::unique_ptr<RunDir>> RunDir::make(const std::string& parent, const std::string& name) {
+  std::string top;
+  Result<std::string> path = make_run_dir(parent, name, &top);
+  if (!path.ok()) return path.status();
+  return std::unique_ptr<RunDir>(new RunDir(*path, top));
 }
 
 }  // namespace pm::bench

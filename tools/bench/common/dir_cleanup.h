@@ -1,6 +1,10 @@
-// The directories a benchmark run makes, and how they go away again: at the
-// end of the run, or when it is interrupted (interrupt.h). Nothing the user
-// had in a directory given with --dir is touched.
+// The directories a benchmark run works in, and how they go away again: at
+// the end of the run, or when it is interrupted (interrupt.h). Every suite
+// works in a directory of its own inside the one it is given,
+// `<dir>/<name>.<pid>`: nothing the user had in --dir is touched, and two
+// runs sharing a default directory leave each other alone. (The suites
+// used to work in --dir itself; three of them emptied it at the end:
+// `pm bench ordered --dir ~/x` removed ~/x.)
 #ifndef TOOLS_BENCH_COMMON_DIR_CLEANUP_H_
 #define TOOLS_BENCH_COMMON_DIR_CLEANUP_H_
 
@@ -16,12 +20,19 @@ namespace pm::bench {
 // exists): what creating `dir` makes, and removing it later undoes.
 std::string first_missing_dir(const std::string& dir);
 
-// Removes, when the scope ends, a directory that probe_dir() created for
-// this run (and the ancestors it created with it) if empty again.
+// Makes `<parent>/<name>.<pid>` (and `parent` with its missing ancestors,
+// the highest of which goes to *top, "" if none) and registers it for
+// removal on interrupt.
+Result<std::string> make_run_dir(const std::string& parent, const std::string& name,
+                                 std::string* top);
+// Removes a run directory whole, then the ancestors made with it while empty.
+void remove_run_dir(const std::string& path, const std::string& top);
+
+// Removes, when the scope ends, the run directory probe_dir() made.
 class DirCleanup {
  public:
   explicit DirCleanup(const DirInfo& d) : dir_(d.dir), top_(d.created_top) {}
-  ~DirCleanup();
+  ~DirCleanup() { remove_run_dir(dir_, top_); }
   DirCleanup(const DirCleanup&) = delete;
   DirCleanup& operator=(const DirCleanup&) = delete;
 
@@ -29,22 +40,18 @@ class DirCleanup {
   std::string dir_, top_;
 };
 
-// A directory of this run's own, `<parent>/<name>.<pid>`, made with any
-// missing ancestor; removed whole when the run ends or is interrupted, and
-// the ancestors made with it when empty. (The suites that worked in
-// `parent` itself emptied it at the end: `pm bench ordered --dir ~/x`
-// removed ~/x.)
+// A run directory (make_run_dir) removed when it goes out of scope.
 class RunDir {
  public:
   static Result<std::unique_ptr<RunDir>> make(const std::string& parent, const std::string& name);
-  ~RunDir();
+  ~RunDir() { remove_run_dir(path_, top_); }
   RunDir(const RunDir&) = delete;
   RunDir& operator=(const RunDir&) = delete;
   const std::string& path() const { return path_; }
 
  private:
   RunDir(std::string path, std::string top) : path_(std::move(path)), top_(std::move(top)) {}
-  std::string path_, top_;  // top_: the highest directory made with it
+  std::string path_, top_;
 };
 
 }  // namespace pm::bench

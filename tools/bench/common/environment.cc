@@ -151,20 +151,20 @@ void print_suite(const char* suite, const Environment& e, const std::vector<Tabl
 
 Result<DirInfo> probe_dir(const std::string& dir) {
   DirInfo d;
-  d.dir = dir;
-  if (dir.empty()) return Status::invalid_argument("the directory is empty ('')");
-  d.created_top = first_missing_dir(dir);
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Status::io_error("create directory " + dir + ": " + ec.message());
-  if (!d.created_top.empty()) remove_on_interrupt(d.created_top);
-  d.fs_type = fs_type(dir);
-  const std::string path = dir + "/probe.pm";
+  d.parent = dir;
+  Result<std::string> run = make_run_dir(dir, "pm-bench", &d.created_top);
+  if (!run.ok()) return run.status();
+  d.dir = *run;
+  d.fs_type = fs_type(d.dir);
+  const std::string path = d.dir + "/probe.pm";
   Options o;
   o.initial_size = 1ull << 20;
   o.max_size = 1ull << 30;
   Result<std::unique_ptr<Container>> c = Container::create(path, o);
-  if (!c.ok()) return c.status().with_context("probe " + dir);
+  if (!c.ok()) {
+    remove_run_dir(d.dir, d.created_top);
+    return c.status().with_context("probe " + dir);
+  }
   ContainerInfo info = (*c)->info();
   d.is_pmem = info.is_pmem;
   d.auto_tracker = info.tracker;
@@ -179,14 +179,15 @@ void print_dir(const DirInfo& d, const Environment& env) {
     pmem += " (forced by PMEM_IS_PMEM_FORCE: not real persistent memory, not durable here)";
   }
   auto row = [](const char* k, const std::string& v) { fmt::print("{:<20}{}\n", k, v); };
-  fmt::print("\n==================== {} ====================\n", d.dir);
-  row("directory", fmt::format("{} ({})", d.dir, d.fs_type));
+  fmt::print("\n==================== {} ====================\n", d.parent);
+  row("directory", fmt::format("{} ({}; files in {})", d.parent, d.fs_type, d.dir));
   row("pmem", pmem);
   row("tracker (auto)", d.auto_tracker);
 }
 
 nlohmann::json dir_json(const DirInfo& d) {
-  return {{"dir", d.dir},
+  return {{"dir", d.parent},
+          {"run_dir", d.dir},
           {"fs_type", d.fs_type},
           {"is_pmem", d.is_pmem},
           {"auto_tracker", d.auto_tracker}};

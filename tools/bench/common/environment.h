@@ -37,7 +37,8 @@ void print_suite(const char* suite, const Environment& e, const std::vector<Tabl
                  const std::vector<Target>& targets, bool json);
 
 struct DirInfo {
-  std::string dir;
+  std::string dir;           // the run's own directory inside `parent` (dir_cleanup.h)
+  std::string parent;        // the directory given (--dir)
   std::string fs_type;       // "tmpfs", "ext4", ... or the statfs magic
   bool is_pmem = false;      // ContainerInfo::is_pmem of a probe container
   std::string auto_tracker;  // what TrackerKind::kAuto resolves to here
@@ -46,9 +47,10 @@ struct DirInfo {
   std::string created_top;
 };
 
-// Creates `dir` when missing, then a small probe container in it (removed
-// again). Errors: from the file system and Container::create; an empty
-// `dir` is kInvalidArgument.
+// Creates `dir` when missing, and a directory of this run's own in it
+// (DirInfo::dir; DirCleanup removes it), then a small probe container there
+// (removed again). Errors: from the file system and Container::create; an
+// empty `dir` is kInvalidArgument.
 Result<DirInfo> probe_dir(const std::string& dir);
 void print_dir(const DirInfo& d, const Environment& env);
 nlohmann::json dir_json(const DirInfo& d);

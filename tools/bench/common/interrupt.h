@@ -26,8 +26,9 @@ void forget_child(pid_t pid);
 // A mount point to unmount (fusermount3 -uz) on interrupt.
 void unmount_on_interrupt(const std::string& mnt);
 void forget_mount(const std::string& mnt);
-// A directory this run made, removed whole on interrupt (after the mounts).
-void remove_on_interrupt(const std::string& dir);
+// A directory of this run's own, removed whole on interrupt (after the
+// mounts), then its parents up to `top` while empty ("" for none).
+void remove_on_interrupt(const std::string& dir, const std::string& top);
 void forget_dir(const std::string& dir);
 
 // In a child forked without exec: the default dispositions back, so that a
@@ -35,8 +36,11 @@ void forget_dir(const std::string& dir);
 void reset_interrupt_in_child();
 
 // Removes `dir` and everything below it on the same file system: it never
-// descends into a mount point (what `rm -rf --one-file-system` does).
+// descends into a mount point (what `rm -rf --one-file-system` does) and
+// follows no symbolic link.
 void remove_tree(const std::string& dir);
+// Removes `dir` if empty, then its parents up to `top` while empty.
+void remove_empty_up_to(const std::string& dir, const std::string& top);
 
 }  // namespace pm::bench
 

@@ -40,7 +40,7 @@ Table targets_table(const std::vector<DirRun>& runs) {
   t.title = "targets (from the project issue; verdicts computed from the numbers above)";
   t.columns = {{"target", "target"}, {"goal", "goal"}};
   for (const DirRun& r : runs) {
-    t.columns.push_back({r.dir.dir, r.dir.dir, Format::kCount});
+    t.columns.push_back({r.dir.parent, r.dir.parent, Format::kCount});
     t.columns.push_back({"verdict", "verdict", Format::kText});
   }
   for (size_t i = 0; i < runs.front().targets.size(); i++) {

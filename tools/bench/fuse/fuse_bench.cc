@@ -368,13 +368,15 @@ Result<std::vector<std::unique_ptr<FsTarget>>> make_targets(const FuseConfig& cf
 
 }  // namespace
 
-Status run_fuse_bench(const FuseConfig& cfg, bool json) {
-  if (cfg.files == 0) return Status::invalid_argument("--files must be at least 1");
+Status run_fuse_bench(const FuseConfig& given, bool json) {
+  if (given.files == 0) return Status::invalid_argument("--files must be at least 1");
   const Environment env = collect_environment();
   const Progress progress;
-  Result<DirInfo> info = probe_dir(cfg.dir);
+  Result<DirInfo> info = probe_dir(given.dir);
   if (!info.ok()) return info.status();
   DirCleanup cleanup(*info);
+  FuseConfig cfg = given;  // every path below inside the run's own directory
+  cfg.dir = info->dir;
   const std::string tmpfs = cfg.dir + "/tmpfs-files";
   std::error_code ec;
   std::filesystem::create_directories(tmpfs, ec);
@@ -399,10 +401,7 @@ Status run_fuse_bench(const FuseConfig& cfg, bool json) {
     }
   }
   Status s = listings(*targets, cfg, tmpfs, progress, &run);
-  targets->clear();  // unmounts whatever an error left mounted
-  for (const char* sub : {"/pmfs", "/passthrough", "/passthrough_ll", "/tmpfs", "/tmpfs-files"}) {
-    std::filesystem::remove_all(cfg.dir + sub, ec);
-  }
+  targets->clear();  // unmounts whatever an error left mounted (DirCleanup removes the files)
   PM_TRY(s);
   std::vector<Table> tables = {small_table(run, cfg), large_table(run, cfg),
                                listing_table(run, cfg)};

@@ -42,13 +42,19 @@ constexpr const char* kPassthroughLl = "";
 bool is_fuse(FsKind k) { return k != FsKind::kTmpfs; }
 
 // A passthrough example where the build left it, or (an installed pm)
-// where the install put it: <prefix>/libexec/libpm beside <prefix>/bin/pm.
+// where the install put it: <prefix>/<libexecdir>/libpm, <prefix>/bin/pm.
 std::string baseline(const std::string& built) {
+#ifdef PM_FUSE_LIBEXEC
+  const std::filesystem::path libexec = PM_FUSE_LIBEXEC;
+#else
+  const std::filesystem::path libexec = "libexec/libpm";
+#endif
   if (built.empty()) return "";
   std::error_code ec;
   if (std::filesystem::exists(built, ec)) return built;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
-  const auto installed = self / ".." / "libexec" / "libpm" / std::filesystem::path(built).filename();
+  const auto prefix = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "..";
+  const auto dir = libexec.is_absolute() ? libexec : prefix / libexec;
+  const auto installed = dir / std::filesystem::path(built).filename();
   return std::filesystem::exists(installed, ec) ? installed.string() : built;
 }
 
