@@ -64,7 +64,7 @@ Result<std::string> run_in_child_bytes(const std::function<Result<std::string>()
     return Status::from_errno("fork", err);
   }
   if (pid == 0) {
-    reset_interrupt_in_child();
+    restore_signal_defaults();
     ::close(fds[0]);
     child_main(fds[1], fn);
   }

@@ -109,7 +109,7 @@ void remove_below(int fd, dev_t dev) {
   // A reader of our output that the same Ctrl-C ended (| tee) must not end
   // the cleanup with SIGPIPE; a second signal ends the process at once.
   std::signal(SIGPIPE, SIG_IGN);
-  for (int s : kSignals) std::signal(s, SIG_DFL);
+  restore_signal_defaults();
   std::vector<pid_t> children;
   std::vector<std::string> mounts;
   std::vector<std::pair<std::string, std::string>> dirs;
@@ -198,7 +198,7 @@ void forget_dir(const std::string& dir) {
   std::erase_if(g_dirs, [&](const auto& d) { return d.first == dir; });
 }
 
-void reset_interrupt_in_child() {
+void restore_signal_defaults() {
   for (int s : kSignals) {
     struct sigaction old;
     if (::sigaction(s, nullptr, &old) == 0 && old.sa_handler == on_signal) std::signal(s, SIG_DFL);

@@ -31,9 +31,11 @@ void forget_mount(const std::string& mnt);
 void remove_on_interrupt(const std::string& dir, const std::string& top);
 void forget_dir(const std::string& dir);
 
-// In a child forked without exec: the default dispositions back, so that a
-// signal meant for the child does not start the parent's cleanup.
-void reset_interrupt_in_child();
+// The signals this module handles back to their default dispositions: in
+// a child forked without exec, so that a signal meant for the child does
+// not start the parent's cleanup; and when the cleanup starts, so that a
+// second Ctrl-C ends the process at once. (Ignored signals stay ignored.)
+void restore_signal_defaults();
 
 // Removes `dir` and everything below it on the same file system: it never
 // descends into a mount point (what `rm -rf --one-file-system` does) and

@@ -97,7 +97,7 @@ Result<std::unique_ptr<EngineProcess>> EngineProcess::start(const Make& make,
     return Status::from_errno("fork of an engine process", e);
   }
   if (pid == 0) {
-    reset_interrupt_in_child();
+    restore_signal_defaults();
     ::close(down[1]);
     ::close(up[0]);
     for (int fd : parent_ends()) ::close(fd);
