@@ -69,6 +69,16 @@ has "the unknown flag is named" err "frobnicate"
 check "negative size" 2 "$PM" create "$dir/neg.pm" --size -5MiB
 has "negative size explained" err "negative"
 check "not a number" 2 "$PM" create "$dir/neg.pm" --max-size lots
+# Sizes a container cannot take are usage errors too, named by their option
+# (a user trial: exit 1, with the library's option names).
+if "$PM" bench kv --help >/dev/null 2>&1; then  # a build with pm bench
+  check "a plot into no directory" 2 "$PM" bench kv --plot "$dir/none/x.png"
+  has "the plot's directory is named" err "no directory $dir/none"
+fi
+check "a zero size" 2 "$PM" create "$dir/neg.pm" --size 0
+has "the size's option is named" err "^--size: "
+check "a max size that is not whole GiB" 2 "$PM" create "$dir/neg.pm" --max-size 1MiB
+has "the max size's rule" err "not a multiple of 1GiB"
 [ -e "$dir/neg.pm" ] && { echo "FAIL: a usage error created a file"; fail=1; }
 # --json covers failures: one JSON document on stdout, the message on stderr.
 check "--json failure" 1 "$PM" --json info "$dir/missing.pm"

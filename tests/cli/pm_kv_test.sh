@@ -314,6 +314,9 @@ if [ "$(type -t as_user)" = function ]; then
 fi
 
 # A small heap for a small disk (the default makes 64 MiB at once).
+check "a key limit of 0" 2 "$PM" kv put "$dir/zero.kv" k v --max-key 0
+check "a heap below 1 MiB" 2 "$PM" kv put "$dir/zero.kv" k v --heap 1b
+[ -e "$dir/zero.kv" ] && { echo "FAIL: a usage error created a store"; fail=1; }
 check "put with a small heap" 0 "$PM" kv put --heap 4MiB --logs 1 --log-mb 1 --max-value 65536 \
   "$dir/smallheap.kv" k v
 size=$(stat -c %s "$dir/smallheap.kv")

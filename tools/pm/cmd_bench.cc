@@ -1,5 +1,6 @@
 // pm bench container, alloc, kv, fuse, memcached, sqlite, ordered: the benchmark suites (tools/bench/).
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -83,7 +84,16 @@ void add_kv_command(CLI::App* bench, const Globals& g, std::vector<Command>* out
                  "kvstore DRAM budget for frontend items (0: none)")
       ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30));
   kv->add_option("--plot", cfg->plot_path,
-                 "write throughput vs put ratio as a PNG (needs gnuplot)");
+                 "write throughput vs put ratio as a PNG (needs gnuplot)")
+      ->check(CLI::Validator(
+          [](std::string& v) {  // before the run, not after it
+            const std::filesystem::path dir = std::filesystem::path(v).parent_path();
+            std::error_code ec;
+            return dir.empty() || std::filesystem::is_directory(dir, ec)
+                       ? std::string()
+                       : "no directory " + dir.string() + " for the plot";
+          },
+          "FILE"));
   CLI::Option* puts =
       kv->add_option("--puts", cfg->put_percents, "put percentages of the cells (default 0 2 15 50 100)")
           ->check(CLI::Range(0, 100));

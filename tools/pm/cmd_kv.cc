@@ -66,6 +66,7 @@ void add_creation_args(CLI::App* app, StoreArgs* a) {
       ->group(kCreation);
   app->add_option("--max-key", a->max_key, "longest key in bytes")
       ->capture_default_str()
+      ->check(CLI::Range(1u, 65535u))
       ->group(kCreation);
   app->add_option("--max-value", a->max_value,
                   "longest value in bytes (with the longest key and 128 bytes, at most a quarter "
@@ -75,6 +76,7 @@ void add_creation_args(CLI::App* app, StoreArgs* a) {
   add_size_option(app, "--heap", a->heap,
                   "heap made at create (it grows as needed; a small one fits a small disk)")
       ->capture_default_str()
+      ->check(kHeapSize)
       ->group(kCreation);
   app->add_flag("--unordered", a->unordered,
                 "no ordered index: new keys cost less to apply, every ls reads and sorts all keys")

@@ -47,6 +47,19 @@ inline CLI::Option* add_size_option(CLI::App* app, const std::string& name, uint
           "SIZE"));
 }
 
+// Heap sizes a container takes (pm::Options): initial from 1 MiB, the
+// largest a whole number of GiB up to 1 TiB. Checked here so that a bad
+// value is a usage error (exit 2), named by its option.
+inline const CLI::Validator kHeapSize = CLI::Range(uint64_t{1} << 20, uint64_t{1} << 40);
+inline const CLI::Validator kMaxHeapSize(
+    [](std::string& v) {
+      const uint64_t n = std::strtoull(v.c_str(), nullptr, 10);
+      return n == 0 || n % (uint64_t{1} << 30) != 0 || n > (uint64_t{1} << 40)
+                 ? "'" + v + "' bytes is not a multiple of 1GiB from 1GiB to 1TiB"
+                 : std::string();
+    },
+    "SIZE");
+
 // A file or directory argument: an empty one is a usage error (exit 2),
 // not a file named "" (or the current directory, once made absolute).
 inline const CLI::Validator kPath(
