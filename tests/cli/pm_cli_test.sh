@@ -19,6 +19,8 @@ has() {  # has DESCRIPTION FILE TEXT
 }
 check "create" 0 "$PM" create "$dir/a.pm" --size 8MiB --max-size 2GiB --layout demo
 has "create says where" out "created $dir/a.pm"
+check "create --json" 0 "$PM" --json create "$dir/j.pm"
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['journal']=='clean', d" "$dir/out" || { echo "FAIL: create --json shows the journal as pm info would"; fail=1; }
 check "create again" 1 "$PM" create "$dir/a.pm"
 has "create again says why" err "already exists"
 check "info" 0 "$PM" info "$dir/a.pm"

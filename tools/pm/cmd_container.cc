@@ -232,6 +232,11 @@ void add_container_commands(CLI::App& root, const Globals& g, std::vector<Comman
                     Result<std::unique_ptr<Container>> c = Container::create(ca->path, o);
                     if (!c.ok()) return c.status();
                     PM_TRY((*c)->commit());
+                    // Closed, then read as `pm info` reads it: a live session's last
+                    // commit shows "pending" until its write-back (journal.h).
+                    c->reset();
+                    c = open_for_reading(ca->path);
+                    if (!c.ok()) return c.status();
                     ContainerInfo i = (*c)->info();
                     if (g.json) {
                       fmt::print("{}\n", json_text(info_json(i)));
