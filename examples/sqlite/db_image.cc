@@ -143,6 +143,36 @@ void DbImage::set_size(uint64_t size) {
   root_->size = size;
 }
 
+// SQLite writes whole pages, of which a one-row transaction changes a few
+// cache lines (the page header, a cell pointer, the cell). Only the lines
+// that differ are stored and announced, so the commit compares and
+// journals those alone: its compare of every announced line against the
+// file was an eighth of a one-row transaction's CPU. A line left out holds
+// these bytes already, announced or not: either way the commit takes it
+// as it is.
+void DbImage::store_changed_lines(std::byte* to, const std::byte* from, size_t n) {
+  constexpr size_t kLine = 64;
+  size_t run = 0, run_len = 0;  // changed lines not yet stored
+  auto store = [&] {
+    if (run_len == 0) return;
+    c_->will_write(to + run, run_len);
+    std::memcpy(to + run, from + run, run_len);
+    run_len = 0;
+  };
+  for (size_t at = 0; at < n;) {
+    const size_t len =
+        std::min(n - at, kLine - (reinterpret_cast<uintptr_t>(to + at) & (kLine - 1)));
+    if (std::memcmp(to + at, from + at, len) != 0) {
+      if (run_len == 0) run = at;
+      run_len += len;
+    } else {
+      store();
+    }
+    at += len;
+  }
+  store();
+}
+
 Status DbImage::write(const void* buf, size_t n, uint64_t off) {
   if (n == 0) return Status();
   pm::MutationGuard guard(*c_);
@@ -154,8 +184,7 @@ Status DbImage::write(const void* buf, size_t n, uint64_t off) {
     const size_t len = static_cast<size_t>(std::min<uint64_t>(n - done, kChunkBytes - in_chunk));
     Result<std::byte*> chunk = chunk_for_write(pos >> kChunkShift);
     if (!chunk.ok()) return chunk.status();
-    c_->will_write(*chunk + in_chunk, len);
-    std::memcpy(*chunk + in_chunk, in + done, len);
+    store_changed_lines(*chunk + in_chunk, in + done, len);
     done += len;
   }
   if (off + n > root_->size) set_size(off + n);

@@ -70,6 +70,7 @@ class DbImage {
   pm::Status reserve_table(uint64_t chunks);
   pm::Result<std::byte*> chunk_for_write(uint64_t index);
   void set_size(uint64_t size);
+  void store_changed_lines(std::byte* to, const std::byte* from, size_t n);
 
   pm::Container* c_;
   ImageRoot* root_;

@@ -30,6 +30,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "pm/status.h"
 
@@ -95,12 +96,13 @@ class MemFile {
 
 namespace mem_files {
 // The file named `name`: opened, made when `create`, or nullptr.
-std::shared_ptr<MemFile> open(const std::string& name, bool create);
-// True when it exists and is not empty (what SQLite's unix VFS answers
-// for SQLITE_ACCESS_EXISTS).
-bool exists(const std::string& name);
-bool known(const std::string& name);
-void remove(const std::string& name);
+std::shared_ptr<MemFile> open(std::string_view name, bool create);
+// Whether a file of that name is kept here, and empty (SQLite's unix VFS
+// answers SQLITE_ACCESS_EXISTS for an empty file with "no").
+enum class Presence { kUnknown, kEmpty, kNotEmpty };
+Presence presence(std::string_view name);
+// Removes it; false when there was none.
+bool remove(std::string_view name);
 }  // namespace mem_files
 
 }  // namespace pmsqlite

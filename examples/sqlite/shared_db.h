@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "db_image.h"
 #include "mem_file.h"
@@ -55,11 +56,11 @@ class SharedDb final : public OldPages {
   // else its container opened (created when allowed and missing or empty).
   static pm::Result<std::shared_ptr<SharedDb>> open(const std::string& path, const OpenParams& p);
   // True when `path` is open (or bound) in this process.
-  static bool is_open(const std::string& path);
+  static bool is_open(std::string_view path);
   // The database open at `path` in this process, when it owns its
   // container (a bound one may be committed by its owner at any time, so
   // its journal cannot refer to committed pages); else nullptr.
-  static std::shared_ptr<SharedDb> find_owned(const std::string& path);
+  static std::shared_ptr<SharedDb> find_owned(std::string_view path);
 
   static pm::Status bind(const std::string& path, pm::Container* c, Committer committer);
   static pm::Status unbind(const std::string& path);
@@ -68,9 +69,11 @@ class SharedDb final : public OldPages {
   // under the registry's lock, so that an open of the same file meanwhile
   // waits for the close instead of finding the file still locked.
   static void release(std::shared_ptr<SharedDb>* db);
+  ~SharedDb() override;
 
   DbImage& image() { return image_; }
   const std::string& path() const { return path_; }
+  const std::string& journal_name() const { return journal_name_; }  // path() + "-journal"
   bool read_only() const { return read_only_; }
   // True when the path no longer names the file opened (renamed, removed,
   // or replaced since): SQLite then refuses writes, SQLITE_READONLY_DBMOVED
@@ -115,10 +118,11 @@ class SharedDb final : public OldPages {
  private:
   SharedDb(std::string path, std::unique_ptr<pm::Container> owned, pm::Container* c,
            DbImage image, Committer committer, bool read_only)
-      : path_(std::move(path)), owned_(std::move(owned)), c_(c), image_(image),
+      : path_(std::move(path)), journal_name_(path_ + "-journal"), owned_(std::move(owned)), c_(c), image_(image),
         committer_(std::move(committer)), read_only_(read_only) {}
 
   const std::string path_;
+  const std::string journal_name_;
   std::unique_ptr<pm::Container> owned_;  // null when bound
   pm::Container* c_;
   DbImage image_;
@@ -127,6 +131,8 @@ class SharedDb final : public OldPages {
   std::atomic<bool> dirty_{false};
   std::atomic<bool> trim_after_commit_{false};  // cleared with dirty_
   uint64_t dev_ = 0, ino_ = 0;  // the file's, at open (0: unknown)
+  int fd_ = -1;                  // the file's (O_PATH), for moved()
+  mutable std::atomic<int64_t> settled_ctime_{-1};  // moved(): a ctime the path was checked at
   mutable std::mutex commit_mu_;  // a commit, or a read of what it left
   uint64_t commits_ = 0;          // under commit_mu_
 

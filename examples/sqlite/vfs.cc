@@ -98,7 +98,7 @@ int db_commit(DbFile* d, bool transaction = true) {
 // that replaces them here.
 int db_sync_commit(DbFile* d) {
   d->unsynced_writes = false;
-  std::shared_ptr<MemFile> j = mem_files::open(d->db->path() + "-journal", false);
+  std::shared_ptr<MemFile> j = mem_files::open(d->db->journal_name(), false);
   const bool refers = j && j->has_references();
   // In a transaction over several databases SQLite may roll this one back
   // after its commit, when a later database's fails. Such a transaction
@@ -157,7 +157,7 @@ int db_close(sqlite3_file* f) {
   // deletes it; the file holds the last commit, so no journal is hot).
   if (d->db.use_count() == 1) {
     if (rc == SQLITE_OK) rc = db_commit(d);
-    mem_files::remove(d->db->path() + "-journal");
+    mem_files::remove(d->db->journal_name());
   }
   SharedDb::release(&d->db);
   d->~DbFile();
@@ -464,7 +464,7 @@ int open_journal(const char* name, sqlite3_file* f, int flags, int* out_flags) {
   constexpr std::string_view kSuffix = "-journal";
   const std::string_view n(name);
   if (n.size() > kSuffix.size() && n.ends_with(kSuffix)) {
-    if (auto db = SharedDb::find_owned(std::string(n.substr(0, n.size() - kSuffix.size())))) {
+    if (auto db = SharedDb::find_owned(n.substr(0, n.size() - kSuffix.size()))) {
       m->set_old_pages(db);
     }
   }
@@ -502,11 +502,10 @@ int vfs_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* f, int flags, in
 }
 
 // The names of a pm database's side files ("-journal", "-wal", "-shm").
-bool side_file_of_open_db(const std::string& name) {
-  for (const char* suffix : {"-journal", "-wal", "-shm"}) {
-    const size_t n = std::strlen(suffix);
-    if (name.size() > n && name.compare(name.size() - n, n, suffix) == 0 &&
-        SharedDb::is_open(name.substr(0, name.size() - n))) {
+bool side_file_of_open_db(std::string_view name) {
+  for (std::string_view suffix : {"-journal", "-wal", "-shm"}) {
+    if (name.size() > suffix.size() && name.ends_with(suffix) &&
+        SharedDb::is_open(name.substr(0, name.size() - suffix.size()))) {
       return true;
     }
   }
@@ -514,17 +513,14 @@ bool side_file_of_open_db(const std::string& name) {
 }
 
 int vfs_delete(sqlite3_vfs*, const char* name, int sync_dir) {
-  if (mem_files::known(name)) {
-    mem_files::remove(name);
-    return SQLITE_OK;
-  }
+  if (mem_files::remove(name)) return SQLITE_OK;
   if (side_file_of_open_db(name)) return SQLITE_IOERR_DELETE_NOENT;
   return g_base->xDelete(g_base, name, sync_dir);
 }
 
 int vfs_access(sqlite3_vfs*, const char* name, int flags, int* out) {
-  if (mem_files::known(name)) {
-    *out = flags == SQLITE_ACCESS_EXISTS ? mem_files::exists(name) : 1;
+  if (const mem_files::Presence p = mem_files::presence(name); p != mem_files::Presence::kUnknown) {
+    *out = flags != SQLITE_ACCESS_EXISTS || p == mem_files::Presence::kNotEmpty;
     return SQLITE_OK;
   }
   if (side_file_of_open_db(name)) {
