@@ -87,7 +87,10 @@ bool parse_u64(std::string_view s, uint64_t* out) {
   auto space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
   size_t i = 0;
   while (i < s.size() && space(s[i])) i++;
-  if (i < s.size() && s[i] == '+') i++;
+  // A sign, as strtoull takes it; memcached then refuses a negative number
+  // but not "-0" (its safe_strtoull), and so do we.
+  const bool minus = i < s.size() && s[i] == '-';
+  if (i < s.size() && (s[i] == '+' || minus)) i++;
   const size_t first = i;
   uint64_t v = 0;
   for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; i++) {
@@ -95,7 +98,7 @@ bool parse_u64(std::string_view s, uint64_t* out) {
     if (v > (UINT64_MAX - d) / 10) return false;
     v = v * 10 + d;
   }
-  if (i == first || (i < s.size() && !space(s[i]))) return false;
+  if (i == first || (i < s.size() && !space(s[i])) || (minus && v != 0)) return false;
   *out = v;
   return true;
 }

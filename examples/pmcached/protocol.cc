@@ -148,10 +148,11 @@ void Session::command(std::string_view line, std::string* out) {
   if (cmd == "incr" || cmd == "decr") return delta(cmd == "incr", tok, n, out);
   if (cmd == "delete") {
     // delete <key> [0] [noreply]: the 0 is an old hold time, still accepted.
+    if (n < 2 || n > 4) return reply(out, "ERROR");  // memcached's word for a wrong count
     const bool nr = n > 2 && tok[n - 1] == "noreply";
     const size_t args = n - (nr ? 1 : 0);
     noreply_ = nr;  // (silences the error too, as memcached's)
-    if (n < 2 || args > 3 || (args == 3 && tok[2] != "0")) {
+    if (args > 3 || (args == 3 && tok[2] != "0")) {
       return reply(out, "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]");
     }
     if (!valid_key(tok[1])) return reply(out, kBadFormat);
@@ -212,11 +213,12 @@ void Session::command(std::string_view line, std::string* out) {
 
 void Session::retrieval(bool cas, bool touch, std::string_view* tok, size_t n, std::string* out) {
   const size_t first = touch ? 2 : 1;
-  if (n <= first) return reply(out, "ERROR");
+  if (n < 2) return reply(out, "ERROR");
   int32_t exptime32 = 0;
   if (touch && !parse_i32(tok[1], &exptime32)) {
     return reply(out, "CLIENT_ERROR invalid exptime argument");
   }
+  if (n == first) return reply(out, "END");  // gat <exptime> without keys, as memcached
   int64_t exptime = exptime32;
   for (size_t i = first; i < n; i++) {
     if (!valid_key(tok[i])) return reply(out, kBadFormat);
