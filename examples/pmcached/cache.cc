@@ -308,7 +308,7 @@ Result<bool> Cache::get(std::string_view client_key, Item* out, const int64_t* t
 Result<bool> Cache::meta_get(std::string_view client_key, Item* out, MetaGet* m) {
   const StoreKey key(client_key);
   Result<bool> r = meta_get_locked(key, out, m);
-  if (r.ok() && m->created) PM_TRY(evict_if_over(key));
+  if (r.ok() && m->created) PM_TRY(evict_if_over(key, entry_bytes(key, 0)));
   return r;
 }
 
@@ -483,7 +483,7 @@ Result<StoreResult> Cache::store(StoreMode mode, std::string_view client_key, ui
     PM_TRY(st);
     n_->total_items++;
   }
-  PM_TRY(evict_if_over(key));
+  PM_TRY(evict_if_over(key, entry_bytes(key, data.size())));
   return StoreResult::kStored;
 }
 
@@ -549,7 +549,9 @@ Result<DeltaResult> Cache::delta(std::string_view client_key, bool incr, uint64_
                                  uint64_t* value, const DeltaOptions& o, Item* result) {
   const StoreKey key(client_key);
   Result<DeltaResult> r = delta_locked(key, incr, by, value, o, result);
-  if (r.ok() && *r == DeltaResult::kCreated) PM_TRY(evict_if_over(key));
+  if (r.ok() && *r == DeltaResult::kCreated) {
+    PM_TRY(evict_if_over(key, entry_bytes(key, result != nullptr ? result->data.size() : 20)));
+  }
   return r;
 }
 
@@ -663,10 +665,13 @@ uint64_t Cache::sweep(size_t first_shard, size_t shards) {
   return removed;
 }
 
-Status Cache::evict_if_over(std::string_view keep) {
+Status Cache::evict_if_over(std::string_view keep, uint64_t added) {
   if (!o_.evict) return Status();
   thread_local std::mt19937_64 rng(std::random_device{}());
-  for (int attempts = 0; bytes_.load(std::memory_order_relaxed) > o_.memory_limit && attempts < 10000;
+  const uint64_t budget = added == UINT64_MAX ? UINT64_MAX : 2 * added;
+  uint64_t freed = 0;
+  for (int attempts = 0; bytes_.load(std::memory_order_relaxed) > o_.memory_limit &&
+                         freed < budget && attempts < 10000;
        attempts++) {
     // Approximate LRU (as Redis does): of one item from each of a few
     // shards picked at random, the one used least recently goes.
@@ -698,6 +703,7 @@ Status Cache::evict_if_over(std::string_view keep) {
     std::lock_guard<std::mutex> l(from->mu);
     auto e = from->index.find(victim);
     if (e == from->index.end() || e->second.atime != oldest) continue;  // used meanwhile
+    freed += e->second.bytes;
     PM_TRY(remove_locked(*from, victim));
     n_->evictions++;
   }
@@ -781,7 +787,15 @@ void Cache::background() {
     try {  // a thread of its own: out of DRAM, this round is skipped
       sweep(next, count);
       next = (next + count) % kShards;
-      (void)evict_if_over();
+      // What a restart with a smaller -m left over the limit goes here, all
+      // of it (a write evicts only about what it adds).
+      while (!stopping_.load(std::memory_order_relaxed) &&
+             bytes_.load(std::memory_order_relaxed) > o_.memory_limit) {
+        const uint64_t before = bytes_.load(std::memory_order_relaxed);
+        if (!evict_if_over({}, 1 << 20).ok() || bytes_.load(std::memory_order_relaxed) >= before) {
+          break;
+        }
+      }
     } catch (const std::bad_alloc&) {
     }
     l.lock();

@@ -240,11 +240,14 @@ class Cache {
   Status remove_locked(Shard& s, std::string_view key);
   Result<StoreResult> no_memory(Shard& s, StoreMode mode, std::string_view key);
   Result<uint64_t> next_cas();
-  // Evicts until the items fit the memory limit; never `keep`, the item
-  // just stored (memcached's is at the head of its LRU). Access times
-  // are in seconds: without it, a set among items used in the same second
-  // could evict its own item, and the get right after it missed.
-  Status evict_if_over(std::string_view keep = {});
+  // Evicts until the items fit the memory limit, or items of twice
+  // `added` bytes went (a write passes what it added: so none waits long,
+  // even after a restart with a smaller -m left the cache far over it;
+  // the background thread evicts the rest). Never `keep`, the item just
+  // stored (memcached's is at the head of its LRU). Access times are in
+  // seconds: without it, a set among items used in the same second could
+  // evict its own item, and the get right after it missed.
+  Status evict_if_over(std::string_view keep, uint64_t added);
   // meta_get and delta under the key's stripe lock (store keys); their
   // callers evict for a created item once it is released.
   Result<bool> meta_get_locked(std::string_view key, Item* out, MetaGet* m);

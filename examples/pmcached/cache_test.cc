@@ -200,6 +200,28 @@ TEST_F(CacheTest, MemoryLimitEvictsLeastRecentlyUsedOrRefuses) {
   EXPECT_EQ(get(*c, "k0"), "<none>");
 }
 
+// A restart with a smaller -m leaves the cache over its limit. Writes then
+// evict about what they add (evicting all of the excess in the first write
+// stalled it for seconds: a user trial), and the background thread evicts
+// the rest, with no write at all.
+TEST_F(CacheTest, ARestartWithASmallerLimitGetsUnderItInTheBackground) {
+  const std::string v(1000, 'v');
+  {
+    auto c = open();
+    for (int i = 0; i < 4000; i++) set(*c, StoreMode::kSet, "k" + std::to_string(i), v);
+  }
+  CacheOptions o;
+  o.memory_limit = 512 << 10;
+  auto c = open(o);
+  ASSERT_GT(c->stats().bytes, 3 * o.memory_limit);
+  for (int i = 0; i < 200 && c->stats().bytes > o.memory_limit; i++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_LE(c->stats().bytes, o.memory_limit);
+  ASSERT_EQ(set(*c, StoreMode::kSet, "new", v), StoreResult::kStored);
+  EXPECT_EQ(get(*c, "new"), v);
+}
+
 TEST_F(CacheTest, TheIndexIsRebuiltAfterRestartWithoutLosingConcurrentWrites) {
   Result<std::unique_ptr<Cache>> r = reopen_with_items(20000);
   ASSERT_TRUE(r.ok());
