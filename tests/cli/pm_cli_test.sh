@@ -79,6 +79,9 @@ if ! "$PM" bench --help 2>&1 | grep -q "not in this build"; then  # a build with
 fi
 check "a zero size" 2 "$PM" create "$dir/neg.pm" --size 0
 has "the size's option is named" err "^--size: "
+# pm kv names the initial heap --heap, pm create --size: each takes both.
+check "create with --heap" 0 "$PM" create "$dir/heap.pm" --heap 2MiB
+has "--heap is the initial heap" out "2.0 MiB heap"
 check "a max size that is not whole GiB" 2 "$PM" create "$dir/neg.pm" --max-size 1MiB
 has "the max size's rule" err "not a multiple of 1GiB"
 [ -e "$dir/neg.pm" ] && { echo "FAIL: a usage error created a file"; fail=1; }

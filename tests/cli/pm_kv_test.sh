@@ -321,6 +321,10 @@ check "put with a small heap" 0 "$PM" kv put --heap 4MiB --logs 1 --log-mb 1 --m
   "$dir/smallheap.kv" k v
 size=$(stat -c %s "$dir/smallheap.kv")
 [ "$size" -lt $((8 << 20)) ] || { echo "FAIL: --heap 4MiB made a file of $size bytes"; fail=1; }
+check "put with --size, pm create's name for it" 0 "$PM" kv put --size 4MiB --logs 1 --log-mb 1 \
+  --max-value 65536 "$dir/smallsize.kv" k v
+size=$(stat -c %s "$dir/smallsize.kv")
+[ "$size" -lt $((8 << 20)) ] || { echo "FAIL: --size 4MiB made a file of $size bytes"; fail=1; }
 
 check "put of an empty key" 1 "$PM" kv put "$dir/never.kv" "" v
 [ ! -e "$dir/never.kv" ] || { echo "FAIL: a put of an empty key made a store"; fail=1; }

@@ -288,7 +288,7 @@ void add_bench_commands(CLI::App& root, const Globals& g, std::vector<Command>* 
   container->add_option("--dir", a->dir, "directory to run in (created and removed if missing)")
       ->capture_default_str()
       ->check(kBenchDir);
-  container->add_option("--also-dir", a->also_dir,
+  container->add_option("--also-dir,--fs-dir", a->also_dir,
                         "run the same suite again in this directory (e.g. an ext4 one)");
   CLI::Option* keys = container->add_option("--keys", a->keys, "hash map keys (default 1000000)")
                           ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));

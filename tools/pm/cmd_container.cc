@@ -219,7 +219,8 @@ void add_container_commands(CLI::App& root, const Globals& g, std::vector<Comman
   auto ca = std::make_shared<CreateArgs>();
   CLI::App* create = root.add_subcommand("create", "create an empty container file");
   create->add_option("path", ca->path, "container file")->required()->check(kPath);
-  add_size_option(create, "--size", ca->size, "initial heap size (e.g. 64MiB)")->check(kHeapSize);
+  add_size_option(create, "--size,--heap", ca->size, "initial heap size (e.g. 64MiB)")
+      ->check(kHeapSize);
   add_size_option(create, "--max-size", ca->max_size,
                   "largest size it may grow to (multiple of 1GiB)")
       ->check(kMaxHeapSize);

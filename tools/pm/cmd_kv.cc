@@ -73,7 +73,7 @@ void add_creation_args(CLI::App* app, StoreArgs* a) {
                   "of a log)")
       ->capture_default_str()
       ->group(kCreation);
-  add_size_option(app, "--heap", a->heap,
+  add_size_option(app, "--heap,--size", a->heap,
                   "heap made at create (it grows as needed; a small one fits a small disk)")
       ->capture_default_str()
       ->check(kHeapSize)
