@@ -126,7 +126,7 @@ has "--max-value limit explained" err "value of 1001 bytes is over the limit of 
 check "bad creation option" 2 "$PM" kv put "$dir/bad.kv" k v --logs 0
 has "bad option explained" err "--logs: Value 0 not in range 1 to 256"
 check "logs over the limit" 2 "$PM" kv put "$dir/bad.kv" k v --logs 257
-check "a value limit the logs cannot hold" 1 "$PM" kv put "$dir/bad.kv" k v --log-mb 1 --max-value 262144
+check "a value limit the logs cannot hold" 2 "$PM" kv put "$dir/bad.kv" k v --log-mb 1 --max-value 262144
 has "the largest allowed value limit is given" err "so at most 260992 here"
 check "exactly that limit" 0 "$PM" kv put "$dir/edge.kv" k v --log-mb 1 --max-value 260992
 
@@ -321,6 +321,13 @@ check "put with a small heap" 0 "$PM" kv put --heap 4MiB --logs 1 --log-mb 1 --m
   "$dir/smallheap.kv" k v
 size=$(stat -c %s "$dir/smallheap.kv")
 [ "$size" -lt $((8 << 20)) ] || { echo "FAIL: --heap 4MiB made a file of $size bytes"; fail=1; }
+# Rules across options are usage errors too, named by their options.
+check "logs over 16 GiB in all" 2 "$PM" kv put "$dir/biglogs.kv" k v --log-mb 16384
+has "the logs' total is named" err "^--logs, --log-mb: 8 logs of 16384 MiB"
+check "a value that cannot fit a log" 2 "$PM" kv put "$dir/biglogs.kv" k v --log-mb 4 \
+  --max-value 2000000
+has "the value's rule is named" err "^--max-value, --log-mb: "
+[ -e "$dir/biglogs.kv" ] && { echo "FAIL: a usage error created a store"; fail=1; }
 check "put with --size, pm create's name for it" 0 "$PM" kv put --size 4MiB --logs 1 --log-mb 1 \
   --max-value 65536 "$dir/smallsize.kv" k v
 size=$(stat -c %s "$dir/smallsize.kv")

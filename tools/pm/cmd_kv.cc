@@ -82,6 +82,26 @@ void add_creation_args(CLI::App* app, StoreArgs* a) {
                 "no ordered index: new keys cost less to apply, every ls reads and sorts all keys")
       ->group(kCreation);
   app->add_flag("--no-create", a->no_create, "fail instead of creating a missing store");
+  // The store's rules across options, as usage errors (exit 2) naming the
+  // options, before anything is opened (they used to exit 1 from the open).
+  app->parse_complete_callback([app, a] {
+    const auto given = [app](const char* name) { return app->get_option(name)->count() > 0; };
+    if (!given("--logs") && !given("--log-mb") && !given("--max-value") && !given("--max-key")) return;
+    if (a->log_mib > (uint64_t{16} << 10) / static_cast<uint64_t>(a->logs)) {
+      throw CLI::ValidationError("--logs, --log-mb",
+                                 std::to_string(a->logs) + " logs of " + std::to_string(a->log_mib) +
+                                     " MiB: the logs may hold at most 16 GiB in all");
+    }
+    const int64_t most = static_cast<int64_t>((a->log_mib << 20) / 4) - a->max_key - 128;
+    if (static_cast<int64_t>(a->max_value) > most) {
+      throw CLI::ValidationError(
+          "--max-value, --log-mb",
+          "the longest value (" + std::to_string(a->max_value) + ") with the longest key (" +
+              std::to_string(a->max_key) + ") and 128 bytes must fit a quarter of a log (" +
+              std::to_string(a->log_mib) + " MiB), so at most " +
+              std::to_string(std::max<int64_t>(most, 0)) + " here");
+    }
+  });
 }
 
 // The options of a command that uses the store as `access` says: creation
