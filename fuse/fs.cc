@@ -224,6 +224,7 @@ int Fs::load(FileData* d, const Node& n) {
 int Fs::put_content(FileData* d, Node* n, Meta m, Batch* b) {
   std::string value;
   bool chunked = false, wrote = false;
+  d->generation++;  // stored or dropped, what was staged is nobody's now
   int err = d->content.prepare(&value, &chunked, &wrote);
   // The chunks a manifest names are durable before it is: on pmem each put
   // is, elsewhere a sync makes them so.
@@ -390,6 +391,7 @@ int Fs::do_setattr(Ino ino, const struct stat& attr, int to_set, Handle* h, cons
     if (!(to_set & FUSE_SET_ATTR_MODE)) (void)kill_suid(&m, c);  // the reply carries the mode
     if (int err = load(d.get(), *n)) return err;
     if (int err = d->content.truncate(size)) return err;
+    if (deferred) h->changed_in = d->generation;
     n->size = size;
     n->hole_bytes = d->content.hole_bytes();
     if (deferred) b.put(meta_key(n->key), encode_meta(m));

@@ -52,6 +52,10 @@ struct Handle {
   int flags = 0;
   std::shared_ptr<FileData> data;
   uint64_t put_errors_seen = 0;  // FileData::put_errors when last told
+  // FileData::generation when it last changed the content (a write, a
+  // fallocate, an ftruncate, its O_TRUNC open); UINT64_MAX: never. Guarded
+  // by the FileData's mu.
+  uint64_t changed_in = UINT64_MAX;
   // A descriptor of it was closed (FUSE_FLUSH came): its release may still
   // be on its way when the session ends (~Fs).
   std::atomic<bool> closed{false};
@@ -100,18 +104,21 @@ class Fs {
   int do_read(Handle* h, size_t size, off_t off, std::string* out);
   // lseek(2)'s SEEK_DATA and SEEK_HOLE (the kernel serves the others).
   int do_lseek(Handle* h, off_t off, int whence, off_t* out);
+  // `page_cache`: the kernel writes mapped pages back (FUSE_WRITE_CACHE),
+  // through a writable descriptor of its choice.
   int do_write(Handle* h, const char* data, size_t size, off_t off, const Caller& c,
-               bool* mode_changed);
+               bool* mode_changed, bool page_cache = false);
   // fallocate(2): mode 0 and FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE,
   // FALLOC_FL_ZERO_RANGE; other modes are EOPNOTSUPP. Staged like a write.
   int do_fallocate(Handle* h, int mode, off_t off, off_t len, const Caller& c,
                    bool* mode_changed);
-  // close(2) of a descriptor of h (FUSE_FLUSH): stores what was staged.
+  // close(2) of a descriptor of h (FUSE_FLUSH): stores what was staged,
+  // when h changed it since its last store (Fs::store_staged).
   int do_flush(Handle* h);
   int do_fsync(Handle* h);
   int do_sync();
-  // The last descriptor is gone: stores what is still staged (store), or
-  // drops it (a session that ended with the file still open).
+  // The last descriptor is gone: stores what it changed after its flush
+  // (store), or drops it (a session that ended with the file still open).
   void do_release(Handle* h, bool store = true);
   int do_readdir(fuse_req_t req, Ino ino, size_t size, off_t off, bool plus, std::string* out);
   int do_statfs(struct statvfs* out);
@@ -142,8 +149,13 @@ class Fs {
   class Batch;
 
   // Stores h's file as staged (flush, fsync, release); the errno of a put
-  // that dropped h's writes since it was last told, else 0.
-  int store_staged(Handle* h);
+  // that dropped h's writes since it was last told, else 0. Unless `any`
+  // (fsync: every descriptor's writes), only when h changed the content
+  // since the last put, or mapped pages came back: another descriptor's
+  // close must not store a rewrite that an O_TRUNC open started and has
+  // not finished (a late release of a descriptor closed before that open
+  // made a crash leave the file empty: a user trial).
+  int store_staged(Handle* h, bool any = false);
 
   // What a request that reads the index returns when it meets a directory
   // not loaded yet while it holds mu_ shared (no errno is negative).

@@ -54,6 +54,7 @@ int Fs::do_open(Ino ino, int flags, const Caller& c, Handle** out, bool* mode_ch
       // at flush drops.
       err = load(h->data.get(), *n);
       if (err == 0) err = h->data->content.truncate(0);
+      if (err == 0) h->changed_in = h->data->generation;
       if (err == 0) {
         n->size = n->hole_bytes = 0;
         n->meta.mtime_ns = n->meta.ctime_ns = now_ns();
@@ -99,7 +100,7 @@ int Fs::do_lseek(Handle* h, off_t off, int whence, off_t* out) {
 }
 
 int Fs::do_write(Handle* h, const char* data, size_t size, off_t off, const Caller& c,
-                 bool* mode_changed) {
+                 bool* mode_changed, bool page_cache) {
   FileData* d = h->data.get();
   std::lock_guard dl(d->mu);
   std::unique_lock lock(mu_);
@@ -114,6 +115,7 @@ int Fs::do_write(Handle* h, const char* data, size_t size, off_t off, const Call
   const bool was_inline = d->content.size() <= layout_.inline_max;
   const uint64_t before = d->content.hole_bytes(from, to);
   const int err = d->content.write(o, std::string_view(data, size));
+  (page_cache ? d->mapped_in : h->changed_in) = d->generation;
   n->size = d->content.size();  // a failed write may have extended the file
   n->hole_bytes = was_inline ? d->content.hole_bytes()
                              : n->hole_bytes - std::min(n->hole_bytes, before) +
@@ -157,6 +159,7 @@ int Fs::do_fallocate(Handle* h, int mode, off_t off, off_t len, const Caller& c,
   }
   n->hole_bytes = d->content.hole_bytes();
   if (!grows && !(zeros && d->content.modified())) return 0;  // nothing to store
+  h->changed_in = d->generation;
   n->meta.mtime_ns = n->meta.ctime_ns = now_ns();
   *mode_changed = kill_suid(&n->meta, c);  // stored with the content at flush
   return 0;
@@ -167,8 +170,10 @@ int Fs::do_flush(Handle* h) {
   return store_staged(h);
 }
 
-int Fs::store_staged(Handle* h) {
-  if (!writable(h->flags)) return 0;  // a reader's close reports no writer's failure
+int Fs::store_staged(Handle* h, bool any) {
+  // A reader's close reports no writer's failure; its fsync stores what the
+  // writers staged, as fsync(2) through any descriptor makes a file durable.
+  if (!writable(h->flags) && !any) return 0;
   FileData* d = h->data.get();
   std::unique_lock dl(d->mu);
   // A put of the shared content that failed since this descriptor last
@@ -177,6 +182,7 @@ int Fs::store_staged(Handle* h) {
   const int dropped = h->put_errors_seen != d->put_errors ? d->last_put_error : 0;
   h->put_errors_seen = d->put_errors;
   if (!d->content.modified()) return dropped;
+  if (!any && h->changed_in != d->generation && d->mapped_in != d->generation) return dropped;
   std::unique_lock lock(mu_);
   Node* n = table_.get(h->ino);
   if (n == nullptr || n->parent == 0) return dropped;  // unlinked: nowhere to put it
@@ -196,7 +202,7 @@ int Fs::store_staged(Handle* h) {
 }
 
 int Fs::do_fsync(Handle* h) {
-  const int err = store_staged(h);  // may report a failure that dropped this handle's writes
+  const int err = store_staged(h, /*any=*/true);  // may report a failure that dropped its writes
   const int synced = do_sync();  // what is stored is durable all the same
   return err != 0 ? err : synced;
 }

@@ -243,7 +243,8 @@ void sfs_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off
                fuse_file_info* fi) {
   Fs& fs = fs_of(req);
   bool mode_changed = false;
-  if (int err = fs.do_write(handle_of(fi), buf, size, off, caller_of(req), &mode_changed)) {
+  if (int err = fs.do_write(handle_of(fi), buf, size, off, caller_of(req), &mode_changed,
+                            fi->writepage != 0)) {
     fuse_reply_err(req, err);
   } else {
     fuse_reply_write(req, size);

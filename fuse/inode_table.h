@@ -72,6 +72,12 @@ struct FileData {
   // at its next flush or fsync (as Linux's errseq_t does for write-back).
   uint64_t put_errors = 0;
   int last_put_error = 0;
+  // Guarded by mu. Bumped by every put of the staged content (stored or
+  // dropped): what was staged before belongs to no descriptor any more.
+  // Handle::changed_in and mapped_in name the generation of their last
+  // change; a close stores only a descriptor's own changes (Fs::store_staged).
+  uint64_t generation = 0;
+  uint64_t mapped_in = UINT64_MAX;  // the kernel's write-back of mapped pages
 };
 
 struct Node {
