@@ -44,6 +44,7 @@ class ContainerImpl final : public Container {
 
   Status init_new(const PersistOpener& opener);
   Status init_existing(const PersistOpener& opener);
+  uint64_t bytes_in_use(int fd) const;
   Status check_same_file(const std::string& path) const;
   Status read_superblock(uint64_t file_size);
   Status repair_superblock();

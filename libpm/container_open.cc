@@ -234,6 +234,32 @@ Status ContainerImpl::check_same_file(const std::string& path) const {
                       "open it again");
 }
 
+// The end of what recovery and the heap read of the file: the heap as its
+// header on the file says, and every journal body a valid header names,
+// whatever its state. Past it lies journal room, or a growth a crash cut
+// short (fill_holes). Unknown (the whole file) when the heap header is not
+// one.
+uint64_t ContainerImpl::bytes_in_use(int fd) const {
+  HeapHeader hh{};
+  if (::pread(fd, &hh, sizeof hh, static_cast<off_t>(heap_off_)) != sizeof hh ||
+      (hh.magic != kHeapMagic && hh.magic != kHeapMagicV2) ||
+      hh.heap_size > UINT64_MAX - heap_off_) {
+    return UINT64_MAX;
+  }
+  uint64_t end = heap_off_ + hh.heap_size;
+  for (int i = 0; i < slots(); i++) {
+    JournalHeader h{};
+    const off_t at = static_cast<off_t>(journal_slot_offset(static_cast<uint64_t>(i), slots()));
+    if (::pread(fd, &h, sizeof h, at) != sizeof h || h.magic != kJournalMagic ||
+        h.checksum != journal_header_checksum(h)) {
+      continue;
+    }
+    if (h.body_offset > UINT64_MAX - h.body_len) return UINT64_MAX;
+    end = std::max(end, h.body_offset + h.body_len);
+  }
+  return end;
+}
+
 Status ContainerImpl::init_existing(const PersistOpener& opener) {
   const bool ro = options_.read_only;
   Result<FileLock> lock = FileLock::acquire(path_, /*create=*/false, /*shared=*/ro);
@@ -251,7 +277,7 @@ Status ContainerImpl::init_existing(const PersistOpener& opener) {
     return Status::invalid_argument("layout is '" + std::string(sb_.layout) +
                                     "', the program expects '" + options_.layout + "'");
   }
-  PM_TRY(fill_holes(lock_.fd(), st, ro, path_));
+  PM_TRY(fill_holes(lock_.fd(), st, ro, bytes_in_use(lock_.fd()), path_));
   Result<std::unique_ptr<Persist>> p = ro ? open_read_only_file(path_) : opener(path_);
   if (!p.ok()) return p.status();
   persist_ = std::move(*p);

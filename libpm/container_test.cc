@@ -1380,6 +1380,58 @@ TEST_F(ContainerTest, ADamagedNewestHeaderAfterACleanCloseReplaysNothingOlder) {
   EXPECT_NE(planted, (std::pair<uint64_t, uint64_t>{2, 2})) << "the planted bug went unseen";
 }
 
+// A kill inside heap growth, between extending the file and allocating
+// the new part (Persist::resize), leaves holes past the bytes in use. On a
+// full disk they could not be filled, and no open, writable or read-only,
+// pm check or salvage, got past "holes (a sparse copy?)" (a user trial:
+// kill -9 of a writer on a full 10 MiB tmpfs). The open cuts them off now.
+TEST_F(ContainerTest, AGrowthCutShortOnAFullDiskLeavesAFileThatOpens) {
+  const std::string d = dir_.file("small");
+  test::SmallFs fs(d);
+  if (!fs.ok()) GTEST_SKIP() << "mount(2) of a tmpfs is not allowed here";
+  const std::string path = d + "/c.pm";
+  auto run = [&](uint64_t* file_size) -> Status {
+    ::unlink(path.c_str());
+    ::unlink((d + "/ballast").c_str());
+    {
+      auto c = must(Container::create(path, small()));
+      if (c == nullptr) return Status::io_error("create");
+      auto* n = *c->make<Node>(Node{nullptr, 42});
+      PM_TRY(c->set_root(n));
+      PM_TRY(c->commit());
+    }
+    struct stat st {};
+    ::stat(path.c_str(), &st);
+    // The crash: the file extended by 2 MiB, none of it allocated.
+    if (::truncate(path.c_str(), st.st_size + (2 << 20)) != 0) return Status::io_error("grow");
+    const int fd = ::open((d + "/ballast").c_str(), O_WRONLY | O_CREAT, 0600);
+    const std::string mib(1 << 20, 'b');
+    while (::write(fd, mib.data(), mib.size()) > 0) {
+    }
+    ::close(fd);
+    Options ro = small();
+    ro.read_only = true;
+    Result<std::unique_ptr<Container>> r = Container::open(path, ro);
+    PM_TRY(r.status());
+    if ((*r)->root<Node>()->value != 42) return Status::corruption("read-only: root lost");
+    r->reset();
+    r = Container::open(path, small());
+    PM_TRY(r.status());
+    if ((*r)->root<Node>()->value != 42) return Status::corruption("root lost");
+    ::stat(path.c_str(), &st);
+    *file_size = static_cast<uint64_t>(st.st_size);
+    return Status();
+  };
+  uint64_t size = 0;
+  Status fixed = run(&size);
+  EXPECT_TRUE(fixed.ok()) << fixed.to_string();
+  EXPECT_LT(size, 6u << 20);  // the holes are gone
+  g_planted_bugs.open_fills_growth_holes = true;
+  Status planted = run(&size);
+  g_planted_bugs.open_fills_growth_holes = false;
+  EXPECT_EQ(planted.code(), Code::kNoSpace) << "the planted bug went unseen: " << planted.to_string();
+}
+
 TEST_F(ContainerTest, VersionThreeFilesKeepOneJournalSlot) {
   {
     auto c = must(Container::create(path_, small()));

@@ -289,22 +289,55 @@ Status allocate_file_space(int fd, uint64_t off, uint64_t len, const std::string
   return Status::from_errno(what, err);
 }
 
-Status fill_holes(int fd, const struct stat& st, bool read_only, const std::string& path) {
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
-  // Fewer blocks than bytes is the cheap hint (a compressing file system
-  // gives it too); SEEK_HOLE finds the holes themselves.
-  if (static_cast<uint64_t>(st.st_blocks) * 512 >= size) return Status();
-  std::vector<std::pair<uint64_t, uint64_t>> holes;  // offset, length
-  uint64_t hole_bytes = 0;
+namespace {
+
+// The holes of [0, size): offset and length of each.
+std::vector<std::pair<uint64_t, uint64_t>> find_holes(int fd, uint64_t size) {
+  std::vector<std::pair<uint64_t, uint64_t>> holes;
   for (off_t at = 0; static_cast<uint64_t>(at) < size;) {
     const off_t hole = ::lseek(fd, at, SEEK_HOLE);
     if (hole < 0 || static_cast<uint64_t>(hole) >= size) break;  // none (or no SEEK_HOLE)
     const off_t data = ::lseek(fd, hole, SEEK_DATA);
     const uint64_t end = data < 0 ? size : std::min<uint64_t>(size, static_cast<uint64_t>(data));
     holes.emplace_back(static_cast<uint64_t>(hole), end - static_cast<uint64_t>(hole));
-    hole_bytes += end - static_cast<uint64_t>(hole);
     at = static_cast<off_t>(end);
   }
+  return holes;
+}
+
+}  // namespace
+
+Status fill_holes(int fd, struct stat st, bool read_only, uint64_t used_end,
+                  const std::string& path) {
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  // Fewer blocks than bytes is the cheap hint (a compressing file system
+  // gives it too); SEEK_HOLE finds the holes themselves. (tmpfs reports
+  // allocated pages never written as holes too: so the hint goes first.)
+  if (static_cast<uint64_t>(st.st_blocks) * 512 >= size) return Status();
+  // Past the bytes in use, from the first hole there on: a growth a crash
+  // cut short (Persist::resize extends the file, then allocates it).
+  const uint64_t in_use = used_end >= size ? size : (used_end + 4095) / 4096 * 4096;
+  if (in_use < size && !g_planted_bugs.open_fills_growth_holes) {
+    uint64_t cut = size;
+    for (const auto& [off, len] : find_holes(fd, size)) {
+      if (off + len > in_use) {
+        cut = std::max(off, in_use);
+        break;
+      }
+    }
+    if (cut < size && !read_only) {
+      if (::ftruncate(fd, static_cast<off_t>(cut)) != 0 || ::fsync(fd) != 0 ||
+          ::fstat(fd, &st) != 0) {
+        return Status::from_errno("cut " + path + " to its bytes in use (" +
+                                  std::to_string(cut) + ")", errno);
+      }
+    }
+    size = std::min(size, cut);  // a read-only open never reads past it
+    if (static_cast<uint64_t>(st.st_blocks) * 512 >= size) return Status();
+  }
+  const std::vector<std::pair<uint64_t, uint64_t>> holes = find_holes(fd, size);
+  uint64_t hole_bytes = 0;
+  for (const auto& [off, len] : holes) hole_bytes += len;
   if (holes.empty()) return Status();
   const std::string what = path + " has " + std::to_string(hole_bytes) +
                            " bytes of holes (a sparse copy?)";

@@ -96,7 +96,13 @@ Status allocate_file_space(int fd, uint64_t off, uint64_t len, const std::string
 // tmpfs even when it is read; on a full disk that is SIGBUS. So an open
 // fills them first (kNoSpace when there is no room); a read-only open,
 // which may not, is refused (kNoSpace) on a tmpfs without room for them.
-Status fill_holes(int fd, const struct stat& st, bool read_only, const std::string& path);
+// Holes at or past `used_end` (bytes no recovery or heap reads: a growth
+// that a crash cut short between extending the file and allocating it)
+// are cut off instead by a writable open, and passed over by a read-only
+// one: filling them needed room a full disk did not have, and the file
+// could not be opened at all.
+Status fill_holes(int fd, struct stat st, bool read_only, uint64_t used_end,
+                  const std::string& path);
 
 // Opens the home view of an existing file through libpmem (pmem_map_file).
 Result<std::unique_ptr<Persist>> open_pmem_file(const std::string& path);

@@ -28,6 +28,10 @@ struct PlantedBugs {
   bool mutate_after_failed_writeback = false;
   // File space is extended sparse (ftruncate only), never allocated.
   bool sparse_file = false;
+  // An open fills the holes a growth cut short by a crash left past the
+  // bytes in use, instead of cutting them off (on a full disk the file
+  // could not be opened).
+  bool open_fills_growth_holes = false;
   // Recovery replays a journal found in the page cache without making it
   // durable first (after a kill; a power failure then tears the state).
   bool replay_unsynced_journal = false;
