@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "kv/kv.h"
+#include "pm.h"
 
 /* Returns 0 on success, or a step number. */
 int kv_c_api_roundtrip(const char* path) {
@@ -244,5 +245,22 @@ int kv_c_api_misuse(const char* path) {
   memcpy(&o.durability, &bad, sizeof bad);
   if (kv_open(path, &o) != NULL || kv_lasterror() != PM_EINVAL) return 41;
   if (strstr(kv_errormsg(), "durability 7") == NULL) return 42;
+  /* A store's file opened as a plain container: collecting is refused (it
+     freed live entries of the store, a user trial), and the store reads on. */
+  s = kv_open(path, NULL);
+  if (!s || kv_put(s, "kept", 4, "v", 1) != PM_OK) return 43;
+  kv_close(s);
+  pm_options po;
+  memset(&po, 0, sizeof po);
+  pm_container* pc = pm_open(path, &po);
+  if (!pc) return 44;
+  pm_collect_result r;
+  if (pm_collect(pc, 0, &r) != PM_EINVAL || strstr(pm_errormsg(), "key-value store") == NULL) {
+    return 45;
+  }
+  pm_close(pc);
+  s = kv_open(path, NULL);
+  if (!s || kv_get(s, "kept", 4, NULL, NULL) != PM_OK) return 46;
+  kv_close(s);
   return 0;
 }

@@ -307,6 +307,15 @@ void ContainerImpl::find_escapes(bool foreign_writer, CheckReport* r) const {
 
 Result<CollectReport> ContainerImpl::collect(bool dry_run) {
   PM_TRY(FileLock::check_not_forked(forks_at_open_, path_));  // before the gate, as abort()
+  // The key-value store (kvstore/) frees its own blocks and links some
+  // (ghosts, chains of data blocks) where reachability does not look:
+  // collecting would free live entries. Refused here, not only by pm gc: a
+  // program's pm_collect() on a store's file damaged it (a user trial).
+  if (std::string_view(sb_.layout) == "kvstore") {
+    return Status::invalid_argument(path_ + " is a key-value store, which frees its own blocks; "
+                                            "collecting would free live entries ('pm kv "
+                                            "salvage' compacts a store into a new file)");
+  }
   if (gate_.held_by_this_thread()) {
     return Status::busy("collect() called while this thread holds a MutationGuard");
   }

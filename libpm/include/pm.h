@@ -126,7 +126,8 @@ typedef struct pm_collect_result {
   uint64_t freed_blocks, freed_bytes;
 } pm_collect_result;
 /* Frees every block not reachable from the roots (durable at the next
- * pm_commit); with dry_run nonzero only counts them. out may be NULL. */
+ * pm_commit); with dry_run nonzero only counts them. out may be NULL.
+ * PM_EINVAL for a key-value store's file (it frees its own blocks). */
 pm_errcode pm_collect(pm_container* c, int dry_run, pm_collect_result* out);
 
 /* The calling thread's last error message ("" if none). Valid until the next

@@ -192,13 +192,7 @@ Status run_gc(const std::string& path, bool dry_run, bool json) {
   // A dry run changes nothing: it needs no write access.
   Result<std::unique_ptr<Container>> c = dry_run ? open_for_reading(path) : Container::open(path);
   if (!c.ok()) return c.status();
-  // A store frees its own blocks and links some (ghosts, chains of data
-  // blocks) where reachability does not look: collecting would free them.
-  if ((*c)->usage().layout == kStoreLayout) {
-    return Status::invalid_argument(path + " is a key-value store, which frees its own blocks; "
-                                           "gc would free live entries ('pm kv salvage' "
-                                           "compacts a store into a new file)");
-  }
+  // (collect() refuses a key-value store, which frees its own blocks.)
   const bool tty = isatty(2);
   if (tty) std::fprintf(stderr, "collecting %s ...", path.c_str());
   Result<CollectReport> r = (*c)->collect(dry_run);

@@ -318,7 +318,9 @@ class Container {
   // keep nothing alive, so a block reached only through one is freed.
   // The frees are ordinary changes: durable at the next commit(), undone by
   // abort(). With dry_run nothing is freed. Cost: proportional to the live
-  // heap. kBusy if the calling thread holds a MutationGuard.
+  // heap. kBusy if the calling thread holds a MutationGuard;
+  // kInvalidArgument for a key-value store's file (layout "kvstore"),
+  // which frees its own blocks and links some where this does not look.
   virtual Result<CollectReport> collect(bool dry_run = false) = 0;
 
   // The raw region: file bytes outside the heap (Options::raw_bytes, fixed
