@@ -12,7 +12,9 @@
 #include <fstream>
 #include <sstream>
 #include <memory>
+#include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fuse/fs.h"
@@ -110,6 +112,7 @@ class Session {
     // mount says so (mount and findmnt showed relatime).
     std::string opts = "default_permissions,noatime,subtype=pmfs,fsname=" + fsname;
     if (o.allow_other) opts += ",allow_other";
+    if (!o.kernel_options.empty()) opts += "," + o.kernel_options;
     args_ = {"pm", "-o", opts};
     if (o.debug) args_.push_back("-d");
     for (std::string& a : args_) argv_.push_back(a.data());
@@ -171,7 +174,29 @@ void syslog_line(fuse_log_level level, const char* fmt, va_list ap) {
 
 void log_to_syslog() { fuse_set_log_func(syslog_line); }
 
+// The generic mount options MountOptions::kernel_options may hold: what
+// libfuse passes to mount(2) as flags. One it does not know would fail the
+// mount after the store is open; one this file system cannot honour
+// (atime) would be a silent lie.
+pm::Status check_kernel_options(const std::string& opts) {
+  static const std::set<std::string, std::less<>> kKnown = {
+      "ro", "rw", "nosuid", "suid", "nodev", "dev", "noexec", "exec", "noatime", "nodiratime",
+      "dirsync"};
+  for (size_t at = 0; at <= opts.size();) {
+    const size_t end = std::min(opts.find(',', at), opts.size());
+    const std::string_view o = std::string_view(opts).substr(at, end - at);
+    if (!o.empty() && kKnown.count(o) == 0) {
+      return pm::Status::invalid_argument(fmt::format(
+          "mount option '{}' is not one of ro, rw, nosuid, suid, nodev, dev, noexec, exec, "
+          "noatime, nodiratime, dirsync", o));
+    }
+    at = end + 1;
+  }
+  return pm::Status();
+}
+
 pm::Status mount(const MountOptions& o) {
+  PM_TRY(check_kernel_options(o.kernel_options));
   PM_TRY(check_mountpoint(o.mountpoint));
   // Every file and directory keeps a metadata record (up to 56 bytes) as a
   // value: a store whose values cannot hold one cannot hold a file.

@@ -116,6 +116,15 @@ void add_mount_commands(CLI::App& root, const Globals& g, std::vector<Command>* 
   m->add_flag("-d,--debug", a->o.debug, "log every request (implies nothing else)");
   m->add_flag("--allow-other", a->o.allow_other,
               "let other users in (permissions are still checked)");
+  m->add_option("-o,--options", a->o.kernel_options,
+                "generic mount options, comma-separated: ro, nosuid, nodev, noexec, nodiratime, "
+                "dirsync (and rw, suid, dev, exec, noatime)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            const pm::Status s = pmfs::check_kernel_options(v);
+            return s.ok() ? std::string() : s.message();
+          },
+          "OPTIONS"));
   m->add_option("--threads", a->o.max_threads, "most worker threads")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1024u));

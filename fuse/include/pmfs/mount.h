@@ -51,6 +51,14 @@ struct MountOptions {
   // user_allow_other in /etc/fuse.conf unless root). The kernel checks
   // permissions from the stored mode, uid and gid (default_permissions).
   bool allow_other = false;
+  // Generic mount options for the kernel, comma-separated (the FUSE mount
+  // passes them on as mount(8) would): ro, rw, nosuid, suid, nodev, dev,
+  // noexec, exec, nodiratime, dirsync, noatime (reads never change atime
+  // here, so the mount is noatime whatever this says). ro: the kernel
+  // refuses every change (EROFS); the store itself is still opened for
+  // writing (its recovery, the mount's clean-end mark). Others:
+  // kInvalidArgument.
+  std::string kernel_options;
   // Per-request log lines through fuse_log (stderr in the foreground).
   bool debug = false;
   // How long to wait for a store another process holds (a daemon still
@@ -85,6 +93,10 @@ struct MountOptions {
 // kCorruption), kIOError (the kernel refused the mount: no /dev/fuse, not
 // permitted). The message names the path and what to do.
 pm::Status mount(const MountOptions& options);
+
+// kInvalidArgument naming the first option of `kernel_options`
+// (MountOptions) that is not one of those listed there.
+pm::Status check_kernel_options(const std::string& kernel_options);
 
 // Sends the mount's log lines (fuse_log) to syslog instead of stderr, for a
 // daemon whose stderr is gone.
