@@ -28,6 +28,10 @@ struct FusePlantedBugs {
   // A block of stable inode numbers is handed out without moving kInoKey
   // past it: a later mount gives the numbers records hold to new files.
   bool ino_block_unsaved = false;
+  // A close or release stores the staged content whoever changed it: the
+  // late release of a descriptor closed before an O_TRUNC open stores the
+  // rewrite that open began, and a crash leaves the file empty.
+  bool release_stores_others = false;
 };
 
 // Read by pm_fuse, written only by tests.

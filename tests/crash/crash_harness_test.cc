@@ -362,6 +362,9 @@ const Planted kPlanted[] = {
      power(make_fuse_workload, UnitMode::kPmemLines, 100)},
     {"fuse_ino_block_unsaved", &pmfs::g_fuse_planted_bugs.ino_block_unsaved,
      power(make_fuse_workload, UnitMode::kPmemLines, 100)},
+    // A user trial: a late release stored an O_TRUNC rewrite begun since.
+    {"fuse_release_stores_others", &pmfs::g_fuse_planted_bugs.release_stores_others,
+     power(make_fuse_workload, UnitMode::kPmemLines, 100)},
     // Found only across sessions: a clean close, then a crash amid a large
     // write in the next session, whose orphaned chunks no mount then sweeps.
     {"fuse_clean_mark_trusted", &pmfs::g_fuse_planted_bugs.clean_mark_trusted,
