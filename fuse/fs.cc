@@ -249,6 +249,10 @@ int Fs::put_content(FileData* d, Node* n, Meta m, Batch* b) {
 
 int Fs::removed_content(const Node& n, Removed* r) {
   if (n.is_dir() || (n.open_count == 0 && !n.meta.chunked)) return 0;
+  if (n.open_count > 0 && n.has_xattrs) {  // its descriptors read and set them on
+    pm::Status s = store_->get(xattr_key(n.key), &r->xattrs);
+    if (!s.ok() && !s.is_not_found()) return to_errno(s);
+  }
   pm::Status s = store_->get(n.key, &r->value);
   if (s.is_not_found()) return 0;
   if (!s.ok()) return to_errno(s);
@@ -260,6 +264,7 @@ int Fs::removed_content(const Node& n, Removed* r) {
 std::vector<uint64_t> Fs::retire(Node* n, Removed r) {
   if (n->open_count == 0) return std::move(r.chunks);
   n->unlinked_value = std::move(r.value);  // its descriptors read on from what it held
+  n->unlinked_xattrs = std::move(r.xattrs);
   n->retired_chunks.insert(n->retired_chunks.end(), r.chunks.begin(), r.chunks.end());
   return {};
 }

@@ -230,6 +230,7 @@ class Fs {
   struct Removed {
     std::string value;
     std::vector<uint64_t> chunks;
+    std::string xattrs;  // an open file's extended attribute record
   };
   int removed_content(const Node& n, Removed* r);
   // After the removal committed: an open n keeps r until its last release;

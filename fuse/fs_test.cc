@@ -649,6 +649,33 @@ TEST_F(FsTest, TheEndOfASessionDropsWhatAWriterThatNeverClosedStaged) {
   fs_.reset();
 }
 
+// A file removed while open keeps its extended attributes for its
+// descriptors, as tmpfs does: they read and set them on (they used to read
+// none, and a set succeeded and was lost, a user trial), and the last
+// release lets them go.
+TEST_F(FsTest, AnOpenFileRemovedKeepsItsExtendedAttributes) {
+  fs_ = mount();
+  ASSERT_NE(fs_, nullptr);
+  ASSERT_EQ(write_new(kRootIno, "x", "data"), 0);
+  const Ino ino = lookup(kRootIno, "x");
+  ASSERT_EQ(fs_->do_setxattr(ino, "user.a", "1", 0), 0);
+  bool changed = false;
+  Handle* h = nullptr;
+  ASSERT_EQ(fs_->do_open(ino, O_RDWR, kRoot, &h, &changed), 0);
+  ASSERT_EQ(fs_->do_remove(kRootIno, "x", false), 0);
+  std::string v;
+  EXPECT_EQ(fs_->do_getxattr(ino, "user.a", &v), 0);
+  EXPECT_EQ(v, "1");
+  ASSERT_EQ(fs_->do_setxattr(ino, "user.b", "2", 0), 0);
+  std::string names;
+  ASSERT_EQ(fs_->do_listxattr(ino, &names), 0);
+  EXPECT_EQ(names, std::string("user.a\0user.b\0", 14));
+  ASSERT_EQ(fs_->do_removexattr(ino, "user.a"), 0);
+  EXPECT_EQ(fs_->do_getxattr(ino, "user.a", &v), ENODATA);
+  fs_->do_release(h);
+  fs_.reset();
+}
+
 // A descriptor's close stores only what it changed: the late release of a
 // descriptor closed before an O_TRUNC open (the kernel sends releases
 // asynchronously: 19 of 299 close-and-reopen cycles in a user trial), or

@@ -32,9 +32,14 @@ int Fs::read_xattrs(const Node& n, Xattrs* out) {
   out->clear();
   if (!n.has_xattrs) return 0;
   std::string record;
-  pm::Status s = store_->get(xattr_key(n.key), &record);
-  if (s.is_not_found()) return 0;
-  if (!s.ok()) return to_errno(s);
+  if (n.parent == 0 && n.ino != kRootIno) {  // detached, still open: kept in DRAM
+    if (n.unlinked_xattrs.empty()) return 0;
+    record = n.unlinked_xattrs;
+  } else {
+    pm::Status s = store_->get(xattr_key(n.key), &record);
+    if (s.is_not_found()) return 0;
+    if (!s.ok()) return to_errno(s);
+  }
   std::optional<Xattrs> x = decode_xattrs(record);
   if (!x) {
     fuse_log(FUSE_LOG_ERR, "pmfs: inode %llu: damaged extended attribute record\n",
@@ -70,6 +75,8 @@ int Fs::change_xattrs(Ino ino, const std::function<int(Xattrs*)>& change) {
     }
     if (int err = commit(b, ENOSPC)) return err;  // over the store's value limit
     n->has_record = true;
+  } else {
+    n->unlinked_xattrs = x.empty() ? std::string() : encode_xattrs(x);
   }
   n->has_xattrs = !x.empty();
   n->meta = m;

@@ -103,6 +103,7 @@ struct Node {
   // a chunked file's chunks, which its descriptors read on; the chunks are
   // removed at the last release.
   std::string unlinked_value;
+  std::string unlinked_xattrs;  // and its extended attribute record (encoded)
   std::vector<uint64_t> retired_chunks;
   bool has_xattrs = false;          // "\0x"+key exists
   std::unique_ptr<DirEntries> dir;  // set for directories
