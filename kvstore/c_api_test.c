@@ -245,6 +245,8 @@ int kv_c_api_misuse(const char* path) {
   memcpy(&o.durability, &bad, sizeof bad);
   if (kv_open(path, &o) != NULL || kv_lasterror() != PM_EINVAL) return 41;
   if (strstr(kv_errormsg(), "durability 7") == NULL) return 42;
+  /* A directory where a store goes is the caller's mistake, not an I/O error. */
+  if (kv_open("/", NULL) != NULL || kv_lasterror() != PM_EINVAL) return 47;
   /* A store's file opened as a plain container: collecting is refused (it
      freed live entries of the store, a user trial), and the store reads on. */
   s = kv_open(path, NULL);

@@ -285,7 +285,15 @@ Result<SalvageReport> salvage(const std::string& from, const std::string& to) {
     return Status::invalid_argument(tmp + " exists: a salvage that was stopped left it; remove "
                                     "it, then salvage again");
   }
-  Result<std::unique_ptr<Store>> out = Store::open(tmp, options_like(r));
+  StoreOptions so = options_like(r);
+  // The new heap starts at about what the source holds, not the default
+  // 64 MiB (it grows as needed): a salvage onto a small disk failed for
+  // room the copy never needed (a user trial: 4 MiB store, 40 MiB tmpfs).
+  const uint64_t used = (*c)->info().used_bytes;
+  so.initial_heap_bytes =
+      std::clamp<uint64_t>((used + (1 << 20)) & ~uint64_t{(1 << 20) - 1}, 1 << 20,
+                           so.initial_heap_bytes);
+  Result<std::unique_ptr<Store>> out = Store::open(tmp, so);
   if (!out.ok()) return out.status().with_context("salvage into " + to);
   const std::vector<std::pair<std::string, Found>> ops = log_ops(c->get(), **be, &rep.problems);
   // Numbers go on past the source's (a damaged one's are capped: the

@@ -35,7 +35,7 @@ Status Status::from_errno(std::string what, int err) {
   if (err == ENOENT) code = Code::kNotFound;
   if (err == ENOSPC || err == ENOMEM || err == EDQUOT || err == EFBIG) code = Code::kNoSpace;
   if (err == EWOULDBLOCK || err == EBUSY || err == EEXIST) code = Code::kBusy;
-  if (err == EINVAL) code = Code::kInvalidArgument;
+  if (err == EINVAL || err == EISDIR) code = Code::kInvalidArgument;  // a directory for a file
   if (err == ENOSYS || err == EOPNOTSUPP) code = Code::kNotSupported;
   if (err == EROFS) code = Code::kReadOnly;
   return Status(code, what + ": " + std::strerror(err));

@@ -237,6 +237,9 @@ r = subprocess.run([pm, "kv", "ls", path, "--wait", "0"], capture_output=True, t
 assert r.returncode == 0 and len(r.stdout.splitlines()) == 16, r
 r = subprocess.run([pm, "kv", "put", path, "c", "z", "--wait", "0"], capture_output=True, text=True)
 assert r.returncode == 1 and "locked by" in r.stderr, r
+for cmd in (["info", path], ["check", path]):  # they read too (they failed "busy")
+    r = subprocess.run([pm] + cmd, capture_output=True, text=True)
+    assert r.returncode == 0, (cmd, r)
 os.close(fd)
 PY
 

@@ -18,7 +18,13 @@ namespace {
 Result<std::unique_ptr<Container>> open_for_reading(const std::string& path) {
   Options o;
   o.read_only = open_read_only(path);
-  return Container::open(path, o);
+  Result<std::unique_ptr<Container>> c = Container::open(path, o);
+  if (c.ok() || !c.status().is_busy() || o.read_only) return c;
+  // Busy: another process may hold it for reading only (pm kv get, a
+  // read-only open), which a read-only open shares, as pm kv get does.
+  o.read_only = true;
+  Result<std::unique_ptr<Container>> shared = Container::open(path, o);
+  return shared.ok() || !shared.status().is_busy() ? std::move(shared) : std::move(c);
 }
 
 std::string mib(uint64_t b) { return fmt::format("{:.1f} MiB", double(b) / (1 << 20)); }
