@@ -96,6 +96,28 @@ kv::StoreOptions store_options(const MountOptions& o) {
   return so;
 }
 
+// The generic mount options MountOptions::kernel_options may hold: what
+// libfuse passes to mount(2) as flags. One it does not know would fail the
+// mount after the store is open; atime updates this file system does not
+// make (the mount is noatime).
+const std::set<std::string, std::less<>>& known_kernel_options() {
+  static const std::set<std::string, std::less<>> kKnown = {
+      "ro", "rw", "nosuid", "suid", "nodev", "dev", "noexec", "exec", "noatime", "nodiratime",
+      "dirsync"};
+  return kKnown;
+}
+
+// The options of a comma-separated list, empty ones left out.
+std::vector<std::string_view> split_options(std::string_view opts) {
+  std::vector<std::string_view> out;
+  for (size_t at = 0; at <= opts.size();) {
+    const size_t end = std::min(opts.find(',', at), opts.size());
+    if (end > at) out.push_back(opts.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
 // Session, signal handlers, mount, loop; each undone by its destructor.
 class Session {
  public:
@@ -112,7 +134,7 @@ class Session {
     // mount says so (mount and findmnt showed relatime).
     std::string opts = "default_permissions,noatime,subtype=pmfs,fsname=" + fsname;
     if (o.allow_other) opts += ",allow_other";
-    if (!o.kernel_options.empty()) opts += "," + o.kernel_options;
+    for (std::string_view k : split_options(o.kernel_options)) opts += "," + std::string(k);
     args_ = {"pm", "-o", opts};
     if (o.debug) args_.push_back("-d");
     for (std::string& a : args_) argv_.push_back(a.data());
@@ -174,23 +196,13 @@ void syslog_line(fuse_log_level level, const char* fmt, va_list ap) {
 
 void log_to_syslog() { fuse_set_log_func(syslog_line); }
 
-// The generic mount options MountOptions::kernel_options may hold: what
-// libfuse passes to mount(2) as flags. One it does not know would fail the
-// mount after the store is open; one this file system cannot honour
-// (atime) would be a silent lie.
 pm::Status check_kernel_options(const std::string& opts) {
-  static const std::set<std::string, std::less<>> kKnown = {
-      "ro", "rw", "nosuid", "suid", "nodev", "dev", "noexec", "exec", "noatime", "nodiratime",
-      "dirsync"};
-  for (size_t at = 0; at <= opts.size();) {
-    const size_t end = std::min(opts.find(',', at), opts.size());
-    const std::string_view o = std::string_view(opts).substr(at, end - at);
-    if (!o.empty() && kKnown.count(o) == 0) {
-      return pm::Status::invalid_argument(fmt::format(
-          "mount option '{}' is not one of ro, rw, nosuid, suid, nodev, dev, noexec, exec, "
-          "noatime, nodiratime, dirsync", o));
-    }
-    at = end + 1;
+  for (std::string_view o : split_options(opts)) {
+    if (known_kernel_options().count(o) != 0) continue;
+    std::string known;
+    for (const std::string& k : known_kernel_options()) known += (known.empty() ? "" : ", ") + k;
+    return pm::Status::invalid_argument(
+        fmt::format("mount option '{}' is not one of {}", o, known));
   }
   return pm::Status();
 }

@@ -108,7 +108,10 @@ int Fs::do_write(Handle* h, const char* data, size_t size, off_t off, const Call
   Node* n = table_.get(h->ino);
   if (n == nullptr) return EBADF;
   if (int err = load(d, *n)) return err;
-  const uint64_t o = (h->flags & O_APPEND) ? d->content.size() : static_cast<uint64_t>(off);
+  // (The kernel's write-back of mapped pages goes through any descriptor
+  // with a shared writable mapping, an O_APPEND one too: at its offset.)
+  const uint64_t o =
+      (h->flags & O_APPEND) && !page_cache ? d->content.size() : static_cast<uint64_t>(off);
   // The holes it fills or makes: in the chunks from the old end or the
   // write, whichever is first, to the write's end (all of them when the
   // file stops being one value).

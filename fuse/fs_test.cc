@@ -649,6 +649,26 @@ TEST_F(FsTest, TheEndOfASessionDropsWhatAWriterThatNeverClosedStaged) {
   fs_.reset();
 }
 
+// Mapped pages the kernel writes back (through a descriptor of its
+// choice) are stored by any descriptor's close, and at their offset even
+// through an O_APPEND descriptor.
+TEST_F(FsTest, PagesWrittenBackAreStoredByAnyClose) {
+  fs_ = mount();
+  ASSERT_NE(fs_, nullptr);
+  ASSERT_EQ(write_new(kRootIno, "m", "0123456789"), 0);
+  const Ino ino = lookup(kRootIno, "m");
+  bool changed = false;
+  Handle *mapped = nullptr, *closer = nullptr;
+  ASSERT_EQ(fs_->do_open(ino, O_RDWR | O_APPEND, kRoot, &mapped, &changed), 0);
+  ASSERT_EQ(fs_->do_open(ino, O_RDWR, kRoot, &closer, &changed), 0);
+  ASSERT_EQ(fs_->do_write(mapped, "AB", 2, 3, kRoot, &changed, /*page_cache=*/true), 0);
+  ASSERT_EQ(fs_->do_flush(closer), 0);  // wrote nothing itself
+  fs_ = mount();  // the session ends: mapped was never closed
+  ASSERT_NE(fs_, nullptr);
+  EXPECT_EQ(read(lookup(kRootIno, "m")), "012AB56789");
+  fs_.reset();
+}
+
 // A file removed while open keeps its extended attributes for its
 // descriptors, as tmpfs does: they read and set them on (they used to read
 // none, and a set succeeded and was lost, a user trial), and the last

@@ -27,7 +27,7 @@ namespace {
 // epoch after epoch could pass it and release everything again and again.)
 uint64_t private_budget(const StoreOptions& o) { return o.dram_budget_bytes; }
 
-constexpr char kLayout[] = "kvstore";
+constexpr const char* kLayout = pm::Options::kKvStoreLayout;
 constexpr uint64_t kMinLogBytes = 64 << 10;
 
 uint64_t now_us() {

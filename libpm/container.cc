@@ -311,7 +311,7 @@ Result<CollectReport> ContainerImpl::collect(bool dry_run) {
   // (ghosts, chains of data blocks) where reachability does not look:
   // collecting would free live entries. Refused here, not only by pm gc: a
   // program's pm_collect() on a store's file damaged it (a user trial).
-  if (std::string_view(sb_.layout) == "kvstore") {
+  if (std::string_view(sb_.layout) == Options::kKvStoreLayout) {
     return Status::invalid_argument(path_ + " is a key-value store, which frees its own blocks; "
                                             "collecting would free live entries ('pm kv "
                                             "salvage' compacts a store into a new file)");

@@ -238,12 +238,13 @@ Status ContainerImpl::check_same_file(const std::string& path) const {
 // header on the file says, and every journal body a valid header names,
 // whatever its state. Past it lies journal room, or a growth a crash cut
 // short (fill_holes). Unknown (the whole file) when the heap header is not
-// one.
+// sound by map_and_attach's rules: a damaged size must not cut live pages.
 uint64_t ContainerImpl::bytes_in_use(int fd) const {
   HeapHeader hh{};
+  const uint64_t magic = sb_.version >= 3 ? kHeapMagicV2 : kHeapMagic;
   if (::pread(fd, &hh, sizeof hh, static_cast<off_t>(heap_off_)) != sizeof hh ||
-      (hh.magic != kHeapMagic && hh.magic != kHeapMagicV2) ||
-      hh.heap_size > UINT64_MAX - heap_off_) {
+      hh.magic != magic || hh.heap_size % kPage != 0 || hh.heap_size < 2 * kPage ||
+      hh.heap_size > sb_.max_size) {
     return UINT64_MAX;
   }
   uint64_t end = heap_off_ + hh.heap_size;

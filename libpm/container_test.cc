@@ -1429,7 +1429,8 @@ TEST_F(ContainerTest, AGrowthCutShortOnAFullDiskLeavesAFileThatOpens) {
   g_planted_bugs.open_fills_growth_holes = true;
   Status planted = run(&size);
   g_planted_bugs.open_fills_growth_holes = false;
-  EXPECT_EQ(planted.code(), Code::kNoSpace) << "the planted bug went unseen: " << planted.to_string();
+  EXPECT_EQ(planted.code(), Code::kNoSpace)
+      << "the planted bug went unseen: " << planted.to_string();
 }
 
 TEST_F(ContainerTest, VersionThreeFilesKeepOneJournalSlot) {

@@ -325,6 +325,11 @@ Status fill_holes(int fd, struct stat st, bool read_only, uint64_t used_end,
         break;
       }
     }
+    // Only a hole that runs to the end is a growth's (resize allocates
+    // from the old end on): data after it would be something else's.
+    if (cut < size && !(::lseek(fd, static_cast<off_t>(cut), SEEK_DATA) < 0 && errno == ENXIO)) {
+      cut = size;
+    }
     if (cut < size && !read_only) {
       if (::ftruncate(fd, static_cast<off_t>(cut)) != 0 || ::fsync(fd) != 0 ||
           ::fstat(fd, &st) != 0) {

@@ -166,7 +166,7 @@ Status Cache::init() {
   if (!s.ok() && !s.is_not_found()) return s;
   try {
     rebuild_ = std::thread([this] { rebuild_index(); });
-    background_ = std::thread([this] { background(); });
+    if (o_.background) background_ = std::thread([this] { background(); });
   } catch (const std::system_error& e) {  // the one started stops in ~Cache
     return Status::from_errno("start the cache's background threads", e.code().value());
   }

@@ -50,6 +50,9 @@ struct CacheOptions {
   kv::Durability durability = kv::Durability::kSyncOnPmem;
   // Seconds since the epoch; tests substitute a clock they move.
   std::function<int64_t()> clock;
+  // false: no background thread (expiry sweeps, eviction past the limit);
+  // for tests of what a request does alone.
+  bool background = true;
   pm::Logger logger;
 };
 

@@ -109,7 +109,9 @@ void MemFile::write(const void* buf, size_t n, uint64_t off) {
   // Room for the appends that follow (SQLite writes a record's page number,
   // page and checksum apart): growing a string by doubling copied each
   // journal a few times, a tenth of a one-row transaction's journal work.
-  if (n < kMaxBytesPiece) p.bytes.reserve(kMaxBytesPiece);
+  // Only where records are copies: past kCopiedBytes a piece holds a
+  // checksum and the next page number between two references, 8 bytes.
+  if (off < kCopiedBytes && n < kMaxBytesPiece) p.bytes.reserve(kMaxBytesPiece);
   p.bytes.assign(static_cast<const char*>(buf), n);
   pieces_.emplace_hint(next, off, std::move(p));
 }
@@ -187,6 +189,13 @@ uint64_t MemFile::held_bytes() const {
   std::lock_guard<std::mutex> g(mu_);
   uint64_t n = 0;
   for (const auto& [off, p] : pieces_) n += p.bytes.size();
+  return n;
+}
+
+uint64_t MemFile::dram_bytes() const {
+  std::lock_guard<std::mutex> g(mu_);
+  uint64_t n = 0;
+  for (const auto& [off, p] : pieces_) n += p.bytes.capacity();
   return n;
 }
 

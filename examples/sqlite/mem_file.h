@@ -70,8 +70,10 @@ class MemFile {
   bool names_super_journal() const;
   // True when some page record is a reference.
   bool has_references() const;
-  // DRAM held for the file's bytes (references not counted).
+  // The file's bytes held in DRAM (references not counted), and the DRAM
+  // their pieces take (room reserved for appends included).
   uint64_t held_bytes() const;
+  uint64_t dram_bytes() const;
 
  private:
   // A written range: its bytes, or where the database holds them.

@@ -37,7 +37,8 @@ std::mutex g_registry_mu;
 // (Looked up by string_view: SQLite asks about "<db>-journal" names several
 // times a transaction, and a std::string key cost an allocation each time.)
 std::map<std::string, Entry, std::less<>>& registry() {
-  static auto* r = new std::map<std::string, Entry, std::less<>>;  // never destroyed: outlives static teardown
+  // Never destroyed: it outlives static teardown.
+  static auto* r = new std::map<std::string, Entry, std::less<>>;
   return *r;
 }
 
@@ -173,7 +174,8 @@ bool SharedDb::is_open(std::string_view path) {
   std::lock_guard<std::mutex> g(g_registry_mu);
   auto it = registry().find(path);
   return it != registry().end() &&
-         (it->second.bound != nullptr || (it->second.pid == this_pid() && !it->second.open.expired()));
+         (it->second.bound != nullptr ||
+          (it->second.pid == this_pid() && !it->second.open.expired()));
 }
 
 SharedDb::~SharedDb() {
@@ -185,10 +187,12 @@ SharedDb::~SharedDb() {
 // opened costs 0.4. Whatever makes the path name another file, or none,
 // changes the file's ctime (a rename of it, an unlink, another file renamed
 // over it) or its link count. So the path is looked up only when the ctime
-// differs from one seen settled at the last lookup: older than a coarse
-// clock's tick (a later change then gets a later ctime; one within the same
-// tick could get the same). A rename of a directory above the file is not
-// seen; SQLite's own VFS would see it.
+// differs from one seen settled at the last lookup: older than the file
+// system's timestamp step (a later change then gets a later ctime; one
+// within the same step could get the same). A ctime of whole seconds says
+// the step may be seconds (ext4 with small inodes, FAT's two); else ten
+// ticks of the coarsest kernel clock. A rename of a directory above the
+// file is not seen; SQLite's own VFS would see it.
 bool SharedDb::moved() const {
   if (ino_ == 0) return false;
   struct stat st {};
@@ -198,8 +202,8 @@ bool SharedDb::moved() const {
   if (::stat(path_.c_str(), &st) != 0 || st.st_dev != dev_ || st.st_ino != ino_) return true;
   timespec now{};
   ::clock_gettime(CLOCK_REALTIME, &now);
-  constexpr int64_t kTicks = 100'000'000;  // 100 ms: ten ticks of the coarsest clock (HZ=100)
-  if (int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec - ctime > kTicks) {
+  const int64_t step = ctime % 1'000'000'000 == 0 ? 2'500'000'000 : 100'000'000;
+  if (int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec - ctime > step) {
     settled_ctime_.store(ctime, std::memory_order_relaxed);
   }
   return false;

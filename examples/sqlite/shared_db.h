@@ -118,7 +118,8 @@ class SharedDb final : public OldPages {
  private:
   SharedDb(std::string path, std::unique_ptr<pm::Container> owned, pm::Container* c,
            DbImage image, Committer committer, bool read_only)
-      : path_(std::move(path)), journal_name_(path_ + "-journal"), owned_(std::move(owned)), c_(c), image_(image),
+      : path_(std::move(path)), journal_name_(path_ + "-journal"), owned_(std::move(owned)),
+        c_(c), image_(image),
         committer_(std::move(committer)), read_only_(read_only) {}
 
   const std::string path_;

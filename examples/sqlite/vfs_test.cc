@@ -177,6 +177,7 @@ TEST(SqliteVfsTest, ALargeUpdatesJournalRefersToCommittedPages) {
     ASSERT_NE(journal, nullptr);
     EXPECT_GT(journal->size(), 6000u * 1000);
     EXPECT_LT(journal->held_bytes(), journal->size() / 16) << "old pages copied into DRAM";
+    EXPECT_LT(journal->dram_bytes(), journal->size() / 16) << "room reserved past the copies";
     ASSERT_EQ(db.exec("SAVEPOINT s; DELETE FROM t WHERE k % 2 = 0; ROLLBACK TO s; RELEASE s"),
               SQLITE_OK);
     EXPECT_EQ(db.one("SELECT count(*) FROM t WHERE substr(v, 1, 1) = 'b'"), "6000");

@@ -126,7 +126,8 @@ has "--max-value limit explained" err "value of 1001 bytes is over the limit of 
 check "bad creation option" 2 "$PM" kv put "$dir/bad.kv" k v --logs 0
 has "bad option explained" err "--logs: Value 0 not in range 1 to 256"
 check "logs over the limit" 2 "$PM" kv put "$dir/bad.kv" k v --logs 257
-check "a value limit the logs cannot hold" 2 "$PM" kv put "$dir/bad.kv" k v --log-mb 1 --max-value 262144
+check "a value limit the logs cannot hold" 2 "$PM" kv put "$dir/bad.kv" k v --log-mb 1 \
+  --max-value 262144
 has "the largest allowed value limit is given" err "so at most 260992 here"
 check "exactly that limit" 0 "$PM" kv put "$dir/edge.kv" k v --log-mb 1 --max-value 260992
 
@@ -331,6 +332,8 @@ check "a value that cannot fit a log" 2 "$PM" kv put "$dir/biglogs.kv" k v --log
   --max-value 2000000
 has "the value's rule is named" err "^--max-value, --log-mb: "
 [ -e "$dir/biglogs.kv" ] && { echo "FAIL: a usage error created a store"; fail=1; }
+check "creation options are ignored for a store that exists" 0 "$PM" kv put "$dir/edge.kv" k2 v \
+  --log-mb 4 --max-value 2000000
 check "put with --size, pm create's name for it" 0 "$PM" kv put --size 4MiB --logs 1 --log-mb 1 \
   --max-value 65536 "$dir/smallsize.kv" k v
 size=$(stat -c %s "$dir/smallsize.kv")

@@ -800,7 +800,8 @@ if [ "$(id -u)" -eq 0 ] && command -v mount.fuse3 >/dev/null; then
   for i in $(seq 50); do "$PM" info "$S" >/dev/null 2>&1 && break; sleep 0.1; done
   PATH="$(dirname "$PM"):$PATH" mount.fuse3 "$S" "$M" -t pmfs -o ro,noexec,wait=5 \
     2>"$dir/mount8.err" || { cat "$dir/mount8.err"; FAIL "mount.fuse3 -t pmfs -o ro,noexec"; }
-  grep -q "^$S $M fuse.pmfs ro,.*noexec" /proc/mounts || FAIL "ro,noexec: $(grep " $M " /proc/mounts)"
+  grep -q "^$S $M fuse.pmfs ro,.*noexec" /proc/mounts ||
+    FAIL "ro,noexec: $(grep " $M " /proc/mounts)"
   eq "a read-only mount reads" "$(cat "$M/f")" new
   errs "a read-only mount refuses a change" "Read-only file system" touch "$M/new-on-ro"
   umount "$M" || FAIL "umount of the read-only fuse.pmfs mount"

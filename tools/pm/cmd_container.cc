@@ -75,7 +75,7 @@ nlohmann::json escaping_json(const std::vector<EscapingPointer>& es) {
 }
 
 // The layout name of a key-value store (kvstore/store.cc).
-constexpr char kStoreLayout[] = "kvstore";
+constexpr const char* kStoreLayout = Options::kKvStoreLayout;
 
 void print_check(const CheckReport& r, const ContainerInfo& i, const kv::StoreCheck* store,
                  bool json) {

@@ -84,13 +84,17 @@ void add_creation_args(CLI::App* app, StoreArgs* a) {
   app->add_flag("--no-create", a->no_create, "fail instead of creating a missing store");
   // The store's rules across options, as usage errors (exit 2) naming the
   // options, before anything is opened (they used to exit 1 from the open).
+  // (Not for a store that exists: they are ignored there.)
   app->parse_complete_callback([app, a] {
     const auto given = [app](const char* name) { return app->get_option(name)->count() > 0; };
-    if (!given("--logs") && !given("--log-mb") && !given("--max-value") && !given("--max-key")) return;
+    if (!given("--logs") && !given("--log-mb") && !given("--max-value") && !given("--max-key")) {
+      return;
+    }
+    if (struct stat st; ::stat(a->path.c_str(), &st) == 0) return;
     if (a->log_mib > (uint64_t{16} << 10) / static_cast<uint64_t>(a->logs)) {
-      throw CLI::ValidationError("--logs, --log-mb",
-                                 std::to_string(a->logs) + " logs of " + std::to_string(a->log_mib) +
-                                     " MiB: the logs may hold at most 16 GiB in all");
+      throw CLI::ValidationError("--logs, --log-mb", std::to_string(a->logs) + " logs of " +
+                                                         std::to_string(a->log_mib) +
+                                                         " MiB: the logs may hold at most 16 GiB");
     }
     const int64_t most = static_cast<int64_t>((a->log_mib << 20) / 4) - a->max_key - 128;
     if (static_cast<int64_t>(a->max_value) > most) {

@@ -61,6 +61,9 @@ struct Options {
   // and compared at open when non-empty: one program's file is never read as
   // another's. Default empty (not checked).
   std::string layout;
+  // The key-value store's layout (kvstore/): it frees its own blocks, so
+  // Container::collect() refuses its files.
+  static constexpr char kKvStoreLayout[] = "kvstore";
 
   // Permission bits of a new container file, as open(2)'s mode: the
   // process's umask applies. Default 0600: a container holds a program's

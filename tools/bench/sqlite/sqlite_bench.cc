@@ -320,8 +320,15 @@ void tabulate(const SqliteConfig& cfg, const DirResult& r, const std::string& wh
                       "SQLite's fsync on tmpfs costs next to nothing");
   }
   tables->push_back(std::move(t));
-  Target one = Target::at_least_of(fmt::format("1-row transactions vs fastest durable SQLite VFS ({})", where),
-                                   1.83, "x");
+  // Named by the pm configuration that reached it (the default one may not).
+  size_t best = kPm;
+  for (size_t e = kPm; e < kEngines.size(); e++) {
+    if (med(r, kInsert1, e) > med(r, kInsert1, best)) best = e;
+  }
+  Target one = Target::at_least_of(
+      fmt::format("1-row transactions, {} vs fastest durable SQLite VFS ({})",
+                  kEngines[best].name, where),
+      1.83, "x");
   one.goal = ">= 1.83x";
   one.measured = best_pm(r, kInsert1) / best_durable_default(r, kInsert1);
   goals->push_back(one);
