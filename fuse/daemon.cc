@@ -84,6 +84,7 @@ kv::StoreOptions store_options(const MountOptions& o) {
   so.log_bytes = o.log_bytes;
   so.max_key_bytes = o.max_key_bytes;
   so.max_value_bytes = o.max_value_bytes;
+  so.initial_heap_bytes = o.initial_heap_bytes;
   so.durability = o.sync_every_change ? kv::Durability::kSync : kv::Durability::kSyncOnPmem;
   so.dram_budget_bytes = o.dram_budget_bytes;
   so.logger = [](pm::LogLevel level, std::string_view msg) {

@@ -839,5 +839,16 @@ fi
 # A store the mount wrote checks clean (file contents are data, not pointers).
 "$PM" check "$S" >"$dir/check.out" 2>&1 || { cat "$dir/check.out"; FAIL "pm check of the mount's store"; }
 
+# A store made by the mount with a small heap fits a small disk (the
+# default heap of 64 MiB did not fit 16 MiB: a user trial).
+S_main2=$S
+S=$dir/smallheap.kv
+mount_fs --heap 2MiB --logs 1 --log-mb 4 --max-value 65536 || FAIL "mount with --heap 2MiB"
+echo small >"$M/f" || FAIL "write into the small store"
+umount_fs
+size=$(stat -c %s "$S")
+[ "$size" -lt $((12 << 20)) ] || FAIL "--heap 2MiB made a store file of $size bytes"
+S=$S_main2
+
 if [ "$fail" -eq 0 ]; then echo "PASS"; else echo "daemon's messages:"; cat "$dir/daemon.err"; fi
 exit "$fail"

@@ -157,6 +157,11 @@ void add_mount_commands(CLI::App& root, const Globals& g, std::vector<Command>* 
                 "largest value in bytes: files up to it are one value, larger ones chunks")
       ->capture_default_str()
       ->group(kCreation);
+  add_size_option(m, "--heap,--size", a->o.initial_heap_bytes,
+                  "heap made at create (it grows as needed; a small one fits a small disk)")
+      ->capture_default_str()
+      ->check(kHeapSize)
+      ->group(kCreation);
   add_size_option(m, "--max-file-size", a->o.max_file_bytes,
                   "largest file (e.g. 4GiB; writes past it get EFBIG; default: what the store "
                   "allows, (max-value - 16) / 8 chunks)");

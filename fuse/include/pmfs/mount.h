@@ -30,6 +30,9 @@ struct MountOptions {
   uint64_t log_bytes = 8ull << 20;
   uint32_t max_key_bytes = 1024;
   uint32_t max_value_bytes = 1u << 20;
+  // The heap made at create (it grows as needed): a small one fits a small
+  // disk (kv::StoreOptions::initial_heap_bytes).
+  uint64_t initial_heap_bytes = 64ull << 20;
   // The largest file, when smaller than what the store allows: a write or
   // truncate past it gets EFBIG. 0: what the store allows.
   uint64_t max_file_bytes = 0;
