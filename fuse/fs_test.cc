@@ -72,6 +72,20 @@ class FsTest : public ::testing::Test {
     return err;
   }
 
+  // A handle on ino opened with flags; nullptr (and a failure) if refused.
+  Handle* open(Ino ino, int flags) {
+    Handle* h = nullptr;
+    bool changed = false;
+    const int err = fs_->do_open(ino, flags, kRoot, &h, &changed);
+    EXPECT_EQ(err, 0) << "open of inode " << ino;
+    return err == 0 ? h : nullptr;
+  }
+
+  int write(Handle* h, std::string_view data, off_t off, bool page_cache = false) {
+    bool changed = false;
+    return fs_->do_write(h, data.data(), data.size(), off, kRoot, &changed, page_cache);
+  }
+
   std::string read(Ino ino) {
     Handle* h = nullptr;
     bool changed = false;
@@ -657,11 +671,10 @@ TEST_F(FsTest, PagesWrittenBackAreStoredByAnyClose) {
   ASSERT_NE(fs_, nullptr);
   ASSERT_EQ(write_new(kRootIno, "m", "0123456789"), 0);
   const Ino ino = lookup(kRootIno, "m");
-  bool changed = false;
-  Handle *mapped = nullptr, *closer = nullptr;
-  ASSERT_EQ(fs_->do_open(ino, O_RDWR | O_APPEND, kRoot, &mapped, &changed), 0);
-  ASSERT_EQ(fs_->do_open(ino, O_RDWR, kRoot, &closer, &changed), 0);
-  ASSERT_EQ(fs_->do_write(mapped, "AB", 2, 3, kRoot, &changed, /*page_cache=*/true), 0);
+  Handle* mapped = open(ino, O_RDWR | O_APPEND);
+  Handle* closer = open(ino, O_RDWR);
+  ASSERT_TRUE(mapped != nullptr && closer != nullptr);
+  ASSERT_EQ(write(mapped, "AB", 3, /*page_cache=*/true), 0);
   ASSERT_EQ(fs_->do_flush(closer), 0);  // wrote nothing itself
   fs_ = mount();  // the session ends: mapped was never closed
   ASSERT_NE(fs_, nullptr);
@@ -679,9 +692,8 @@ TEST_F(FsTest, AnOpenFileRemovedKeepsItsExtendedAttributes) {
   ASSERT_EQ(write_new(kRootIno, "x", "data"), 0);
   const Ino ino = lookup(kRootIno, "x");
   ASSERT_EQ(fs_->do_setxattr(ino, "user.a", "1", 0), 0);
-  bool changed = false;
-  Handle* h = nullptr;
-  ASSERT_EQ(fs_->do_open(ino, O_RDWR, kRoot, &h, &changed), 0);
+  Handle* h = open(ino, O_RDWR);
+  ASSERT_NE(h, nullptr);
   ASSERT_EQ(fs_->do_remove(kRootIno, "x", false), 0);
   std::string v;
   EXPECT_EQ(fs_->do_getxattr(ino, "user.a", &v), 0);
@@ -707,23 +719,26 @@ TEST_F(FsTest, AnotherDescriptorsCloseDoesNotStoreAnUnfinishedRewrite) {
   ASSERT_NE(fs_, nullptr);
   ASSERT_EQ(write_new(kRootIno, "f", "old content"), 0);
   const Ino ino = lookup(kRootIno, "f");
-  bool changed = false;
-  Handle *first = nullptr, *rewrite = nullptr, *other = nullptr;
-  ASSERT_EQ(fs_->do_open(ino, O_RDWR, kRoot, &first, &changed), 0);
-  ASSERT_EQ(fs_->do_write(first, "OLD", 3, 0, kRoot, &changed), 0);
+  Handle* first = open(ino, O_RDWR);
+  ASSERT_NE(first, nullptr);
+  ASSERT_EQ(write(first, "OLD", 0), 0);
   ASSERT_EQ(fs_->do_flush(first), 0);  // "OLD content" stored
-  ASSERT_EQ(fs_->do_open(ino, O_WRONLY | O_TRUNC, kRoot, &rewrite, &changed), 0);
+  Handle* rewrite = open(ino, O_WRONLY | O_TRUNC);
+  ASSERT_NE(rewrite, nullptr);
   fs_->do_release(first);  // late: after the O_TRUNC open
-  ASSERT_EQ(fs_->do_write(rewrite, "NEW-PART", 8, 0, kRoot, &changed), 0);
-  ASSERT_EQ(fs_->do_open(ino, O_RDWR, kRoot, &other, &changed), 0);
+  ASSERT_EQ(write(rewrite, "NEW-PART", 0), 0);
+  Handle* other = open(ino, O_RDWR);
+  ASSERT_NE(other, nullptr);
   ASSERT_EQ(fs_->do_flush(other), 0);  // wrote nothing
   fs_->do_release(other);
   fs_ = mount();  // the session ends with the rewrite unfinished
   ASSERT_NE(fs_, nullptr);
   EXPECT_EQ(read(lookup(kRootIno, "f")), "OLD content");
-  ASSERT_EQ(fs_->do_open(ino, O_WRONLY | O_TRUNC, kRoot, &rewrite, &changed), 0);
-  ASSERT_EQ(fs_->do_write(rewrite, "NEW", 3, 0, kRoot, &changed), 0);
-  ASSERT_EQ(fs_->do_open(ino, O_RDONLY, kRoot, &other, &changed), 0);
+  rewrite = open(ino, O_WRONLY | O_TRUNC);
+  ASSERT_NE(rewrite, nullptr);
+  ASSERT_EQ(write(rewrite, "NEW", 0), 0);
+  other = open(ino, O_RDONLY);
+  ASSERT_NE(other, nullptr);
   ASSERT_EQ(fs_->do_fsync(other), 0);  // a reader's fsync: durable is what was written
   fs_ = mount();
   ASSERT_NE(fs_, nullptr);
