@@ -40,6 +40,10 @@ class SmallFs {
 inline std::string private_small_tmpfs() {
   if (::unshare(CLONE_NEWNS) != 0) return "";
   if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return "";
+  // The directory goes in a tmpfs of this namespace's too, so that it is
+  // gone with the process: made in the host's /tmp, one was left behind
+  // at every run.
+  if (::mount("tmpfs", "/tmp", "tmpfs", 0, "size=1m") != 0) return "";
   char dir[] = "/tmp/pm-full-XXXXXX";  // mkdtemp's template
   if (::mkdtemp(dir) == nullptr) return "";
   if (::mount("tmpfs", dir, "tmpfs", 0, "size=16m") != 0) return "";
