@@ -96,13 +96,17 @@ size_t Session::feed(std::string_view in, std::string* out, size_t out_limit) {
       used += pending_.bytes + 2;
       continue;
     }
-    // A binary protocol request, which memcached tells by the connection's
-    // first byte only (later, 0x80 starts an unknown command).
-    if (!started_ && static_cast<unsigned char>(rest[0]) == 0x80) {
-      closing_ = true;
-      break;
-    }
+    // The binary protocol, which memcached tells by the connection's first
+    // byte only (later, in a text connection, 0x80 starts an unknown
+    // command).
+    if (!started_) binary_ = static_cast<unsigned char>(rest[0]) == 0x80;
     started_ = true;
+    if (binary_) {
+      const size_t n = binary_request(rest, out);
+      if (n == 0) break;
+      used += n;
+      continue;
+    }
     const size_t nl = rest.find('\n');
     if (nl == std::string_view::npos) {
       // memcached closes a connection whose line grows past its limit; long

@@ -1,4 +1,5 @@
-// pmcached::Session: memcached's text protocol for one connection, apart
+// pmcached::Session: memcached's protocols (text, meta, and binary for a
+// connection that starts with 0x80) for one connection, apart
 // from any network code: bytes in, replies out. The server feeds it what a
 // socket delivered and sends what it wrote; tests and the fuzzer feed it
 // directly.
@@ -71,7 +72,7 @@ class Session {
   bool streaming() const { return get_.streaming || dumping_; }
 
   // The connection is to be closed once *out is sent (quit, a line too long,
-  // binary protocol).
+  // a malformed binary request).
   bool closing() const { return closing_; }
   // Some command changed an item since the last call (the server makes the
   // changes durable before it sends the replies).
@@ -131,6 +132,26 @@ class Session {
   void meta_delete(std::string_view* tok, size_t n, std::string* out);
   void meta_arithmetic(std::string_view* tok, size_t n, std::string* out);
   void meta_debug(std::string_view* tok, size_t n, std::string* out);
+  // The binary protocol (binary.cc). binary_request runs the request at
+  // the front of `in` and returns the bytes it used; 0 while it is
+  // incomplete.
+  struct BinRequest;
+  size_t binary_request(std::string_view in, std::string* out);
+  bool bin_valid(const BinRequest& r) const;
+  // Answers a request whose lengths do not fit its opcode; the connection
+  // closes, as memcached's.
+  size_t bin_protocol_error(const BinRequest& r, std::string* out, size_t used);
+  void bin_dispatch(const BinRequest& r, std::string* out);
+  void bin_get(const BinRequest& r, std::string* out);
+  void bin_store(const BinRequest& r, std::string* out);
+  void bin_too_large(const BinRequest& r, std::string* out);
+  void bin_delta(const BinRequest& r, std::string* out);
+  void bin_stat(const BinRequest& r, std::string* out);
+  void bin_reply(const BinRequest& r, uint16_t status, std::string_view extras,
+                 std::string_view key, std::string_view value, uint64_t cas, std::string* out);
+  // An error reply: `text`, or memcached's text for the status.
+  void bin_error(const BinRequest& r, uint16_t status, std::string* out,
+                 std::string_view text = {});
   void reply(std::string* out, std::string_view s);
   void server_error(std::string* out, const Status& s);
 
@@ -147,6 +168,7 @@ class Session {
   bool closing_ = false;
   bool wrote_ = false;
   bool started_ = false;  // a first byte came
+  bool binary_ = false;   // it was 0x80: the binary protocol, to the end
 };
 
 }  // namespace pmcached

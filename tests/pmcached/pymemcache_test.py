@@ -674,8 +674,8 @@ def stats_conns(tmp):
 
 
 def memcapable():
-    """libmemcached's memcapable (Debian names it memccapable), ascii tests:
-    pmcached does not serve the binary protocol."""
+    """libmemcached's memcapable (Debian names it memccapable): its ascii
+    and binary tests."""
     tool = shutil.which("memccapable") or shutil.which("memcapable")
     if tool is None:
         print("SKIP: memcapable (libmemcached-tools) is not installed")
@@ -683,7 +683,7 @@ def memcapable():
     tmp = tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     try:
         s = start_pmcached(os.path.join(tmp, "capable.kv"))
-        r = subprocess.run([tool, "-h", "127.0.0.1", "-p", str(s.port), "-a", "-t", "10"],
+        r = subprocess.run([tool, "-h", "127.0.0.1", "-p", str(s.port), "-t", "10"],
                            capture_output=True, text=True, timeout=300)
         print(r.stdout + r.stderr)
         code, _ = s.stop()
