@@ -76,11 +76,25 @@ nlohmann::json config_json(const Config& c) {
           {"working_set_repeats", c.working_set_repeats}};
 }
 
-nlohmann::json run_json(const DirRun& r) {
-  nlohmann::json tables = nlohmann::json::array(), targets = nlohmann::json::array();
-  for (const Table& t : r.tables) tables.push_back(table_json(t));
-  for (const Target& t : r.targets) targets.push_back(target_json(t));
-  return {{"directory", dir_json(r.dir)}, {"tables", tables}, {"targets", targets}};
+// The suites' common layout (environment, suite, tables, targets), each
+// table and target naming its directory (given as --dir), and the
+// directories' details under "runs".
+nlohmann::json runs_json(const std::vector<DirRun>& runs, nlohmann::json doc) {
+  doc["tables"] = doc["targets"] = doc["runs"] = nlohmann::json::array();
+  for (const DirRun& r : runs) {
+    for (const Table& t : r.tables) {
+      nlohmann::json j = table_json(t);
+      j["directory"] = r.dir.parent;
+      doc["tables"].push_back(std::move(j));
+    }
+    for (const Target& t : r.targets) {
+      nlohmann::json j = target_json(t);
+      j["directory"] = r.dir.parent;
+      doc["targets"].push_back(std::move(j));
+    }
+    doc["runs"].push_back({{"directory", dir_json(r.dir)}});
+  }
+  return doc;
 }
 
 Result<DirRun> run_dir(const std::string& dir, const Config& cfg, const Environment& env, bool json,
@@ -124,11 +138,9 @@ Status run_container_bench(const Config& cfg, bool json) {
     if (!json) print_table(targets_table({runs.back()}));
   }
   if (json) {
-    nlohmann::json doc = {{"suite", "container"},
-                          {"environment", environment_json(env)},
-                          {"config", config_json(cfg)},
-                          {"runs", nlohmann::json::array()}};
-    for (const DirRun& r : runs) doc["runs"].push_back(run_json(r));
+    const nlohmann::json doc = runs_json(runs, {{"suite", "container"},
+                                                {"environment", environment_json(env)},
+                                                {"config", config_json(cfg)}});
     fmt::print("{}\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else if (runs.size() > 1) {
     fmt::print("\n==================== side by side ====================\n");
