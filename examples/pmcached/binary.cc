@@ -143,11 +143,16 @@ size_t Session::binary_request(std::string_view in, std::string* out) {
     closing_ = true;
     return in.size();
   }
-  if (r.keylen > kMaxKey) {  // memcached: a protocol error, and the connection goes
-    bin_error(r, kInvalid, out);
-    closing_ = true;
-    return in.size();
+  // Judged from the header alone, so that nothing a request claims is
+  // buffered before it is known to be wanted: a body length of 4 GiB
+  // otherwise held a connection's input until it all came.
+  if (r.keylen > kMaxKey) return bin_protocol_error(r, out, in.size());
+  if (!known(r.op)) {  // answered at once; its body is read past
+    bin_error(r, kUnknownCommand, out);
+    swallow_ = r.bodylen;
+    return kHeader;
   }
+  if (!bin_valid(r)) return bin_protocol_error(r, out, in.size());
   const size_t head = kHeader + r.extlen + r.keylen;
   const uint64_t value_len = r.bodylen - r.extlen - r.keylen;
   if (in.size() < head) return 0;
@@ -155,18 +160,33 @@ size_t Session::binary_request(std::string_view in, std::string* out) {
   r.key = in.substr(kHeader + r.extlen, r.keylen);
   const bool stores = r.op == kSet || r.op == kAdd || r.op == kReplace || r.op == kAppend ||
                       r.op == kPrepend;
-  if (stores && value_len > cache_->options().item_max) {
-    // Answered before the value comes, which is read past (not buffered).
-    if (!bin_valid(r)) return bin_protocol_error(r, out, in.size());
-    bin_too_large(r, out);
+  if (!stores || value_len > cache_->options().item_max) {
+    // No value to keep (stat's, the only other opcode that may carry one,
+    // is ignored), or one too large: read past, never buffered.
+    if (stores) {
+      info_->prefixes.record_set(r.key);
+      bin_too_large(r, out);
+    } else {
+      bin_dispatch(r, out);
+    }
     swallow_ = value_len;
     return head;
   }
   if (in.size() - head < value_len) return 0;
   r.value = in.substr(head, value_len);
-  if (!bin_valid(r)) return bin_protocol_error(r, out, in.size());
   bin_dispatch(r, out);
   return head + value_len;
+}
+
+bool Session::known(uint8_t op) {
+  switch (op) {
+    case kGet: case kGetK: case kTouch: case kGat: case kGatK: case kSet: case kAdd:
+    case kReplace: case kAppend: case kPrepend: case kDelete: case kIncr: case kDecr:
+    case kQuit: case kFlush: case kNoop: case kVersion: case kStat:
+      return true;
+    default:
+      return false;
+  }
 }
 
 size_t Session::bin_protocol_error(const BinRequest& r, std::string* out, size_t used) {
@@ -175,8 +195,7 @@ size_t Session::bin_protocol_error(const BinRequest& r, std::string* out, size_t
   return used;
 }
 
-// The lengths memcached requires of each opcode; other opcodes are
-// unknown commands, answered as such.
+// The lengths memcached requires of each opcode (of its loud form).
 bool Session::bin_valid(const BinRequest& r) const {
   const bool no_value = r.bodylen == uint32_t{r.extlen} + r.keylen;
   switch (r.op) {
@@ -205,9 +224,9 @@ bool Session::bin_valid(const BinRequest& r) const {
     case kTouch:
     case kGat:
     case kGatK:
-      return r.extlen == 4 && r.keylen != 0;
+      return r.extlen == 4 && r.keylen != 0 && no_value;
     default:
-      return true;
+      return false;
   }
 }
 
@@ -268,8 +287,7 @@ void Session::bin_dispatch(const BinRequest& r, std::string* out) {
       return bin_reply(r, kOk, {}, {}, info_->version, 0, out);
     case kStat:
       return bin_stat(r, out);
-    default:
-      // (Its value is read past: the request was complete.)
+    default:  // (known() let none other through)
       return bin_error(r, kUnknownCommand, out);
   }
 }
@@ -375,31 +393,54 @@ void Session::bin_delta(const BinRequest& r, std::string* out) {
 }
 
 // stat [group]: one reply per statistic (its name the key, its value the
-// value), then one with neither; the text protocol's stats make them.
+// value), then one with neither. The groups are memcached's binary ones:
+// none (the general figures), items, slabs, sizes, and those memcached
+// tells by their start: reset, settings, detail on|off|dump. Each but
+// detail dump is made by the text protocol's stats, whose lines hold no
+// client bytes; detail dump's prefixes are clients' keys, which may hold
+// line ends, so its dump goes whole as one reply, as memcached's.
 void Session::bin_stat(const BinRequest& r, std::string* out) {
+  const std::string_view group = r.key;
   std::string text;
+  if (group.starts_with("detail")) {
+    const std::string_view what = group.substr(6);
+    if (what.starts_with(" dump")) {
+      info_->prefixes.dump(&text);
+      bin_reply(r, kOk, {}, "detailed", text, 0, out);
+      return bin_reply(r, kOk, {}, {}, {}, 0, out);
+    }
+    if (!what.starts_with(" on") && !what.starts_with(" off")) {
+      return bin_error(r, kKeyNotFound, out);
+    }
+    info_->prefixes.enable(what.starts_with(" on"));
+    return bin_reply(r, kOk, {}, {}, {}, 0, out);
+  }
+  std::string line;
+  if (group.empty()) {
+    line = "stats";
+  } else if (group.starts_with("reset")) {
+    line = "stats reset";
+  } else if (group.starts_with("settings")) {
+    line = "stats settings";
+  } else if (group == "items" || group == "slabs" || group == "sizes") {
+    line = "stats " + std::string(group);
+  } else {
+    return bin_error(r, kKeyNotFound, out);  // no such group, as memcached
+  }
   const bool saved = noreply_;
   noreply_ = false;
-  command("stats " + std::string(r.key), &text);
+  command(line, &text);
   noreply_ = saved;
-  std::string detailed;
   for (size_t at = 0; at < text.size();) {
-    size_t nl = text.find("\r\n", at);
-    if (nl == std::string::npos) nl = text.size();
-    const std::string_view line = std::string_view(text).substr(at, nl - at);
+    const size_t nl = std::min(text.find("\r\n", at), text.size());
+    const std::string_view stat = std::string_view(text).substr(at, nl - at);
     at = nl + 2;
-    if (line.starts_with("STAT ")) {
-      const std::string_view rest = line.substr(5);
-      const size_t sp = std::min(rest.find(' '), rest.size());
-      const std::string_view value = sp < rest.size() ? rest.substr(sp + 1) : std::string_view();
-      bin_reply(r, kOk, {}, rest.substr(0, sp), value, 0, out);
-    } else if (line.starts_with("ERROR") || line.starts_with("CLIENT_ERROR")) {
-      return bin_error(r, kKeyNotFound, out);  // no such group, as memcached
-    } else if (line != "END" && line != "RESET" && line != "OK") {
-      detailed.append(line).append("\r\n");  // stats detail dump: its lines
-    }
+    if (!stat.starts_with("STAT ")) continue;  // END, RESET
+    const std::string_view rest = stat.substr(5);
+    const size_t sp = std::min(rest.find(' '), rest.size());
+    bin_reply(r, kOk, {}, rest.substr(0, sp), sp < rest.size() ? rest.substr(sp + 1) : "", 0,
+              out);
   }
-  if (!detailed.empty()) bin_reply(r, kOk, {}, "detailed", detailed, 0, out);
   bin_reply(r, kOk, {}, {}, {}, 0, out);
 }
 

@@ -282,17 +282,16 @@ Result<bool> Cache::get(std::string_view client_key, Item* out, const int64_t* t
   const StoreKey key(client_key);
   Shard& s = shard_of(key);
   std::lock_guard<std::mutex> l(s.mu);
-  n_->cmd_get++;
-  if (touch != nullptr) n_->cmd_touch++;
+  // As memcached: a gat counts as a touch, not as a get.
+  (touch != nullptr ? n_->cmd_touch : n_->cmd_get)++;
   int64_t time = 0;
   Result<bool> found = read_locked(s, key, out, &time, true);
   if (!found.ok()) return found;
   if (!*found) {
-    n_->get_misses++;
-    if (touch != nullptr) n_->touch_misses++;
+    (touch != nullptr ? n_->touch_misses : n_->get_misses)++;
     return false;
   }
-  n_->get_hits++;
+  if (touch == nullptr) n_->get_hits++;
   if (touch != nullptr) {
     n_->touch_hits++;
     out->exptime = absolute(*touch);
@@ -430,10 +429,9 @@ Result<StoreResult> Cache::store(StoreMode mode, std::string_view client_key, ui
       case StoreMode::kAppend:
       case StoreMode::kPrepend:
         if (!found) return StoreResult::kNotStored;
-        if (cas.value_or(0) != 0 && cur.cas != *cas) {  // ms with C (C0: no compare, as memcached)
-          n_->cas_badval++;
-          return StoreResult::kExists;
-        }
+        // ms with C, the binary protocol's CAS (C0: no compare, as
+        // memcached, which counts no cas command here).
+        if (cas.value_or(0) != 0 && cur.cas != *cas) return StoreResult::kExists;
         break;
       case StoreMode::kCas:
         if (!found) {
@@ -487,16 +485,18 @@ Result<StoreResult> Cache::store(StoreMode mode, std::string_view client_key, ui
   return StoreResult::kStored;
 }
 
-Result<DeleteResult> Cache::remove(std::string_view client_key, std::optional<uint64_t> cas) {
+Result<DeleteResult> Cache::remove(std::string_view client_key, std::optional<uint64_t> cas,
+                                   bool count) {
   const StoreKey key(client_key);
   Shard& s = shard_of(key);
   std::lock_guard<std::mutex> l(s.mu);
   Item cur;
   Result<bool> found = read_locked(s, key, &cur, nullptr);
   if (!found.ok()) return found.status();
-  (*found ? n_->delete_hits : n_->delete_misses)++;
+  if (count && !*found) n_->delete_misses++;
   if (!*found) return DeleteResult::kNotFound;
-  if (cas && cur.cas != *cas) return DeleteResult::kExists;
+  if (cas && cur.cas != *cas) return DeleteResult::kExists;  // (no hit, as memcached)
+  if (count) n_->delete_hits++;
   PM_TRY(remove_locked(s, key));
   return DeleteResult::kDeleted;
 }
@@ -573,6 +573,7 @@ Result<DeltaResult> Cache::delta_locked(std::string_view key, bool incr, uint64_
     if (!c.ok()) return c.status();
     it.cas = *c;
     PM_TRY(write_locked(s, key, it, now()));
+    n_->total_items++;
     *value = o.initial;
     if (result != nullptr) *result = it;
     return DeltaResult::kCreated;
@@ -604,6 +605,7 @@ Result<DeltaResult> Cache::delta_locked(std::string_view key, bool incr, uint64_
   if (!c.ok()) return c.status();
   it.cas = *c;
   PM_TRY(write_locked(s, key, it, time, grew));
+  if (grew) n_->total_items++;  // memcached links a new item
   *value = v;
   if (result != nullptr) *result = it;
   return DeltaResult::kOk;

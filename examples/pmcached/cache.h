@@ -152,7 +152,10 @@ class Cache {
                             std::optional<uint64_t> cas = std::nullopt,
                             uint64_t* cas_out = nullptr, uint32_t state = 0);
   // Removes the item; with `cas`, only if its CAS unique is *cas.
-  Result<DeleteResult> remove(std::string_view key, std::optional<uint64_t> cas = std::nullopt);
+  // `count` false: not a delete command (the old value a set too large to
+  // store removes, which memcached does not count).
+  Result<DeleteResult> remove(std::string_view key, std::optional<uint64_t> cas = std::nullopt,
+                              bool count = true);
   // md I: marks the item stale instead (a new CAS unique, the recache token
   // free again), with `touch` a new expiry.
   Result<DeleteResult> invalidate(std::string_view key, std::optional<uint64_t> cas,

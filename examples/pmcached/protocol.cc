@@ -309,7 +309,7 @@ void Session::await_data(Pending p, int64_t bytes, std::string* out) {
     // that a reader does not go on seeing data its writer replaced.
     // (ms: in any mode, as memcached's process_mset_command.)
     if (p.mode == StoreMode::kSet || p.meta) {
-      Result<DeleteResult> r = cache_->remove(p.key);
+      Result<DeleteResult> r = cache_->remove(p.key, std::nullopt, /*count=*/false);
       if (!r.ok()) return server_error(out, r.status());
       // (Or'ed: the changes before it in this batch still wait for the sync.)
       if (*r == DeleteResult::kDeleted) wrote_ = true;

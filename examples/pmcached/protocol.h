@@ -137,6 +137,7 @@ class Session {
   // incomplete.
   struct BinRequest;
   size_t binary_request(std::string_view in, std::string* out);
+  static bool known(uint8_t op);  // an opcode served (its loud form)
   bool bin_valid(const BinRequest& r) const;
   // Answers a request whose lengths do not fit its opcode; the connection
   // closes, as memcached's.

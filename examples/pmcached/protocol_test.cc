@@ -262,6 +262,46 @@ std::string without_cas(std::string replies) {
 }
 const std::string kSetExtras("\0\0\0\x07\0\0\0\0", 8);  // flags 7, no expiry
 
+// A binary request is judged from its header: one claiming a body of 4
+// GiB is answered before any of it comes (it used to hold the connection's
+// input until all of it had), refused when its opcode takes no such body,
+// read past when the opcode is unknown.
+TEST_F(ProtocolTest, ABinaryBodyClaimedIsNotWaitedFor) {
+  auto claiming = [](std::string r, uint32_t body) {
+    for (int i = 0; i < 4; i++) r[8 + i] = static_cast<char>(body >> (24 - 8 * i));
+    return r;
+  };
+  Session get(cache_.get(), &info_);
+  std::string out;
+  const std::string huge_get = claiming(bin(0x00, "k"), 0xffffffffu);
+  EXPECT_EQ(get.feed(huge_get, &out), huge_get.size());
+  EXPECT_NE(out.find("Invalid arguments"), std::string::npos);
+  EXPECT_TRUE(get.closing());
+  Session unknown(cache_.get(), &info_);
+  out.clear();
+  const std::string huge_unknown = claiming(bin(0x40, ""), 0xffffffffu);
+  EXPECT_EQ(unknown.feed(huge_unknown, &out), huge_unknown.size());
+  EXPECT_NE(out.find("Unknown command"), std::string::npos);
+  EXPECT_FALSE(unknown.closing());
+  out.clear();  // the body, as it comes, is read past
+  EXPECT_EQ(unknown.feed(std::string(1 << 20, 'x'), &out), size_t{1} << 20);
+  EXPECT_EQ(out, "");
+}
+
+// Binary stat detail dump sends the dump whole: prefixes are clients' keys,
+// whose line ends once split it into made-up stats (or an error).
+TEST_F(ProtocolTest, ABinaryDetailDumpIsOneReplyWhateverTheKeys) {
+  Session s(cache_.get(), &info_);
+  const std::string out = run(s, bin(0x10, "detail on") + bin(0x01, "x\r\nERROR\r\n:y", kSetExtras,
+                                                               "v") +
+                                     bin(0x10, "detail dump"));
+  const size_t at = out.find("detailed");
+  ASSERT_NE(at, std::string::npos) << out;
+  EXPECT_NE(out.find("PREFIX x\r\nERROR\r\n get 0 hit 0 set 1", at), std::string::npos);
+  EXPECT_NE(out.find("END\r\n", at), std::string::npos);
+  EXPECT_EQ(out.find("Not found"), std::string::npos);
+}
+
 // The binary protocol's replies do not depend on how the bytes arrive,
 // a value over the item limit is read past (never buffered), and a quiet
 // set answers nothing but still waits for the sync.

@@ -9,7 +9,9 @@ of requests over a few keys. Each request is followed by a NOOP, whose
 reply ends what is compared; a connection the server closed is compared
 as such. CAS uniques are replaced by their rank among those each server
 has shown; `stat` replies, whose figures differ, by whether they end
-properly, and `version`'s text by whether there is one.
+properly, `version`'s text by whether there is one, and numbers a decr
+padded with spaces without them. At the end, the counters the same
+requests must move alike are compared.
 
 usage: binary_lockstep_test.py PMCACHED [MEMCACHED] [--seed N] [--sequences N]
 Exit 77 (skipped) when memcached is not installed.
@@ -17,6 +19,7 @@ Exit 77 (skipped) when memcached is not installed.
 import argparse
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -95,6 +98,11 @@ class Conn:
                 if op == NOOP and opaque == 0xFEEDFACE:
                     return replies
                 ext, key, value = body[:elen], body[elen:elen + klen], body[elen + klen:]
+                # A decr that shortens a number pads it with spaces when the
+                # server rewrites the item in place, which memcached does or
+                # not depending on whether a reply still holds the item.
+                if re.fullmatch(rb"\d+ +", value):
+                    value = value.rstrip(b" ")
                 replies.append((magic, op, status, ext, key, value, self.rank(cas), opaque))
         except (EOFError, ConnectionError, socket.timeout):
             self.connect()
@@ -109,6 +117,18 @@ def summarise_stats(replies):
     if replies and replies[-1] != "<closed>" and replies[0][1] == STAT and replies[0][2] == 0:
         return [("stat", len(replies) > 0, replies[-1][4:6] == (b"", b""))]
     return replies
+
+
+# Counters that the same requests must move alike. (Not total_items:
+# memcached rewrites a number in place, or links a new item and counts it,
+# depending on whether a reply still holds the item, which is timing.)
+COUNTED = [b"cmd_get", b"get_hits", b"get_misses", b"cmd_touch", b"touch_hits", b"touch_misses",
+           b"delete_hits", b"delete_misses", b"incr_hits", b"incr_misses", b"decr_hits",
+           b"decr_misses", b"cas_hits", b"cas_misses", b"cas_badval", b"curr_items"]
+
+
+def stat_counts(conn):
+    return {r[4]: r[5] for r in conn.exchange(request(STAT)) if r != "<closed>" and r[4]}
 
 
 def fixed_cases():
@@ -165,7 +185,17 @@ def fixed_cases():
         ("get after flush", request(0x00, b"n")),
         ("stat", request(STAT)),
         ("stat reset", request(STAT, b"reset")),
+        ("stat reset, by its start", request(STAT, b"resetfoo")),
+        ("stat settings", request(STAT, b"settings")),
+        ("stat items", request(STAT, b"items")),
+        ("stat slabs", request(STAT, b"slabs")),
         ("stat no such group", request(STAT, b"nosuchgroup")),
+        ("stat conns (text only)", request(STAT, b"conns")),
+        ("stat detail, no verb", request(STAT, b"detail")),
+        ("stat detail on", request(STAT, b"detail on")),
+        ("a key with line ends", request(0x01, b"evil\r\nERROR\r\n:x", store_extras(), b"v")),
+        ("stat detail dump", request(STAT, b"detail dump")),
+        ("stat detail off", request(STAT, b"detail off")),
         # (No key: memcached reads past as many bytes as the whole body
         # after the key, and so the start of the next request.)
         ("unknown opcode", request(0x40, value=b"value")),
@@ -173,7 +203,11 @@ def fixed_cases():
         ("pipelined quiet sets then get",
          request(0x11, b"a", store_extras(), b"1") + request(0x11, b"b", store_extras(), b"2") +
          request(0x0D, b"a") + request(0x0D, b"zz") + request(0x0C, b"b")),
-        # Each of these ends the connection.
+        # Each of these ends the connection. (A body claimed past what the
+        # opcode takes is refused at once, not waited for.)
+        ("get claiming 4 GiB", request(0x00, b"k", bodylen=0xFFFFFFFF)),
+        ("delete claiming 4 GiB", request(0x04, b"k", bodylen=0xFFFFFFFF)),
+        ("noop claiming 4 GiB", request(0x0A, bodylen=0xFFFFFFFF)),
         ("get with extras", request(0x00, b"k", extras=b"\0\0\0\0")),
         ("set without extras", request(0x01, b"k", value=b"v")),
         ("noop with a key", request(0x0A, b"k")),
@@ -239,6 +273,7 @@ def main():
             if got[0] != got[1]:
                 failures.append(f"{name}:\n    pmcached:  {got[0]!r}\n    memcached: {got[1]!r}")
         rng = random.Random(a.seed)
+        seq = -1
         for seq in range(a.sequences):
             for c in (mine, theirs):
                 c.exchange(request(0x08))
@@ -256,6 +291,12 @@ def main():
                     break
             if len(failures) >= 15:
                 break
+        # The same traffic made the same counts.
+        counts = [stat_counts(c) for c in (mine, theirs)]
+        for name in COUNTED:
+            if counts[0].get(name) != counts[1].get(name):
+                failures.append(f"stat {name}: pmcached {counts[0].get(name)}, "
+                                f"memcached {counts[1].get(name)}")
         print(f"{len(fixed_cases())} fixed cases, {seq + 1} random sequences")
     finally:
         for p in procs:
