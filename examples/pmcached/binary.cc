@@ -5,8 +5,6 @@
 // texts are memcached's, so that libmemcached's binary mode and
 // memcapable's binary tests see no difference.
 
-#include <fmt/format.h>
-
 #include <optional>
 #include <string>
 
@@ -144,8 +142,8 @@ size_t Session::binary_request(std::string_view in, std::string* out) {
     return in.size();
   }
   // Judged from the header alone, so that nothing a request claims is
-  // buffered before it is known to be wanted: a body length of 4 GiB
-  // otherwise held a connection's input until it all came.
+  // buffered before it is known to be wanted (a body length of 4 GiB held
+  // a connection's input until all of it came).
   if (r.keylen > kMaxKey) return bin_protocol_error(r, out, in.size());
   if (!known(r.op)) {  // answered at once; its body is read past
     bin_error(r, kUnknownCommand, out);
