@@ -169,6 +169,17 @@ StoreImpl::StoreImpl(pm::Container* c, std::unique_ptr<pm::Container> owned,
     : c_(c), owned_(std::move(owned)), o_(o), stop_(o.logger), fe_(1 << 16) {}
 
 StoreImpl::~StoreImpl() {
+  if (pm::FileLock::forks() != forks_at_open_) {
+    // Closed in a child of the process that opened it: the background
+    // threads are the parent's (a child has only the thread that forked),
+    // and so is the store. Their handles are let go unjoined (joining one
+    // crashed), and nothing is written: the container's own close does
+    // nothing either. Held where a leak check sees them as reachable.
+    static auto* orphans = new std::vector<std::thread>;
+    if (maintenance_.joinable()) orphans->push_back(std::move(maintenance_));
+    for (std::thread& t : gleaners_) orphans->push_back(std::move(t));
+    return;
+  }
   stopping_ = true;
   bell_.ring();
   if (maintenance_.joinable()) maintenance_.join();

@@ -27,6 +27,7 @@
 #include "kvstore/log_writer.h"
 #include "kvstore/snapshot_versions.h"
 #include "kvstore/store_state.h"
+#include "libpm/file_lock.h"
 #include "pm/container.h"
 
 namespace kv {
@@ -152,6 +153,7 @@ class StoreImpl final : public Store {
   Doorbell bell_;  // wakes the background threads (a put rings it: it never blocks)
   std::thread maintenance_;
   std::vector<std::thread> gleaners_;
+  const uint64_t forks_at_open_ = pm::FileLock::forks();
   std::atomic<int> active_gleaners_{0};
   // A background thread sleeps with nothing to do: a writer with work for
   // it rings (wake_background_if).

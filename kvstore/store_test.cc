@@ -16,6 +16,7 @@
 #include "kvstore/store_impl.h"
 #include "libpm/sync_point.h"
 #include "pm/container.h"
+#include "testutil/child.h"
 #include "testutil/container_util.h"
 #include "testutil/small_fs.h"
 #include "testutil/temp_dir.h"
@@ -84,6 +85,25 @@ TEST_P(StoreTest, PutGetRemoveSurviveReopenWithoutAnyEpoch) {
   EXPECT_EQ(get(*s, "b"), "<none>");
   EXPECT_EQ(get(*s, "empty"), "");
   EXPECT_EQ(all(*s), (std::map<std::string, std::string>{{"a", "3"}, {"empty", ""}}));
+}
+
+// A child of the process that opened a store may close it (a forked
+// worker destroying what it inherited, a C program's kv_close): that used
+// to join background threads the child does not have, and crash. The
+// parent's store goes on as before.
+TEST_P(StoreTest, AStoreClosedInAForkedChildLeavesTheParentsAlone) {
+  auto s = must(Store::open(path_, opts_));
+  ASSERT_TRUE(s->put("before", "1").ok());
+  const int code = pm::test::exit_code_in_child([&] {
+    s.reset();
+    return 0;
+  });
+  EXPECT_EQ(code, 0) << "the child's close (above 128: a signal)";
+  ASSERT_TRUE(s->put("after", "2").ok());
+  s.reset();
+  s = must(Store::open(path_, opts_));
+  EXPECT_EQ(get(*s, "before"), "1");
+  EXPECT_EQ(get(*s, "after"), "2");
 }
 
 TEST_P(StoreTest, CheckpointMovesEverythingToTheBackend) {

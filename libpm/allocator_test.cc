@@ -541,6 +541,35 @@ TEST(NamedHintsTest, ChangesAreNotSupportedWithTheHintsTracker) {
   EXPECT_EQ(destroy<uint64_t>(*c, "x").code(), Code::kNotFound);
 }
 
+// An object that exists is refused too: a program changes what it finds
+// or makes, and under hints its changes to a Boost container were lost
+// with every commit succeeding (a user trial). A read-only open, whose
+// tracker is hints, may still find it, with either call.
+TEST(NamedHintsTest, AnExistingObjectIsRefusedToTheHintsTrackerButFoundReadOnly) {
+  if (test::hints_only()) GTEST_SKIP() << "needs the uffd or mprotect tracker to make it";
+  test::TempDir dir;
+  const std::string path = dir.file("h.pm");
+  {
+    auto c = must(Container::create(path, small()));
+    ASSERT_TRUE(find_or_construct<uint64_t>(*c, "x", uint64_t{7}).ok());
+    ASSERT_TRUE(c->commit().ok());
+  }
+  Options hints = small();
+  hints.tracker = TrackerKind::kHints;
+  {
+    auto c = must(Container::open(path, hints));
+    EXPECT_EQ(find_or_construct<uint64_t>(*c, "x", uint64_t{1}).status().code(),
+              Code::kNotSupported);
+    ASSERT_TRUE(find<uint64_t>(*c, "x").ok());
+  }
+  Options ro = small();
+  ro.read_only = true;
+  auto c = must(Container::open(path, ro));
+  Result<uint64_t*> x = find_or_construct<uint64_t>(*c, "x", uint64_t{1});
+  ASSERT_TRUE(x.ok()) << x.status().to_string();
+  EXPECT_EQ(**x, 7u);
+}
+
 // --- SIGKILL: a child changes a persistent map and deque and commits in a
 // loop, acknowledging each commit through a pipe; the parent kills it at
 // random moments and checks the reopened state is exactly the last

@@ -48,6 +48,12 @@ cc -std=c11 -Wall -Werror -o "$work/consumer_c_static" "$src/tests/install/consu
 ldd "$work/consumer_c_static" | grep -q "libpm\.so" && { echo "static consumer links libpm.so" >&2; exit 1; }
 "$work/consumer_c_static" "$work/cs.pm" "$work/cs.kv"
 
+step "C++ consumer through pkg-config, as README shows it"
+# shellcheck disable=SC2046
+c++ -std=c++20 -Wall -Werror -o "$work/consumer_cc_pc" "$src/tests/install/consumer.cc" \
+  $(pkg-config --cflags --libs libpm-kv)
+LD_LIBRARY_PATH=$libdir "$work/consumer_cc_pc" "$work/cpc.pm" "$work/cpc.kv"
+
 step "C consumer through find_package(libpm CONFIG), a project without C++"
 cmake -S "$src/tests/install/c" -B "$work/c" -G Ninja -DCMAKE_PREFIX_PATH="$stage" >/dev/null
 cmake --build "$work/c" >/dev/null

@@ -97,8 +97,11 @@ inline Status check_name(std::string_view op, std::string_view name) {
   return Status();
 }
 
+// A read-only open (which uses the hints tracker) changes nothing: finding
+// is all it can do, and it may.
 inline Status check_tracker(Container& c, std::string_view op, std::string_view name) {
-  if (c.info().tracker != "hints") return Status();
+  const ContainerInfo i = c.info();
+  if (i.tracker != "hints" || i.read_only) return Status();
   return Status::not_supported(std::string(op) + " '" + std::string(name) +
                                "': named objects need the uffd or mprotect tracker; the hints "
                                "tracker does not see writes inside Boost containers");
@@ -167,13 +170,16 @@ Result<T*> construct_entry(Container& c, Index& index, std::string_view name, Ar
 template <typename T, typename... Args>
 Result<T*> find_or_construct(Container& c, std::string_view name, Args&&... args) {
   PM_TRY(named_detail::check_name("find_or_construct", name));
+  // Also when the object exists: what a program does with an object it
+  // finds or makes is change it, which under hints was silently lost (a
+  // user trial's Boost map: commit() succeeded and reopen showed nothing).
+  PM_TRY(named_detail::check_tracker(c, "find_or_construct", name));
   MutationGuard guard(c);
   std::lock_guard<std::recursive_mutex> lock(named_detail::index_mutex());
   if (auto* index = c.root<named_detail::Index>(kNamesRoot)) {
     auto it = index->find(name);
     if (it != index->end()) return named_detail::typed<T>(it->second, name);
   }
-  PM_TRY(named_detail::check_tracker(c, "find_or_construct", name));
   try {
     Result<named_detail::Index*> index = named_detail::index_for_insert(c);
     if (!index.ok()) return index.status().with_context("find_or_construct");
