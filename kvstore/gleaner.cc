@@ -49,7 +49,8 @@ Result<uint64_t> Gleaner::glean(uint64_t max_records, bool* skipped) {
   std::vector<Record> batch(kBatch);
   std::vector<uint64_t> hashes;
   Status no_space;  // a log whose next record the full backend cannot take
-  for (uint32_t i = 0; i < nlogs && seen < max_records; i++) {
+  bool full = false;  // the epoch holds what its commit has room for
+  for (uint32_t i = 0; i < nlogs && seen < max_records && !full; i++) {
     const uint32_t n = (start + i) % nlogs;
     LogState* L = env_.logs->at(n);
     Cursor& cur = *cursors_[n];
@@ -61,6 +62,10 @@ Result<uint64_t> Gleaner::glean(uint64_t max_records, bool* skipped) {
     uint64_t pos = cur.pos.load(std::memory_order_relaxed);
     const uint64_t tail = L->tail.load(std::memory_order_acquire);
     while (pos < tail && seen < max_records) {
+      if (epoch_full()) {
+        full = true;
+        break;
+      }
       // Read a batch; hash and prefetch its keys' buckets, then their items
       // and entries; apply in order.
       int got = 0;
@@ -137,6 +142,10 @@ Status Gleaner::apply_beyond(uint32_t n, LogState* L, Cursor& cur, uint64_t pos,
   cur.tried_to = tail;
   Record rec;
   for (; pos < tail; pos += rec.header.len) {
+    if (epoch_full()) {  // the rest after this epoch's commit
+      cur.tried_to = pos;
+      break;
+    }
     beyond_reads_.fetch_add(1, std::memory_order_relaxed);
     if (!L->log->read(pos, env_.limits, &rec)) {
       return fail(Status::corruption("log " + std::to_string(n) + ": record at " +
@@ -242,12 +251,34 @@ Status Gleaner::checkpoint() {
   for (uint32_t i = 0; i < env_.logs->size(); i++) {
     target.push_back(env_.logs->at(i)->tail.load(std::memory_order_acquire));
   }
+  // Where the last glean met a record the full backend had no room for.
+  uint64_t stuck_at = UINT64_MAX;
+  pm::HeapCounters stuck_heap{};
   for (;;) {
     Result<uint64_t> g = glean(UINT64_MAX);
-    if (!g.ok()) return g.status();
+    if (!g.ok() && g.status().code() != pm::Code::kNoSpace) return g.status();
     bool done = true;
-    for (size_t i = 0; i < target.size(); i++) done &= cursors_[i]->pos.load() >= target[i];
+    uint64_t at = 0;
+    for (size_t i = 0; i < target.size(); i++) {
+      done &= cursors_[i]->pos.load() >= target[i];
+      at += cursors_[i]->pos.load();
+    }
     if (done) break;
+    if (!g.ok()) {
+      // The removes applied behind that record may make its room, at once
+      // or once committed: commit them and glean again, for as long as
+      // that moves a cursor or changes the heap.
+      const pm::HeapCounters heap = env_.container->heap_counters();
+      if (at == stuck_at && heap == stuck_heap) return g.status();
+      stuck_at = at;
+      stuck_heap = heap;
+      PM_TRY(advance_epoch());
+      continue;
+    }
+    if (epoch_full()) {
+      PM_TRY(advance_epoch());
+      continue;
+    }
     pm::sync_point::spin("kv.checkpoint.wait");  // another gleaner holds a log: wait for it
   }
   return advance_epoch();

@@ -33,6 +33,7 @@
 #include "kvstore/frontend.h"
 #include "kvstore/log_writer.h"
 #include "kvstore/pending_keys.h"
+#include "kvstore/planted_bugs.h"
 #include "kvstore/store_state.h"
 #include "pm/container.h"
 
@@ -122,6 +123,13 @@ class Gleaner {
     std::chrono::steady_clock::time_point full_pass{};  // the last pass from `blocked`
   };
   Status apply(const Op& op, uint64_t h, LogRef ref, uint64_t seq);
+  // The epoch holds what its commit has room for, on a full disk: the
+  // gleaner applies no more until it commits (else a commit that needs
+  // more journal room than the file has fails, and every retry holds
+  // more: the store took no update again, not even a remove).
+  bool epoch_full() const {
+    return !g_kv_planted_bugs.epoch_ignores_journal_room && !env_.container->commit_fits();
+  }
   // The backend is full and log n's record before `pos` is one it has no
   // room for: its cursor stays there (a head never passes an unapplied
   // record), and everything after it, up to `tail`, is applied now that

@@ -82,6 +82,9 @@ struct KvPlantedBugs {
   // a commit leaves root[W & 1] alone when the root did not change since
   // the last commit, though that slot holds the root of W - 2
   bool tree_root_kept_if_unchanged = false;
+  // An epoch applies whatever waits, whether or not its commit has room
+  // for the journal (a full disk; Container::commit_fits)
+  bool epoch_ignores_journal_room = false;
 };
 
 // Read by kvstore, written only by tests.

@@ -390,49 +390,75 @@ TEST_P(StoreTest, AFullDiskTakesRemovesAfterSmallPutsFilledTheLogs) {
   EXPECT_EQ(problem, "");
 }
 
-// The same with values of 1000 bytes, which the heap keeps in granule
-// pages (removes free granules, not pages): after removes, new values go in
-// again, with the background's epochs or manual ones.
-TEST_P(StoreTest, AFullDiskOfSmallValuesWorksAgainAfterRemovesInTheStore) {
-  SmallFs fs(dir_.file("small"), "size=16m");
-  if (!fs.ok()) GTEST_SKIP() << "mount(2) of a tmpfs is not allowed here";
-  StoreOptions o = opts_;
-  o.logs = 2;
+// Small values fill the disk (16 MiB: about 83,000 of 100 bytes); then all
+// but 500 are removed, with no epoch until a checkpoint. Each remove, and
+// the purge of its ghost, changes lines of its own (its bucket's, lying
+// anywhere), which the epoch journals: that one epoch needed more journal
+// room than the file had, its commit failed, every retry held more, and
+// the store took no update again, across reopens (a user trial: removes
+// failed after 65,568 on a 160 MiB tmpfs, the epoch needing 8 MiB of
+// journal). An epoch now holds what its commit has room for
+// (Container::commit_fits, checked by the gleaner and the ghost purge),
+// and a checkpoint commits as many as it takes. Returns the first problem,
+// "" when none ("skip" without a tmpfs).
+std::string small_values_after_removes(const std::string& dir) {
+  SmallFs fs(dir, "size=16m");
+  if (!fs.ok()) return "skip";
+  StoreOptions o = small_store(false);  // one epoch for all the removes
   o.log_bytes = 1 << 20;
   o.max_value_bytes = 64 << 10;
   o.initial_heap_bytes = 2 << 20;
-  const std::string path = dir_.file("small") + "/kv.pm", v(1000, 'v');
+  const std::string path = dir + "/kv.pm", v(100, 'v');
   auto s = must(Store::open(path, o));
   int n = 0;
   Status full;
-  for (; n < 100000 && full.ok(); n++) {
+  for (; n < 1000000 && full.ok(); n++) {
     full = s->put("k" + std::to_string(n), v);
-    if (!o.background) {
+    if (n % 64 == 0) {
       (void)s->glean(UINT64_MAX);
       (void)s->advance_epoch();
     }
   }
-  ASSERT_EQ(full.code(), pm::Code::kNoSpace) << full.to_string();
-  ASSERT_GT(n, 3000);
-  for (int i = 0; i < 2500; i++) {
-    ASSERT_TRUE(s->remove("k" + std::to_string(i)).ok()) << i << space(*s, dir_.file("small"));
-  }
-  (void)s->checkpoint();  // (with the background, it may have done it)
-  // The removes freed 2500 values' room, less what the acknowledged puts
-  // waiting in the logs when the disk filled take (up to 2 MiB).
-  for (int i = 0; i < 300; i++) {
-    Status p = s->put("new" + std::to_string(i), v);
-    if (p.code() == pm::Code::kNoSpace) {
-      (void)s->checkpoint();
-      p = s->put("new" + std::to_string(i), v);
+  if (full.code() != pm::Code::kNoSpace) return "filling ended with " + full.to_string();
+  const int removes = n - 500;
+  for (int i = 0; i < removes; i++) {
+    if (Status r = s->remove("k" + std::to_string(i)); !r.ok()) {
+      return "remove " + std::to_string(i) + ": " + r.to_string() + space(*s, dir);
     }
-    ASSERT_TRUE(p.ok()) << "put " << i << " after 2500 removes: " << p.to_string()
-                        << space(*s, dir_.file("small"));
   }
-  const Status cp = s->checkpoint();
-  EXPECT_TRUE(cp.ok()) << cp.to_string() << space(*s, dir_.file("small"));
-  EXPECT_EQ(get(*s, "new299"), v);
-  EXPECT_EQ(get(*s, "k2499"), "<none>");
+  if (Status cp = s->checkpoint(); !cp.ok()) {
+    return "checkpoint of " + std::to_string(removes) + " removes: " + cp.to_string() + space(*s, dir);
+  }
+  for (int i = 0; i < 3000; i++) {
+    if (Status p = s->put("new" + std::to_string(i), v); !p.ok()) {
+      return "put " + std::to_string(i) + " after the removes: " + p.to_string();
+    }
+  }
+  if (Status cp = s->checkpoint(); !cp.ok()) return "last checkpoint: " + cp.to_string();
+  s.reset();
+  s = must(Store::open(path, o));
+  if (get(*s, "new2999") != v || get(*s, "k0") != "<none>" ||
+      get(*s, "k" + std::to_string(removes)) != v) {
+    return "wrong values after a reopen";
+  }
+  return "";
+}
+
+TEST(StoreFullDiskTest, AFullDiskOfSmallValuesWorksAgainAfterRemovesInTheStore) {
+  pm::test::TempDir dir;
+  const std::string problem = small_values_after_removes(dir.file("small"));
+  if (problem == "skip") GTEST_SKIP() << "mount(2) of a tmpfs is not allowed here";
+  EXPECT_EQ(problem, "");
+}
+
+// ... and the test sees epochs that take more than their commit has room for.
+TEST(StorePlantedBugTest, AFullDiskTestCatchesAnEpochThatOutgrowsTheJournalsRoom) {
+  pm::test::TempDir dir;
+  g_kv_planted_bugs.epoch_ignores_journal_room = true;
+  const std::string problem = small_values_after_removes(dir.file("small"));
+  g_kv_planted_bugs.epoch_ignores_journal_room = false;
+  if (problem == "skip") GTEST_SKIP() << "mount(2) of a tmpfs is not allowed here";
+  EXPECT_NE(problem, "");
 }
 
 // A put wakes a sleeping gleaner only once an eighth of its log waits to be

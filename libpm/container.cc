@@ -91,6 +91,7 @@ Status ContainerImpl::grow_to(uint64_t new_heap_size) {
     Status s = persist_->resize(heap_off_ + heap_end, heap_off_ + new_heap_size + journal_room);
     if (s.code() == Code::kNoSpace) {
       sync_point::mark("container.grow.no_room");  // tests free the disk here
+      short_of_room_ = true;
       no_room_from_ = new_heap_size;
       no_room_free_ = free_before;
       no_room_ = s;
@@ -101,6 +102,7 @@ Status ContainerImpl::grow_to(uint64_t new_heap_size) {
     // the old sample, and a second growth failed at once until a commit
     // was made, which a gleaner blocked on that record never makes).
     no_room_from_ = 0;
+    short_of_room_ = false;
   }
   uint64_t mapped = mapped_.load();
   if (new_heap_size > mapped) {

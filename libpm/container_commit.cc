@@ -76,6 +76,21 @@ Status ContainerImpl::commit() {
   return Status();
 }
 
+// The journal bound against the file's bytes past the heap, which a commit
+// on a full disk may use (place_body; commit_locked falls back to the
+// heap's end). The slack covers the header, page alignment and the heap
+// metadata a commit itself may change.
+bool ContainerImpl::commit_fits() {
+  if (!short_of_room_.load(std::memory_order_relaxed)) return true;
+  const uint64_t bound = tracker_->dirty_bytes_bound();
+  if (bound == 0) return true;
+  constexpr uint64_t kSlack = 64 << 10;
+  std::lock_guard<std::mutex> l(persist_mu_);
+  const uint64_t end = heap_off_ + mapped_.load();
+  const uint64_t room = persist_->size() > end ? persist_->size() - end : 0;
+  return bound + kSlack <= room;
+}
+
 Status ContainerImpl::commit_locked() {
   std::vector<PageRun>& pages = dirty_scratch_;
   std::vector<Run>& runs = runs_scratch_;
@@ -179,6 +194,7 @@ Status ContainerImpl::commit_locked() {
             "failed with it; that commit is durable in the journal: reopen the container to "
             "finish it"));
       }
+      if (s.code() == Code::kNoSpace) short_of_room_ = true;
       if (!s.ok()) return give_back(s.with_context("commit (nothing applied; retry)"));
       seq_++;
       committed = true;

@@ -71,6 +71,7 @@ class ContainerImpl final : public Container {
     return private_pages_.load(std::memory_order_relaxed) * kPage;
   }
   HeapCounters heap_counters() const override { return heap_->counters(); }
+  bool commit_fits() override;
   CheckReport check(bool foreign_writer) override;
   Result<CollectReport> collect(bool dry_run) override;
   void begin_mutation() override { gate_.enter(); }
@@ -171,6 +172,10 @@ class ContainerImpl final : public Container {
   // until a commit is made or the file system has more free bytes: on a full
   // disk every allocation tries to grow, and a failing fallocate of
   // megabytes costs a millisecond or more (a put once waited 11 s).
+  // The file system refused the file room (a growth or a commit's journal
+  // failed with kNoSpace) and no growth has succeeded since: commit_fits()
+  // then measures.
+  std::atomic<bool> short_of_room_{false};
   uint64_t no_room_from_ = 0;
   uint64_t no_room_free_ = 0;
   Status no_room_;

@@ -127,6 +127,7 @@ class LineMasks {
       masks_[page].fetch_or(mask, std::memory_order_relaxed);
     }
   }
+  uint64_t peek(uint64_t page) const { return masks_[page].load(std::memory_order_relaxed); }
   // The mask, cleared.
   uint64_t take(uint64_t page) {
     return masks_[page].load(std::memory_order_relaxed) != 0

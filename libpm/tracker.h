@@ -53,6 +53,18 @@ class DirtyTracker {
 
   virtual void will_write(const void* p, size_t n) = 0;
 
+  // At least the journal a commit of what is dirty now would write (each
+  // changed run's data and entry header): whole pages here, the announced
+  // lines under kHints. 0 when it cannot tell. Not free: a walk of the
+  // dirty pages.
+  virtual uint64_t dirty_bytes_bound() {
+    std::vector<PageRun> pages;
+    if (!peek_dirty(&pages).ok()) return 0;
+    uint64_t n = 0;
+    for (const PageRun& r : pages) n += r.count;
+    return n * (4096 + 16);
+  }
+
   // Marks runs dirty again after a take_dirty() whose commit failed, so that
   // the next commit still sees them.
   virtual Status redirty(const std::vector<PageRun>& runs) = 0;

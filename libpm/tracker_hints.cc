@@ -49,6 +49,19 @@ class HintsTracker final : public DirtyTracker {
     return Status();
   }
 
+  // Each announced line, with an entry header as if it were a run alone.
+  uint64_t dirty_bytes_bound() override {
+    std::vector<PageRun> pages;
+    bits_.collect(false, &pages);
+    uint64_t lines = 0;
+    for (const PageRun& r : pages) {
+      for (uint64_t page = r.first; page < r.first + r.count; page++) {
+        lines += static_cast<uint64_t>(__builtin_popcountll(lines_.peek(page)));
+      }
+    }
+    return lines * (kLine + 16);
+  }
+
   void will_write(const void* p, size_t n) override {
     if (n == 0) return;
     const uint64_t a = reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(begin_);

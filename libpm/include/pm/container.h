@@ -288,6 +288,16 @@ class Container {
   // the heap's bitmaps).
   virtual HeapCounters heap_counters() const = 0;
 
+  // False when a commit of what changed since the last one would not fit
+  // the journal's room in the file, on a file system that has refused the
+  // file more room (a growth or a commit failed with kNoSpace, and no
+  // growth succeeded since); true otherwise, and while nothing changed. A
+  // program that batches many changes into one commit (the kvstore's
+  // epochs) commits before it adds more, or its commit fails for want of
+  // room and so do all the retries, which only grow. Cheap when the disk
+  // has room (an atomic load); else a walk of the dirty pages.
+  virtual bool commit_fits() { return true; }
+
   // Verifies the heap metadata (page maps, granule and slab bitmaps, data
   // block marks, counters) and reports escaping pointers in object blocks
   // reachable from the roots (data blocks are not scanned). Takes the
