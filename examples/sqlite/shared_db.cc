@@ -101,14 +101,26 @@ Result<std::unique_ptr<pm::Container>> open_container(const std::string& path, c
     if (!p.create || p.read_only) return Status::not_found(path + ": no such database");
     return create_container(path, p);
   }
+  // A device or a FIFO reads as empty: taken for an empty database, it
+  // was replaced by a container (file:/dev/null?vfs=pm, as root, would
+  // have removed /dev/null). A directory is no database either.
+  if (!S_ISREG(st.st_mode)) {
+    return Status::io_error(path + (S_ISDIR(st.st_mode) ? " is a directory"
+                                                        : " is not a regular file (a device, FIFO "
+                                                          "or socket)") +
+                            ": a database is a file");
+  }
   // SQLite treats an empty file as an empty database, SQLITE_OPEN_CREATE
-  // or not; so do we, and the file keeps its permissions.
+  // or not; so do we. The container is a new file in its place, which
+  // keeps the permissions and, where this process may give it, the owner
+  // (a hard link to the empty file stays empty).
   if (st.st_size == 0 && !p.read_only) {
     if (::unlink(path.c_str()) != 0) return Status::from_errno("unlink empty " + path, errno);
     Result<std::unique_ptr<pm::Container>> c = create_container(path, p);
     if (c.ok() && ::chmod(path.c_str(), st.st_mode & 07777) != 0) {
       return Status::from_errno("chmod " + path, errno);
     }
+    if (c.ok()) (void)::chown(path.c_str(), st.st_uid, st.st_gid);  // (EPERM: not ours to give)
     return c;
   }
   PM_TRY(check_is_container(path));

@@ -551,6 +551,16 @@ TEST(SqliteVfsTest, FilesThatAreNotOurDatabasesAreRefusedAndLeftAlone) {
   EXPECT_EQ(Db(damaged).rc(), SQLITE_CORRUPT);
   // Missing, without SQLITE_OPEN_CREATE.
   EXPECT_EQ(Db(dir.file("missing.db"), SQLITE_OPEN_READWRITE).rc(), SQLITE_CANTOPEN);
+  // A FIFO, which reads as empty, and a directory: an empty file is an
+  // empty database, and a FIFO (or /dev/null) was replaced by one.
+  const std::string fifo = dir.file("fifo.db"), sub = dir.file("dir.db");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  ASSERT_EQ(::mkdir(sub.c_str(), 0700), 0);
+  EXPECT_EQ(Db(fifo).rc(), SQLITE_CANTOPEN);
+  EXPECT_EQ(Db(sub).rc(), SQLITE_CANTOPEN);
+  struct stat st {};
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
   // Still an ordinary, intact SQLite database.
   sqlite3* raw = nullptr;
   ASSERT_EQ(sqlite3_open(plain.c_str(), &raw), SQLITE_OK);
