@@ -21,15 +21,13 @@ import os
 import random
 import re
 import shutil
-import signal
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from meta_fuzz_test import free_port, start  # noqa: E402
+from meta_fuzz_test import free_port, report, start, stop_all  # noqa: E402
 
 HEADER = struct.Struct(">BBHBBHIIQ")  # magic, opcode, keylen, extlen, type, vbucket/status,
                                       # body length, opaque, cas
@@ -299,19 +297,8 @@ def main():
                                 f"memcached {counts[1].get(name)}")
         print(f"{len(fixed_cases())} fixed cases, {seq + 1} random sequences")
     finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
-    for f in failures:
-        print("FAIL:", f)
-    if not failures:
-        print("binary protocol: pmcached answered as memcached")
-    return 1 if failures else 0
+        stop_all(procs, tmp)
+    return report(failures, "binary protocol: pmcached answered as memcached")
 
 
 if __name__ == "__main__":

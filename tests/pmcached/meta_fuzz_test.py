@@ -51,6 +51,28 @@ def start(argv, port):
     raise RuntimeError(f"{argv[0]} did not start")
 
 
+def stop_all(procs, tmp):
+    """SIGTERM to every server, a kill for one that does not stop, and the
+    temporary directory removed."""
+    for p in procs:
+        p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def report(failures, success):
+    """Prints the failures, or `success`; the exit code."""
+    for f in failures:
+        print("FAIL:", f)
+    if not failures:
+        print(success)
+    return 1 if failures else 0
+
+
 class Conn:
     """One server: sends a request followed by mn and reads up to its MN."""
 
@@ -537,19 +559,8 @@ def main():
                 break
         print(f"{commands} commands in {seq + 1} sequences")
     finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
-    for f in failures:
-        print("FAIL:", f)
-    if not failures:
-        print("meta protocol fuzz: pmcached answered as memcached")
-    return 1 if failures else 0
+        stop_all(procs, tmp)
+    return report(failures, "meta protocol fuzz: pmcached answered as memcached")
 
 
 if __name__ == "__main__":
