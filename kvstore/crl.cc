@@ -68,28 +68,13 @@ Status Log::write(uint64_t pos, const std::byte* src, size_t n) {
   return Status();
 }
 
-int Log::split(uint64_t pos, uint64_t n, pm::RawRegion::Range out[2]) const {
-  if (n >= cap_) {
-    out[0] = {raw_off_, cap_};
-    return 1;
-  }
+Status Log::persist(uint64_t pos, uint64_t n) {
+  if (n >= cap_) return raw_->persist(raw_off_, cap_);
   const uint64_t off = pos % cap_;
   const uint64_t first = std::min(n, cap_ - off);
-  out[0] = {raw_off_ + off, first};
-  out[1] = {raw_off_, n - first};
-  return first < n ? 2 : 1;
-}
-
-Status Log::persist(uint64_t pos, uint64_t n) {
-  pm::RawRegion::Range r[2];
-  const int k = split(pos, n, r);
-  for (int i = 0; i < k; i++) PM_TRY(raw_->persist(r[i].off, r[i].len));
+  PM_TRY(raw_->persist(raw_off_ + off, first));
+  if (first < n) PM_TRY(raw_->persist(raw_off_, n - first));
   return Status();
-}
-
-void Log::ranges(uint64_t pos, uint64_t n, std::vector<pm::RawRegion::Range>* out) const {
-  pm::RawRegion::Range r[2];
-  out->insert(out->end(), r, r + split(pos, n, r));
 }
 
 Status Log::read_bytes(uint64_t pos, void* dst, size_t n) const {

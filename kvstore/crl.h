@@ -129,10 +129,6 @@ class Log {
   Status write(uint64_t pos, const std::byte* src, size_t n);
   // Makes [pos, pos+n) durable (the whole ring when n exceeds it).
   Status persist(uint64_t pos, uint64_t n);
-  // Appends to *out the raw region's ranges persist(pos, n) would persist
-  // (one, or two where it wraps), for one persist of several logs.
-  void ranges(uint64_t pos, uint64_t n, std::vector<pm::RawRegion::Range>* out) const;
-  pm::RawRegion* raw() const { return raw_; }
   // Reads and validates the record at pos: false when there is none (end
   // of the log, a torn record, or one from an earlier lap).
   bool read(uint64_t pos, const Limits& limits, Record* out) const;
@@ -144,9 +140,6 @@ class Log {
   Status read_bytes(uint64_t pos, void* dst, size_t n) const;
 
  private:
-  // The raw region's ranges of [pos, pos+n): one, or two where it wraps.
-  int split(uint64_t pos, uint64_t n, pm::RawRegion::Range out[2]) const;
-
   pm::RawRegion* raw_;
   uint32_t index_;
   uint64_t raw_off_;

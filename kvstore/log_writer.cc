@@ -97,31 +97,21 @@ Status LogWriter::mark_closed(uint32_t session) {
   return Status();
 }
 
-// Every log's span from `synced` to its tail in one persist: off pmem one
-// device flush for all, where a persist per log was one each (pmcached on
-// ext4 with four connections setting at once paid four flushes a sync).
 Status LogWriter::sync_logs() {
-  sync_ranges_.clear();
-  sync_tails_.resize(logs_.size());
-  for (size_t i = 0; i < logs_.size(); i++) {
-    LogState* L = logs_[i].get();
+  for (auto& L : logs_) {
     const uint64_t tail = L->tail.load(std::memory_order_acquire);
     // Space before the head was applied and committed by an epoch: nothing
     // there needs persisting (and a span longer than the ring would wrap).
     const uint64_t from =
         std::max(L->synced.load(std::memory_order_relaxed), L->head.load(std::memory_order_acquire));
-    if (tail > from) L->log->ranges(from, tail - from, &sync_ranges_);
-    sync_tails_[i] = tail;
-  }
-  if (!sync_ranges_.empty()) {
-    Status s = logs_[0]->log->raw()->persist_ranges(sync_ranges_.data(), sync_ranges_.size());
-    if (!s.ok()) {
-      stop_->stop(s);
-      return s;
+    if (tail > from) {
+      Status s = L->log->persist(from, tail - from);
+      if (!s.ok()) {
+        stop_->stop(s);
+        return s;
+      }
     }
-  }
-  for (size_t i = 0; i < logs_.size(); i++) {
-    raise_synced(logs_[i].get(), sync_tails_[i]);
+    raise_synced(L.get(), tail);
     pm::sync_point::point("kv.sync.log");
   }
   return Status();

@@ -93,9 +93,6 @@ class LogWriter {
   std::mutex sync_mu_;  // group commit
   std::condition_variable sync_cv_;
   bool syncing_ = false;
-  // sync_logs()'s, used by the one thread that leads a sync.
-  std::vector<pm::RawRegion::Range> sync_ranges_;
-  std::vector<uint64_t> sync_tails_;
 };
 
 }  // namespace kv

@@ -124,17 +124,6 @@ class PmemFile final : public Persist {
     return Status();
   }
 
-  Status persist_ranges(const FileRange* ranges, size_t n) override {
-    if (is_pmem_) {
-      for (size_t i = 0; i < n; i++) pmem_flush(base_ + ranges[i].off, ranges[i].len);
-      pmem_drain();
-      return Status();
-    }
-    if (n <= 1 || fd_ < 0) return Persist::persist_ranges(ranges, n);
-    if (::fdatasync(fd_) != 0) return Status::from_errno("fdatasync " + path_, errno);
-    return Status();
-  }
-
   Status resize(uint64_t keep, uint64_t new_size) override {
     PM_TRY(drain());
     PM_TRY(check_file_size_limit(new_size, path_));

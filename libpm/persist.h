@@ -57,20 +57,6 @@ class Persist {
     return drain();
   }
 
-  // Makes every range durable, as persist_range() each (and as thread-safe).
-  // Off pmem, ranges apart cost a device flush each as msyncs, where one
-  // fdatasync makes every written page of the file durable with one
-  // (pages other writers dirtied become durable early: never later than
-  // they would).
-  struct FileRange {
-    uint64_t off;
-    uint64_t len;
-  };
-  virtual Status persist_ranges(const FileRange* ranges, size_t n) {
-    for (size_t i = 0; i < n; i++) PM_TRY(persist_range(ranges[i].off, ranges[i].len));
-    return Status();
-  }
-
   // Sets the file size to new_size; bytes in [keep, new_size) read as zero
   // afterwards. The size change is durable on return. Remaps the view.
   // REQUIRES: keep <= new_size.

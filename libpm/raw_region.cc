@@ -2,7 +2,6 @@
 
 #include <cstring>
 #include <string>
-#include <vector>
 
 namespace pm {
 
@@ -26,17 +25,6 @@ Status RawRegionImpl::persist(uint64_t off, size_t n) {
   PM_TRY(FileLock::check_not_forked(forks_at_open_, path_));
   ViewLock::Shared v(*view_);
   return (*persist_)->persist_range(file_off_ + off, n);
-}
-
-Status RawRegionImpl::persist_ranges(const Range* ranges, size_t n) {
-  std::vector<Persist::FileRange> file(n);
-  for (size_t i = 0; i < n; i++) {
-    PM_TRY(check_range(ranges[i].off, ranges[i].len));
-    file[i] = {file_off_ + ranges[i].off, ranges[i].len};
-  }
-  PM_TRY(FileLock::check_not_forked(forks_at_open_, path_));
-  ViewLock::Shared v(*view_);
-  return (*persist_)->persist_ranges(file.data(), n);
 }
 
 Status RawRegionImpl::read(uint64_t off, void* dst, size_t n) const {

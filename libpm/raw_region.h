@@ -25,7 +25,6 @@ class RawRegionImpl final : public RawRegion {
   uint64_t size() const override { return size_; }
   Status write(uint64_t off, const void* src, size_t n) override;
   Status persist(uint64_t off, size_t n) override;
-  Status persist_ranges(const Range* ranges, size_t n) override;
   Status read(uint64_t off, void* dst, size_t n) const override;
 
  private:

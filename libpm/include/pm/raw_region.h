@@ -35,16 +35,6 @@ class RawRegion {
   // Durable on return: cache-line flush and fence on pmem, msync elsewhere
   // (kIOError when it fails: what was written may be lost).
   virtual Status persist(uint64_t off, size_t n) = 0;
-  // persist() of every range at once: off pmem one device flush for all
-  // (an fdatasync of the file) where each persist() is one of its own.
-  struct Range {
-    uint64_t off;
-    uint64_t len;
-  };
-  virtual Status persist_ranges(const Range* ranges, size_t n) {
-    for (size_t i = 0; i < n; i++) PM_TRY(persist(ranges[i].off, ranges[i].len));
-    return Status();
-  }
   virtual Status read(uint64_t off, void* dst, size_t n) const = 0;
 };
 
