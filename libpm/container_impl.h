@@ -71,6 +71,8 @@ class ContainerImpl final : public Container {
     return private_pages_.load(std::memory_order_relaxed) * kPage;
   }
   HeapCounters heap_counters() const override { return heap_->counters(); }
+  TrackerKind tracker_kind() const override { return tracker_->kind(); }
+  bool read_only() const override { return options_.read_only; }
   bool commit_fits() override;
   CheckReport check(bool foreign_writer) override;
   Result<CollectReport> collect(bool dry_run) override;

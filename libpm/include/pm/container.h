@@ -287,6 +287,11 @@ class Container {
   // O(1): the heap's lock, no system call (usage() costs both and walks
   // the heap's bitmaps).
   virtual HeapCounters heap_counters() const = 0;
+  // O(1): the tracker in use (never kAuto) and whether the open is
+  // read-only, for a check before each call (info() closes the commit
+  // gate, counts dirty pages and walks the heap).
+  virtual TrackerKind tracker_kind() const = 0;
+  virtual bool read_only() const = 0;
 
   // False when a commit of what changed since the last one would not fit
   // the journal's room in the file, on a file system that has refused the

@@ -100,8 +100,7 @@ inline Status check_name(std::string_view op, std::string_view name) {
 // A read-only open (which uses the hints tracker) changes nothing: finding
 // is all it can do, and it may.
 inline Status check_tracker(Container& c, std::string_view op, std::string_view name) {
-  const ContainerInfo i = c.info();
-  if (i.tracker != "hints" || i.read_only) return Status();
+  if (c.tracker_kind() != TrackerKind::kHints || c.read_only()) return Status();
   return Status::not_supported(std::string(op) + " '" + std::string(name) +
                                "': named objects need the uffd or mprotect tracker; the hints "
                                "tracker does not see writes inside Boost containers");
