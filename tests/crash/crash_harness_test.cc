@@ -120,6 +120,8 @@ INSTANTIATE_TEST_SUITE_P(
                            UnitMode::kMsyncPages, 50},
                       Case{"kvstore_full_pmem", make_kv_full_workload, UnitMode::kPmemLines, 100},
                       Case{"kvstore_full_msync", make_kv_full_workload, UnitMode::kMsyncPages, 80},
+                      Case{"kvstore_full_small_pmem", make_kv_full_small_workload,
+                           UnitMode::kPmemLines, 80},
                       Case{"kvstore_wide_pmem", make_kv_wide_workload, UnitMode::kPmemLines, 40}),
     [](const auto& info) { return std::string(info.param.name); });
 

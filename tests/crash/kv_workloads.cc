@@ -37,6 +37,7 @@ enum class Shape {
   kConcurrent,  // rounds of actors under the scheduler
   kUniform,     // puts of one record size, synced now and then (kAsync)
   kFull,        // a backend that cannot grow: it fills, then space is freed
+  kFullSmall,   // the same with values of tens of bytes, removed by hundreds
   kWide,        // transactions over runs of 500 ordered keys
 };
 
@@ -72,13 +73,23 @@ constexpr int kFullKeys = 400;
 // check sees it (drained_actor).
 constexpr uint64_t kFullPhaseSteps = 40;
 
+// The full backend of small values: thousands of keys of 24-88 byte values
+// (about the heap's megabyte), put and removed by transactions of runs, and
+// gleaned without epochs while draining, so that the checkpoint at a
+// phase's end applies and purges the removes of thousands of keys at once.
+// Small values free nothing until their ghosts are purged, and records
+// blocked for want of room wait in the logs meanwhile (purge_ghosts).
+constexpr int kSmallPutRun = 64;
+constexpr int kSmallRemoveRun = 300;
+
 class KvWorkload final : public Workload {
  public:
   KvWorkload(bool async, Shape shape)
       : async_(async),
         concurrent_(shape == Shape::kConcurrent),
         uniform_(shape == Shape::kUniform),
-        full_(shape == Shape::kFull),
+        full_(shape == Shape::kFull || shape == Shape::kFullSmall),
+        small_(shape == Shape::kFullSmall),
         wide_(shape == Shape::kWide),
         options_(crash_store_options()) {
     if (async) options_.durability = kv::Durability::kAsync;
@@ -86,6 +97,9 @@ class KvWorkload final : public Workload {
     // evicts every clean item (gets then read the backend) and releases the
     // backend's private page copies, with updates and gets in flight.
     if (concurrent_) options_.dram_budget_bytes = 1;
+    // Room in the logs for the removes of thousands of keys, so that the
+    // epochs do not come from full logs.
+    if (small_) options_.log_bytes = 512 << 10;
   }
   ~KvWorkload() override {
     if (full_) SimPersist::set_file_limit(0);
@@ -93,7 +107,8 @@ class KvWorkload final : public Workload {
 
   std::string name() const override {
     return std::string("kvstore") + (concurrent_ ? "_concurrent" : "") +
-           (uniform_ ? "_uniform" : "") + (full_ ? "_full" : "") + (wide_ ? "_wide" : "") +
+           (uniform_ ? "_uniform" : "") + (full_ ? "_full" : "") +
+           (small_ ? "_small" : "") + (wide_ ? "_wide" : "") +
            (async_ ? "_async" : "");
   }
   Options options() const override { return kv::container_options(options_); }
@@ -104,6 +119,7 @@ class KvWorkload final : public Workload {
   Status setup(Container& c, std::mt19937_64&) override {
     store_.reset();
     model_.reset({});
+    small_keys_ = 0;
     attach(c);
     // A disk limit left by the previous run (the dry run ends in any phase).
     if (full_) SimPersist::set_file_limit(0);
@@ -120,6 +136,11 @@ class KvWorkload final : public Workload {
     Result<KvMap> m = read_all(*store_);
     if (!m.ok()) return m.status();
     model_.reset(std::move(*m));
+    // New small keys go past the ones recovered.
+    auto last = model_.visible().lower_bound("t");
+    if (small_ && last != model_.visible().begin() && (--last)->first.starts_with("s")) {
+      small_keys_ = std::stoull(last->first.substr(1)) + 1;
+    }
     return Status();
   }
 
@@ -213,12 +234,30 @@ class KvWorkload final : public Workload {
   Status fill(Container& c) {
     PM_TRY(open_store(c));
     std::mt19937_64 rng(c.info().file_bytes);
+    // Small values leave room in the pages of several size classes while
+    // one of them needs a new page: the heap would grow before the free
+    // bytes fell to the headroom. The disk is full from the start instead.
+    if (small_) {
+      const ContainerInfo i = c.info();
+      SimPersist::set_file_limit(i.raw_bytes + i.heap_bytes + kFullMarginBytes);
+    }
     for (int i = 0; c.usage().free_bytes > kFullHeadroom; i++) {
+      if (small_) {
+        auto t = store_->begin();
+        for (int j = 0; j < kSmallPutRun; j++) {
+          PM_TRY(t->put(small_key(), small_value(rng)));
+        }
+        Status st = t->commit();
+        if (st.ok()) st = store_->checkpoint();
+        if (st.code() == Code::kNoSpace) break;
+        PM_TRY(st);
+        continue;
+      }
       std::string v(1024 + rng() % 1024, static_cast<char>('a' + i % 26));
       PM_TRY(store_->put((i < kFullKeys ? "key" : "ballast") + std::to_string(i), v));
       if (i % 8 == 7) PM_TRY(store_->checkpoint());
     }
-    PM_TRY(store_->checkpoint());
+    if (!small_) PM_TRY(store_->checkpoint());
     Result<KvMap> m = read_all(*store_);
     if (!m.ok()) return m.status();
     model_.reset(std::move(*m));
@@ -287,6 +326,12 @@ class KvWorkload final : public Workload {
     return [this, &c] {
       for (int i = 0; error_.ok() && c.usage().free_bytes > kFullHeadroom; i++) {
         const uint64_t before = no_space_;
+        if (small_) {
+          small_puts_actor()();
+          note(store_->checkpoint());
+          if (no_space_ != before) return;
+          continue;
+        }
         const std::string k = "refill" + std::to_string(++values_);
         std::string v = std::to_string(values_) + ":";
         v.resize(options_.max_value_bytes, 'b');
@@ -315,7 +360,9 @@ class KvWorkload final : public Workload {
     return [this] {
       Status cp = store_->checkpoint();
       note(cp);
-      if (!draining_by_disk() && cp.code() == Code::kNoSpace) cp = Status();
+      // Removes in the store free what they held, but not necessarily in
+      // the size classes a blocked record needs; small values all fit.
+      if (!draining_by_disk() && !small_ && cp.code() == Code::kNoSpace) cp = Status();
       Status put;
       const std::string k = "key0", v = std::to_string(++values_) + ":drained";
       run_update({{k, v}}, [&] { return put = store_->put(k, v); }, false);
@@ -534,6 +581,7 @@ class KvWorkload final : public Workload {
   // epoch) and checkpoints in all.
   std::function<void()> full_actor(std::mt19937_64& rng, int kind) {
     if (kind < 14 && !filling() && kind >= 3 && draining_by_disk()) kind = 14;
+    if (small_) return full_small_actor(rng, kind);
     if (kind < 14) {
       if (filling() ? kind < 13 : kind < 3) {
         std::string v = std::to_string(++values_) + ":";
@@ -546,6 +594,48 @@ class KvWorkload final : public Workload {
     }
     if (kind < 19) return glean_actor(1 + rng() % 8, rng() % 3 != 0);
     return checkpoint_actor();
+  }
+
+  // The full backend of small values: while filling, runs of puts of new
+  // keys; while draining by removes, runs of removes of consecutive keys
+  // (put together, so they free whole pages, which index splits need;
+  // removes of every other key leave the heap too fragmented for them),
+  // with gleans that apply them but take no epoch, so that they pile
+  // up in the epoch; gleans (with an epoch or not) and checkpoints.
+  std::function<void()> full_small_actor(std::mt19937_64& rng, int kind) {
+    if (kind < 10 && filling()) return small_puts_actor();
+    if (kind < 10 && !draining_by_disk()) {
+      std::vector<KvModel::Change> changes;
+      const KvMap& held = model_.visible();
+      for (auto it = held.lower_bound(small_key_at(rng() % (small_keys_ + 1)));
+           it != held.end() && it->first.starts_with("s") && changes.size() < kSmallRemoveRun;
+           ++it) {
+        changes.push_back({it->first, std::nullopt});
+      }
+      if (changes.empty()) return checkpoint_actor();
+      return transaction_actor(std::move(changes));
+    }
+    const bool removing = !filling() && !draining_by_disk();
+    if (kind < 17) return glean_actor(1 + rng() % 8, !removing && rng() % 3 != 0);
+    return checkpoint_actor();
+  }
+
+  std::function<void()> small_puts_actor() {
+    std::vector<KvModel::Change> changes;
+    std::mt19937_64 rng(values_);
+    for (int j = 0; j < kSmallPutRun; j++) changes.push_back({small_key(), small_value(rng)});
+    return transaction_actor(std::move(changes));
+  }
+  std::string small_key() { return small_key_at(small_keys_++); }
+  static std::string small_key_at(uint64_t i) {
+    char k[24];
+    std::snprintf(k, sizeof k, "s%07llu", static_cast<unsigned long long>(i));
+    return k;
+  }
+  std::string small_value(std::mt19937_64& rng) {
+    std::string v = std::to_string(++values_) + ":";
+    v.resize(24 + rng() % 64, static_cast<char>('a' + rng() % 26));
+    return v;
   }
 
   // One round of the concurrent workloads: one to three updates and up to
@@ -577,7 +667,7 @@ class KvWorkload final : public Workload {
     }
   }
 
-  const bool async_, concurrent_, uniform_, full_, wide_;
+  const bool async_, concurrent_, uniform_, full_, small_, wide_;
   kv::StoreOptions options_;
   Container* live_ = nullptr;
   uint64_t live_generation_ = 0;
@@ -590,6 +680,7 @@ class KvWorkload final : public Workload {
   uint64_t schedules_ = 0;
   uint64_t steps_ = 0;
   uint64_t no_space_ = 0;  // kNoSpace answers (full backend)
+  uint64_t small_keys_ = 0;  // small keys made so far (each new)
 };
 
 }  // namespace
@@ -611,6 +702,9 @@ std::unique_ptr<Workload> make_kv_uniform_async_workload() {
 }
 std::unique_ptr<Workload> make_kv_full_workload() {
   return std::make_unique<KvWorkload>(false, Shape::kFull);
+}
+std::unique_ptr<Workload> make_kv_full_small_workload() {
+  return std::make_unique<KvWorkload>(false, Shape::kFullSmall);
 }
 std::unique_ptr<Workload> make_kv_wide_workload() {
   return std::make_unique<KvWorkload>(false, Shape::kWide);

@@ -38,6 +38,10 @@ std::unique_ptr<Workload> make_kv_uniform_async_workload();
 // through; phases of removes free space and puts work again. Every
 // acknowledged update must survive all of it.
 std::unique_ptr<Workload> make_kv_full_workload();
+// The same with values of 24-88 bytes, put and removed by the hundred in
+// transactions, thousands applied and purged in one checkpoint while puts
+// wait in the logs for room: the removes must make room for them.
+std::unique_ptr<Workload> make_kv_full_small_workload();
 
 // Transactions over runs of up to 40 of 1,500 ordered keys (kSync, one
 // update at a time): the store's ordered index splits leaves and its root
