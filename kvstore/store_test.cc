@@ -477,6 +477,58 @@ TEST(StoreFullDiskTest, SmallValuesRemovedAfterAnotherFileFilledTheDiskWorkAgain
   EXPECT_EQ(problem, "");
 }
 
+// Small values fill the disk; the last puts go into the logs (durable)
+// and wait there for room, until the logs are full too. Then the older
+// half of the keys is removed, and the waiting puts must get the room.
+// The removes' ghosts are newer than the waiting records, so none is
+// purged before those are applied: the room comes from each removed entry,
+// freed when its (smaller) ghost takes its place in the bucket.
+std::string puts_waiting_behind_removes(const std::string& dir) {
+  SmallFs fs(dir, "size=16m");
+  if (!fs.ok()) return "skip";
+  StoreOptions o = small_store(false);
+  o.log_bytes = 1 << 20;
+  o.initial_heap_bytes = 2 << 20;
+  const std::string path = dir + "/kv.pm", v(100, 'v');
+  auto s = must(Store::open(path, o));
+  int n = 0;
+  Status full;
+  for (; n < 1000000 && full.ok(); n++) {
+    full = s->put("k" + std::to_string(n), v);
+    if (n % 64 == 0) (void)s->checkpoint();
+  }
+  if (full.code() != pm::Code::kNoSpace) return "filling ended with " + full.to_string();
+  const int acked = n - 1;  // the last put was refused
+  if (Status g = s->glean(UINT64_MAX).status(); g.code() != pm::Code::kNoSpace) {
+    return "no put waits for room: " + g.to_string();
+  }
+  for (int i = 0; i < acked / 2; i++) {
+    if (Status r = s->remove("k" + std::to_string(i)); !r.ok()) {
+      return "remove " + std::to_string(i) + ": " + r.to_string() + space(*s, dir);
+    }
+  }
+  if (Status cp = s->checkpoint(); !cp.ok()) {
+    return "checkpoint after the removes: " + cp.to_string() + space(*s, dir);
+  }
+  for (int i = 0; i < 1000; i++) {
+    if (Status p = s->put("new" + std::to_string(i), v); !p.ok()) {
+      return "put " + std::to_string(i) + " after the removes: " + p.to_string();
+    }
+  }
+  if (Status cp = s->checkpoint(); !cp.ok()) return "last checkpoint: " + cp.to_string();
+  for (int i = acked / 2; i < acked; i++) {
+    if (get(*s, "k" + std::to_string(i)) != v) return "k" + std::to_string(i) + " is lost";
+  }
+  return "";
+}
+
+TEST(StoreFullDiskTest, PutsWaitingForRoomGetTheRoomOfSmallValuesRemovedAfterThem) {
+  pm::test::TempDir dir;
+  const std::string problem = puts_waiting_behind_removes(dir.file("small"));
+  if (problem == "skip") GTEST_SKIP() << "mount(2) of a tmpfs is not allowed here";
+  EXPECT_EQ(problem, "");
+}
+
 // ... and the test sees epochs that take more than their commit has room for.
 TEST(StorePlantedBugTest, AFullDiskTestCatchesAnEpochThatOutgrowsTheJournalsRoom) {
   pm::test::TempDir dir;

@@ -381,10 +381,17 @@ Status ContainerImpl::abort() {
   }
   if (options_.read_only) replay_into_working_view();
   PM_TRY(heap_->reload(mapped_.load()));
-  // The working view now reads the file wherever a failed commit wrote
-  // fresh bytes home: no later commit needs them.
-  std::lock_guard<std::mutex> l(persist_mu_);
-  fresh_retry_.clear();
+  // Fresh bytes a failed commit wrote home stay for the next commit to
+  // take (fresh_retry_): the working view now reads them from home, where
+  // they are not durable, and a later transaction that writes the same
+  // bytes there again (the same block allocated again, the same value: a
+  // store that replays its logs after the abort) leaves its diff empty. A
+  // crash harness fault run found that durable entry damaged after a power
+  // failure. Taking them again writes what home holds: harmless.
+  if (g_planted_bugs.abort_forgets_fresh_retry) {
+    std::lock_guard<std::mutex> l(persist_mu_);
+    fresh_retry_.clear();
+  }
   return Status();
 }
 

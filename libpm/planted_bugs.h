@@ -59,6 +59,10 @@ struct PlantedBugs {
   // the next commit's diff cannot see them (home holds them), so no commit
   // point ever makes them durable.
   bool fresh_retry_forgotten = false;
+  // The same, forgotten by an abort() after such a commit: the working view
+  // then reads home, where those bytes are not durable, and a later commit
+  // that writes the same bytes there again sees no change.
+  bool abort_forgets_fresh_retry = false;
   // A read-only open of a pending commit applies it to the home copy only,
   // not to the working view mapped from the file.
   bool read_only_view_skips_replay = false;

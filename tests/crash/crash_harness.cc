@@ -508,19 +508,21 @@ class Session {
                                                           opener);
     if (!r.ok()) return fail_or_fault(plan_.create ? "create" : "reopen", r.status());
     *c = std::move(*r);
-    // A run that stops early still closes what runs on the container before
-    // the container goes (a store left open would write to it unmapped).
-    auto stop = [&](const std::string& what, const Status& s) {
-      fail_or_fault(what, s);
-      (void)w_.close(log_);
-    };
     Status s = plan_.create ? setup(**c, rng) : resume(**c);
-    if (!s.ok()) return stop(plan_.create ? "setup" : "resume", s);
+    if (!s.ok()) return fail_or_fault(plan_.create ? "setup" : "resume", s);
     armed_ = plan_.explore;
     for (step_ = 0; step_ < o_.steps && !done(); step_++) {
       s = w_.step(**c, rng, log_);
       if (s.ok()) continue;
-      if (!faulted()) return stop("step " + std::to_string(step_), s);
+      if (!faulted()) {
+        // Still closes what runs on the container before the container goes
+        // (a store left open wrote to it unmapped: a segfault that hid the
+        // failure). Not after a failed setup: a workload's close may need
+        // what its setup makes.
+        fail_or_fault("step " + std::to_string(step_), s);
+        (void)w_.close(log_);
+        return;
+      }
       if (!w_.continues_after_failure()) break;
     }
     s = w_.close(log_);

@@ -408,6 +408,11 @@ const Planted kPlanted[] = {
      power(make_reuse_workload, UnitMode::kMsyncPages, 40)},
     {"fresh_retry_forgotten", &g_planted_bugs.fresh_retry_forgotten,
      faults(make_reuse_workload, UnitMode::kPmemLines, 40)},
+    // Found by faults_kvstore_async_pmem once a store closed on a borrowed
+    // container aborted what it had applied: an EIO after the fresh bytes,
+    // an abort, and the replayed logs wrote the same bytes again.
+    {"abort_forgets_fresh_retry", &g_planted_bugs.abort_forgets_fresh_retry,
+     faults(make_kv_async_workload, UnitMode::kPmemLines, 60)},
     // A read-only open of an image with a pending commit (off pmem, the
     // deferred write-back) must see it in its working view too.
     {"read_only_view_skips_replay", &g_planted_bugs.read_only_view_skips_replay,

@@ -75,10 +75,10 @@ constexpr uint64_t kFullPhaseSteps = 40;
 
 // The full backend of small values: thousands of keys of 24-88 byte values
 // (about the heap's megabyte), put and removed by transactions of runs, and
-// gleaned without epochs while draining, so that the checkpoint at a
-// phase's end applies and purges the removes of thousands of keys at once.
-// Small values free nothing until their ghosts are purged, and records
-// blocked for want of room wait in the logs meanwhile (purge_ghosts).
+// gleaned without epochs while draining, so that checkpoints apply and
+// purge the removes of thousands of keys at once, while the puts that
+// found no room wait in the logs (their ghosts are newer than those puts,
+// and wait to be purged until the puts are applied).
 constexpr int kSmallPutRun = 64;
 constexpr int kSmallRemoveRun = 300;
 
@@ -124,7 +124,9 @@ class KvWorkload final : public Workload {
     // A disk limit left by the previous run (the dry run ends in any phase).
     if (full_) SimPersist::set_file_limit(0);
     PM_TRY(kv::format_store(&c, options_));
-    return full_ ? fill(c) : Status();
+    Status s = full_ ? fill(c) : Status();
+    if (!s.ok()) store_.reset();  // the harness closes the container next
+    return s;
   }
 
   Status resume(Container& c, CommitLog& log) override {
@@ -134,7 +136,10 @@ class KvWorkload final : public Workload {
     if (full_) SimPersist::set_file_limit(c.info().file_bytes);
     PM_TRY(open_store(c));
     Result<KvMap> m = read_all(*store_);
-    if (!m.ok()) return m.status();
+    if (!m.ok()) {
+      store_.reset();  // the harness closes the container next
+      return m.status();
+    }
     model_.reset(std::move(*m));
     // New small keys go past the ones recovered.
     auto last = model_.visible().lower_bound("t");
@@ -598,8 +603,8 @@ class KvWorkload final : public Workload {
 
   // The full backend of small values: while filling, runs of puts of new
   // keys; while draining by removes, runs of removes of consecutive keys
-  // (put together, so they free whole pages, which index splits need;
-  // removes of every other key leave the heap too fragmented for them),
+  // (put together, so they free whole pages, which the ordered index's
+  // splits need),
   // with gleans that apply them but take no epoch, so that they pile
   // up in the epoch; gleans (with an epoch or not) and checkpoints.
   std::function<void()> full_small_actor(std::mt19937_64& rng, int kind) {
