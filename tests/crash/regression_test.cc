@@ -526,29 +526,62 @@ TEST(FreshBytes, ABlockWhoseCommitFailedTwiceIsWholeAfterTheThird) {
 }
 
 // After abort() the working view reads the file again, fresh bytes of the
-// failed commit included: no later commit writes them again.
-TEST(FreshBytes, AnAbortForgetsWhatAFailedCommitWroteHome) {
+// failed commit included, which are not durable there: the next commit
+// takes them again. Else the same block allocated again and written with
+// the same bytes (a store replaying its logs after the abort) leaves the
+// diff empty, and a power failure after that commit loses them (found by
+// faults_kvstore_async_pmem). 0: the block is whole after the power
+// failure; 1: it is not; else the step that went wrong.
+int fresh_after_failure_and_abort(const std::string& dir) {
+  constexpr size_t kBlock = 192 << 10;
+  SimFile f{dir + "/a.pm", UnitMode::kPmemLines};
+  std::vector<std::byte> disk;
+  {
+    Result<std::unique_ptr<Container>> c = f.open(true);
+    if (!c.ok()) return 3;
+    Container& k = **c;
+    Result<void**> root = k.make<void*>(nullptr);
+    if (!root.ok() || !k.set_root(*root).ok() || !k.commit().ok()) return 4;
+    void* first = nullptr;
+    for (int attempt = 0; attempt < 2; attempt++) {
+      Result<void*> block = k.alloc(kBlock);
+      if (!block.ok()) return 5;
+      if (attempt == 1 && *block != first) return 6;  // the test needs the same block
+      first = *block;
+      std::memset(*block, 0x5a, kBlock);
+      k.will_write(*block, kBlock);
+      void** r = k.root<void*>();
+      k.will_write(r, sizeof(void*));
+      *r = *block;
+      if (attempt == 1) break;
+      f.sim->fail_at(1);
+      if (k.commit().ok()) return 7;
+      if (!k.abort().ok()) return 8;
+    }
+    if (!k.commit().ok()) return 9;
+    disk = f.sim->durable_image();
+  }
+  write_file(f.path, disk);  // a power failure after the commit
+  Result<std::unique_ptr<Container>> c = f.open_real();
+  if (!c.ok()) return 10;
+  const std::byte* block = *(*c)->root<std::byte*>();
+  if (block == nullptr) return 1;
+  for (size_t i = 0; i < kBlock; i++) {
+    if (block[i] != std::byte{0x5a}) return 1;
+  }
+  return 0;
+}
+
+TEST(FreshBytes, AnAbortKeepsWhatAFailedCommitWroteHomeForTheNextCommit) {
+  {
+    test::TempDir dir;
+    EXPECT_EQ(fresh_after_failure_and_abort(dir.path()), 0);
+  }
   test::TempDir dir;
-  SimFile f{dir.file("a.pm"), UnitMode::kPmemLines};
-  Result<std::unique_ptr<Container>> c = f.open(true);
-  ASSERT_TRUE(c.ok());
-  Container& k = **c;
-  Result<void**> root = k.make<void*>(nullptr);
-  ASSERT_TRUE(root.ok() && k.set_root(*root).ok() && k.commit().ok());
-  Result<void*> block = k.alloc(192 << 10);
-  ASSERT_TRUE(block.ok());
-  std::memset(*block, 0x5a, 192 << 10);
-  k.will_write(*block, 192 << 10);
-  k.will_write(*root, sizeof(void*));
-  **root = *block;
-  f.sim->fail_at(1);
-  ASSERT_FALSE(k.commit().ok());
-  ASSERT_TRUE(k.abort().ok());
-  const ContainerInfo before = k.info();
-  ASSERT_TRUE(k.commit().ok());
-  EXPECT_EQ(k.info().fresh_bytes, before.fresh_bytes);
-  EXPECT_EQ(k.info().journaled_bytes, before.journaled_bytes);
-  EXPECT_EQ(*k.root<void*>(), nullptr);
+  g_planted_bugs.abort_forgets_fresh_retry = true;
+  const int planted = fresh_after_failure_and_abort(dir.path());
+  g_planted_bugs = PlantedBugs();
+  EXPECT_EQ(planted, 1) << "the planted bug went unseen";
 }
 
 // --- Defect 5: a full disk killed the process with SIGBUS.
