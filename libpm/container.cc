@@ -43,11 +43,27 @@ ContainerImpl::~ContainerImpl() {
   if (persist_ && journal_pending_ && failed_.ok() && FileLock::forks() == forks_at_open_) {
     (void)mark_applied(/*closing=*/true);  // (a fork()ed child leaves the parent's file alone)
   }
+  if (persist_ && failed_.ok() && FileLock::forks() == forks_at_open_) rewrite_fresh_retry();
   // The tracker goes before the mapping it watches; the lock goes last.
   tracker_.reset();
   heap_.reset();
   reservation_ = AddressReservation();
   persist_.reset();
+}
+
+void ContainerImpl::rewrite_fresh_retry() {
+  std::lock_guard<std::mutex> l(persist_mu_);
+  if (fresh_retry_.empty() || options_.read_only) return;
+  if (g_planted_bugs.close_forgets_fresh_retry) return;
+  std::vector<std::byte> copy;
+  for (const Run& r : fresh_retry_) {
+    // A store of the same bytes dirties the page again (Linux marks a page
+    // clean after its write-back failed).
+    const std::byte* home = persist_->view() + heap_off_ + r.off;
+    copy.assign(home, home + r.len);
+    persist_->write_flushed(heap_off_ + r.off, copy.data(), r.len);
+  }
+  if (persist_->drain().ok()) fresh_retry_.clear();
 }
 
 // Called by the heap (its mutex held, the gate entered) to extend the file

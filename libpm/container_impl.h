@@ -137,6 +137,11 @@ class ContainerImpl final : public Container {
     std::lock_guard<ViewLock> v(view_mu_);
     return grow_for_journal(*persist_, body_at, runs);
   }
+  // At close: the fresh bytes of a failed commit (fresh_retry_) written and
+  // drained again, best effort. Home holds them, not necessarily the disk;
+  // the next session's commits diff against home, and one that writes the
+  // same bytes there again (a store replaying its logs) would not.
+  void rewrite_fresh_retry();
   // Breaks the container (see commit() in the public header): `s` is its error.
   Status break_with(Status s) {
     failed_ = std::move(s);

@@ -63,6 +63,9 @@ struct PlantedBugs {
   // then reads home, where those bytes are not durable, and a later commit
   // that writes the same bytes there again sees no change.
   bool abort_forgets_fresh_retry = false;
+  // ... or by closing the container: the next session's commits diff
+  // against home, which holds them
+  bool close_forgets_fresh_retry = false;
   // A read-only open of a pending commit applies it to the home copy only,
   // not to the working view mapped from the file.
   bool read_only_view_skips_replay = false;
