@@ -921,10 +921,10 @@ TEST(RobustnessTest, AsyncBurstsLongerThanALogDoNotStopTheStore) {
 // A stopped store answers updates with kIOError (EIO through the mount),
 // not the code of whatever stopped it.
 TEST(RobustnessTest, AStoppedStoreReportsIoErrors) {
-  StopLatch latch(nullptr);
+  StopLatch latch(nullptr, "");
   latch.stop(Status::invalid_argument("raw range outside the raw region"));
   EXPECT_EQ(latch.status().code(), pm::Code::kIOError);
-  StopLatch full(nullptr);
+  StopLatch full(nullptr, "");
   full.stop(Status::no_space("disk full"));
   EXPECT_EQ(full.status().code(), pm::Code::kNoSpace);
 }

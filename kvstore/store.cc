@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <new>
 #include <unordered_map>
@@ -106,9 +107,9 @@ namespace {
 // background threads. Out of memory is kNoSpace, not an exception (the
 // frontend's table and the recovered items are DRAM).
 Result<std::unique_ptr<Store>> start_store(pm::Container* c, std::unique_ptr<pm::Container> owned,
-                                           const StoreOptions& o) {
+                                           const StoreOptions& o, const std::string& path = "") {
   try {
-    auto s = std::make_unique<StoreImpl>(c, std::move(owned), o);
+    auto s = std::make_unique<StoreImpl>(c, std::move(owned), o, path);
     PM_TRY(s->recover());
     PM_TRY(s->start_threads());
     return std::unique_ptr<Store>(std::move(s));
@@ -126,6 +127,9 @@ Result<std::unique_ptr<Store>> open_store_on(pm::Container* c, const StoreOption
 Result<std::unique_ptr<Store>> Store::open(const std::string& path, const StoreOptions& o) {
   struct stat st;
   const bool exists = ::stat(path.c_str(), &st) == 0;
+  // Only a path that is not there is a store to create; any other failure
+  // to look (a symlink loop, a directory not searchable) is the answer.
+  if (!exists && errno != ENOENT) return Status::from_errno("open " + path, errno);
   // The geometry of an existing store is the one it was created with.
   StoreOptions checked = o;
   if (exists) {
@@ -157,7 +161,7 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& path, const StoreO
     c = std::move(*r);
   }
   pm::Container* raw = c.get();
-  Result<std::unique_ptr<Store>> s = start_store(raw, std::move(c), o);
+  Result<std::unique_ptr<Store>> s = start_store(raw, std::move(c), o, path);
   if (!s.ok()) return s.status().with_context("open " + path);
   return s;
 }
@@ -165,8 +169,12 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& path, const StoreO
 // ---------------------------------------------------------------- open and close
 
 StoreImpl::StoreImpl(pm::Container* c, std::unique_ptr<pm::Container> owned,
-                     const StoreOptions& o)
-    : c_(c), owned_(std::move(owned)), o_(o), stop_(o.logger), fe_(1 << 16) {}
+                     const StoreOptions& o, const std::string& path)
+    : c_(c),
+      owned_(std::move(owned)),
+      o_(o),
+      stop_(o.logger, path),
+      fe_(1 << 16) {}
 
 StoreImpl::~StoreImpl() {
   if (pm::FileLock::forks() != forks_at_open_) {

@@ -44,7 +44,9 @@ Result<std::unique_ptr<Store>> open_store_on(pm::Container* c, const StoreOption
 
 class StoreImpl final : public Store {
  public:
-  StoreImpl(pm::Container* c, std::unique_ptr<pm::Container> owned, const StoreOptions& o);
+  // `path`: the file, for messages ("" for a caller's container).
+  StoreImpl(pm::Container* c, std::unique_ptr<pm::Container> owned, const StoreOptions& o,
+            const std::string& path);
   ~StoreImpl() override;
 
   Status recover();

@@ -27,7 +27,9 @@ using pm::Status;
 // Thread safety: every method, from any thread.
 class StopLatch {
  public:
-  explicit StopLatch(pm::Logger logger) : logger_(std::move(logger)) {}
+  // `path`: the store's file, named first in the reason (empty: none).
+  StopLatch(pm::Logger logger, const std::string& path)
+      : logger_(std::move(logger)), prefix_(path.empty() ? "" : path + ": ") {}
 
   bool stopped() const { return stopped_.load(std::memory_order_acquire); }
   // OK, or why the store stopped.
@@ -44,9 +46,9 @@ class StopLatch {
     std::lock_guard<std::mutex> l(mu_);
     if (stopped()) return;
     if (s.code() == pm::Code::kCorruption) {
-      why_ = Status::corruption("store stopped: " + s.message());
+      why_ = Status::corruption(prefix_ + "store stopped: " + s.message());
     } else {
-      const std::string why = "store stopped (reopen it to recover): " + s.message();
+      const std::string why = prefix_ + "store stopped (reopen it to recover): " + s.message();
       why_ = s.code() == pm::Code::kNoSpace ? Status::no_space(why) : Status::io_error(why);
     }
     stopped_.store(true, std::memory_order_release);
@@ -70,6 +72,7 @@ class StopLatch {
 
  private:
   pm::Logger logger_;
+  const std::string prefix_;
   mutable std::mutex mu_;
   Status why_;
   std::atomic<bool> stopped_{false};

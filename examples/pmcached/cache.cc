@@ -144,6 +144,7 @@ Result<std::unique_ptr<Cache>> Cache::open(const std::string& path, const CacheO
         " bytes; -I " + std::to_string(o.item_max) + " needs a new store");
   }
   std::unique_ptr<Cache> c(new Cache(std::move(*s), o));
+  c->path_ = path;
   PM_TRY(c->init());
   return c;
 }
@@ -736,7 +737,9 @@ void Cache::rebuild_index() {
   } catch (const std::bad_alloc&) {
     st = Status::no_space("out of memory (DRAM) for the index of the cache's items");
   }
-  if (!st.ok() && o_.logger) o_.logger(pm::LogLevel::kError, "index rebuild: " + st.to_string());
+  if (!st.ok() && o_.logger) {
+    o_.logger(pm::LogLevel::kError, "index rebuild of " + path_ + ": " + st.to_string());
+  }
   {
     std::lock_guard<std::mutex> l(bg_mu_);  // wait_for_index() sees it, or is woken
     index_ready_.store(st.ok(), std::memory_order_release);

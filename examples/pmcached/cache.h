@@ -264,6 +264,7 @@ class Cache {
 
   std::unique_ptr<kv::Store> store_;
   CacheOptions o_;
+  std::string path_;  // the store's, for messages
   const int64_t start_;
   std::vector<std::unique_ptr<Shard>> shards_;
   std::atomic<uint64_t> bytes_{0}, items_{0};

@@ -383,6 +383,19 @@ PY
 check "ls of a store with a damaged value" 1 "$PM" kv ls "$dir/dm.kv"
 [ "$(wc -l <"$dir/out")" -eq 500 ] && [ "$(tail -1 "$dir/out")" = key499 ] \
   || { echo "FAIL: ls did not list the 500 keys before the damaged one"; fail=1; }
+has "the damage names the store" err "list $dir/dm.kv: store backend: the entry of key 'key500'"
+check "get of the damaged value" 1 "$PM" kv get "$dir/dm.kv" key500
+has "get names the store" err "get 'key500' from $dir/dm.kv: store backend"
+# A path that cannot be looked up is not a store to create or a missing one.
+ln -s loop "$dir/loop"
+check "get through a symlink loop" 1 "$PM" kv get "$dir/loop" k
+has "the loop is named" err "open $dir/loop: Too many levels of symbolic links"
+check "put through a symlink loop" 1 "$PM" kv put "$dir/loop" k v
+has "put names the loop" err "Too many levels of symbolic links"
+mkfifo "$dir/fifo"
+check "get of a FIFO" 1 "$PM" kv get "$dir/fifo" k
+has "a FIFO is no container" err "open $dir/fifo: not a regular file"
+rm -f "$dir/loop" "$dir/fifo"
 check "ls that stops before the damage" 0 "$PM" kv ls "$dir/dm.kv" --start key300 --limit 1
 same "ls --limit 1 lists its key" out <(echo key300)
 check "ls --json of a store with a damaged value" 1 "$PM" --json kv ls "$dir/dm.kv"

@@ -159,10 +159,12 @@ Status run_check(const std::string& path, bool json) {
   print_check(r, info, store ? &*store : nullptr, json);
   g_json_report_printed = json;
   if (!r.problems.empty()) {
-    return Status::corruption(fmt::format("{} problem(s) in the heap metadata", r.problems.size()));
+    return Status::corruption(
+        fmt::format("{}: {} problem(s) in the heap metadata", path, r.problems.size()));
   }
   if (store && !store->problems.empty()) {
-    return Status::corruption(fmt::format("{} problem(s) in the store", store->problems.size()));
+    return Status::corruption(
+        fmt::format("{}: {} problem(s) in the store", path, store->problems.size()));
   }
   if (!r.superblock.empty()) {
     return Status::corruption(path + ": the superblock or its copy is damaged (the other one "
@@ -205,8 +207,8 @@ Status run_gc(const std::string& path, bool dry_run, bool json) {
   if (tty) std::fprintf(stderr, "collecting %s ...", path.c_str());
   Result<CollectReport> r = (*c)->collect(dry_run);
   if (tty) std::fprintf(stderr, "\r\033[K");
-  if (!r.ok()) return r.status();
-  if (!dry_run) PM_TRY((*c)->commit());
+  if (!r.ok()) return r.status().with_context("collect " + path);
+  if (!dry_run) PM_TRY((*c)->commit().with_context("commit " + path));
   print_collect(*r, dry_run, json);
   return Status();
 }

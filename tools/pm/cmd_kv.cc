@@ -145,6 +145,11 @@ Result<std::unique_ptr<kv::Store>> open_store(const StoreArgs& a, Access access)
   o.durability = a.async ? kv::Durability::kAsync : kv::Durability::kSync;
   o.create_if_missing = creates && !a.no_create;
   o.read_only = access == Access::kRead && open_read_only(a.path);
+  // A command that reads starts no gleaning and no epochs: what it shows
+  // then does not depend on whether a background commit met damage first
+  // (a user trial: one flipped byte of the heap's page map made `pm kv ls`
+  // list every key or fail with "store stopped", by turns).
+  o.background = access != Access::kRead;
   if (!o.create_if_missing && !file_exists(a.path)) {
     return Status::not_found(
         creates
@@ -278,7 +283,7 @@ Status run_get(const KeyArgs& a, bool json) {
   if (st.is_not_found()) {
     return Status::not_found(fmt::format("{}: no key {}", a.store.path, shown(a.key)));
   }
-  if (!st.ok()) return st;
+  if (!st.ok()) return st.with_context(fmt::format("get {} from {}", shown(a.key), a.store.path));
   if (json) {
     Json obj = Json::object();
     put_bytes(obj, "key", a.key);
@@ -389,7 +394,7 @@ Status run_ls(const LsArgs& a, bool json) {
       failed = out.row(k, v);
       return failed.ok() && (a.limit == 0 || ++shown < a.limit);
     });
-    if (failed.ok()) failed = scanned;
+    if (failed.ok()) failed = scanned.with_context(fmt::format("list {}", a.store.path));
   }
   if (!failed.ok()) {
     // The keys listed before the error stand (exit 1, the error on stderr).
