@@ -394,6 +394,29 @@ TEST_P(StoreTest, AFullDiskTakesRemovesAfterSmallPutsFilledTheLogs) {
   EXPECT_EQ(problem, "");
 }
 
+// On a full disk: keys k<from>..k<to - 1> removed, a checkpoint, then
+// `puts` new keys of value v and another checkpoint, all of which must go
+// through. The first problem, or "".
+std::string removes_make_room(Store& s, const std::string& dir, int from, int to, int puts,
+                              const std::string& v) {
+  for (int i = from; i < to; i++) {
+    if (Status r = s.remove("k" + std::to_string(i)); !r.ok()) {
+      return "remove " + std::to_string(i) + ": " + r.to_string() + space(s, dir);
+    }
+  }
+  if (Status cp = s.checkpoint(); !cp.ok()) {
+    return "checkpoint of " + std::to_string(to - from) + " removes: " + cp.to_string() +
+           space(s, dir);
+  }
+  for (int i = 0; i < puts; i++) {
+    if (Status p = s.put("new" + std::to_string(i), v); !p.ok()) {
+      return "put " + std::to_string(i) + " after the removes: " + p.to_string();
+    }
+  }
+  if (Status cp = s.checkpoint(); !cp.ok()) return "last checkpoint: " + cp.to_string();
+  return "";
+}
+
 // Small values fill the disk (16 MiB: about 83,000 of 100 bytes); then all
 // but 500 are removed, with no epoch until a checkpoint. Each remove, and
 // the purge of its ghost, changes lines of its own (its bucket's, lying
@@ -440,20 +463,7 @@ std::string small_values_after_removes(const std::string& dir, bool other_file =
     return "filling ended with " + full.to_string();
   }
   const int removes = n - 500;
-  for (int i = 0; i < removes; i++) {
-    if (Status r = s->remove("k" + std::to_string(i)); !r.ok()) {
-      return "remove " + std::to_string(i) + ": " + r.to_string() + space(*s, dir);
-    }
-  }
-  if (Status cp = s->checkpoint(); !cp.ok()) {
-    return "checkpoint of " + std::to_string(removes) + " removes: " + cp.to_string() + space(*s, dir);
-  }
-  for (int i = 0; i < 3000; i++) {
-    if (Status p = s->put("new" + std::to_string(i), v); !p.ok()) {
-      return "put " + std::to_string(i) + " after the removes: " + p.to_string();
-    }
-  }
-  if (Status cp = s->checkpoint(); !cp.ok()) return "last checkpoint: " + cp.to_string();
+  if (std::string p = removes_make_room(*s, dir, 0, removes, 3000, v); !p.empty()) return p;
   s.reset();
   s = must(Store::open(path, o));
   if (get(*s, "new2999") != v || get(*s, "k0") != "<none>" ||
@@ -502,20 +512,7 @@ std::string puts_waiting_behind_removes(const std::string& dir) {
   if (Status g = s->glean(UINT64_MAX).status(); g.code() != pm::Code::kNoSpace) {
     return "no put waits for room: " + g.to_string();
   }
-  for (int i = 0; i < acked / 2; i++) {
-    if (Status r = s->remove("k" + std::to_string(i)); !r.ok()) {
-      return "remove " + std::to_string(i) + ": " + r.to_string() + space(*s, dir);
-    }
-  }
-  if (Status cp = s->checkpoint(); !cp.ok()) {
-    return "checkpoint after the removes: " + cp.to_string() + space(*s, dir);
-  }
-  for (int i = 0; i < 1000; i++) {
-    if (Status p = s->put("new" + std::to_string(i), v); !p.ok()) {
-      return "put " + std::to_string(i) + " after the removes: " + p.to_string();
-    }
-  }
-  if (Status cp = s->checkpoint(); !cp.ok()) return "last checkpoint: " + cp.to_string();
+  if (std::string p = removes_make_room(*s, dir, 0, acked / 2, 1000, v); !p.empty()) return p;
   for (int i = acked / 2; i < acked; i++) {
     if (get(*s, "k" + std::to_string(i)) != v) return "k" + std::to_string(i) + " is lost";
   }

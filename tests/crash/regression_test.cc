@@ -525,6 +525,36 @@ TEST(FreshBytes, ABlockWhoseCommitFailedTwiceIsWholeAfterTheThird) {
   }
 }
 
+// A block of n bytes of 0x5a, allocated and pointed to by the root (a
+// void*): 0, or 6 when it is not the block *first (unless null), 5 when
+// none is allocated. *first becomes the block.
+int root_block(Container& k, size_t n, void** first) {
+  Result<void*> block = k.alloc(n);
+  if (!block.ok()) return 5;
+  if (*first != nullptr && *block != *first) return 6;  // the tests need the same block
+  *first = *block;
+  std::memset(*block, 0x5a, n);
+  k.will_write(*block, n);
+  void** r = k.root<void*>();
+  k.will_write(r, sizeof(void*));
+  *r = *block;
+  return 0;
+}
+
+// After a power failure that left `disk`: 0 when the root's block of n
+// bytes is whole, 1 when not, 10 when the file does not open.
+int root_block_whole(const SimFile& f, const std::vector<std::byte>& disk, size_t n) {
+  write_file(f.path, disk);
+  Result<std::unique_ptr<Container>> c = f.open_real();
+  if (!c.ok()) return 10;
+  const std::byte* block = *(*c)->root<std::byte*>();
+  if (block == nullptr) return 1;
+  for (size_t i = 0; i < n; i++) {
+    if (block[i] != std::byte{0x5a}) return 1;
+  }
+  return 0;
+}
+
 // After abort() the working view reads the file again, fresh bytes of the
 // failed commit included, which are not durable there: the next commit
 // takes them again. Else the same block allocated again and written with
@@ -543,33 +573,15 @@ int fresh_after_failure_and_abort(const std::string& dir) {
     Result<void**> root = k.make<void*>(nullptr);
     if (!root.ok() || !k.set_root(*root).ok() || !k.commit().ok()) return 4;
     void* first = nullptr;
-    for (int attempt = 0; attempt < 2; attempt++) {
-      Result<void*> block = k.alloc(kBlock);
-      if (!block.ok()) return 5;
-      if (attempt == 1 && *block != first) return 6;  // the test needs the same block
-      first = *block;
-      std::memset(*block, 0x5a, kBlock);
-      k.will_write(*block, kBlock);
-      void** r = k.root<void*>();
-      k.will_write(r, sizeof(void*));
-      *r = *block;
-      if (attempt == 1) break;
-      f.sim->fail_at(1);
-      if (k.commit().ok()) return 7;
-      if (!k.abort().ok()) return 8;
-    }
+    if (int r = root_block(k, kBlock, &first); r != 0) return r;
+    f.sim->fail_at(1);
+    if (k.commit().ok()) return 7;
+    if (!k.abort().ok()) return 8;
+    if (int r = root_block(k, kBlock, &first); r != 0) return r;
     if (!k.commit().ok()) return 9;
     disk = f.sim->durable_image();
   }
-  write_file(f.path, disk);  // a power failure after the commit
-  Result<std::unique_ptr<Container>> c = f.open_real();
-  if (!c.ok()) return 10;
-  const std::byte* block = *(*c)->root<std::byte*>();
-  if (block == nullptr) return 1;
-  for (size_t i = 0; i < kBlock; i++) {
-    if (block[i] != std::byte{0x5a}) return 1;
-  }
-  return 0;
+  return root_block_whole(f, disk, kBlock);  // a power failure after the commit
 }
 
 // The same across sessions: the failed commit's container is closed (no
@@ -594,15 +606,7 @@ int fresh_after_failure_and_close(const std::string& dir, bool planted) {
       Result<void**> root = k.make<void*>(nullptr);
       if (!root.ok() || !k.set_root(*root).ok() || !k.commit().ok()) return 4;
     }
-    Result<void*> block = k.alloc(kBlock);
-    if (!block.ok()) return 5;
-    if (session == 1 && *block != first) return 6;  // the test needs the same block
-    first = *block;
-    std::memset(*block, 0x5a, kBlock);
-    k.will_write(*block, kBlock);
-    void** r = k.root<void*>();
-    k.will_write(r, sizeof(void*));
-    *r = *block;
+    if (int r = root_block(k, kBlock, &first); r != 0) return r;
     if (session == 0) {
       f.sim->fail_at(1);
       if (k.commit().ok()) return 7;
@@ -613,15 +617,7 @@ int fresh_after_failure_and_close(const std::string& dir, bool planted) {
     c->reset();
     g_planted_bugs.close_forgets_fresh_retry = false;
   }
-  write_file(f.path, disk);  // a power failure after the second session
-  Result<std::unique_ptr<Container>> c = f.open_real();
-  if (!c.ok()) return 10;
-  const std::byte* block = *(*c)->root<std::byte*>();
-  if (block == nullptr) return 1;
-  for (size_t i = 0; i < kBlock; i++) {
-    if (block[i] != std::byte{0x5a}) return 1;
-  }
-  return 0;
+  return root_block_whole(f, disk, kBlock);  // a power failure after the second session
 }
 
 TEST(FreshBytes, AClosedContainerWritesWhatAFailedCommitWroteHomeAgain) {
