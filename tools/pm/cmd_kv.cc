@@ -252,6 +252,19 @@ Status check_new_store_limits(const StoreArgs& a, std::string_view where, size_t
   return Status();
 }
 
+// After a put or del: durable before the command exits (with --async too),
+// and applied. A store used by one short command after another otherwise
+// replayed, and applied again, everything the earlier commands had logged,
+// and committed none of it: the heap's growth for it stayed in the file
+// each time (a user trial: 31 puts of 64 KiB, one command each, made a
+// 22 MiB file of a 1 MiB heap). A checkpoint that fails (a full disk)
+// leaves the update durable in the logs, applied by a later open.
+Status finish_update(kv::Store& s) {
+  PM_TRY(s.sync());
+  (void)s.checkpoint();
+  return Status();
+}
+
 Status run_put(const KeyArgs& a, bool json) {
   // Before a store is made for it (no limit allows an empty key).
   if (a.key.empty()) return Status::invalid_argument("put into " + a.store.path + ": empty key");
@@ -270,7 +283,7 @@ Status run_put(const KeyArgs& a, bool json) {
   if (!s.ok()) return s.status();
   Status st = (*s)->put(a.key, value);
   if (!st.ok()) return st.with_context(fmt::format("put {} into {}", shown(a.key), a.store.path));
-  PM_TRY((*s)->sync());  // durable before we exit, with --async too
+  PM_TRY(finish_update(**s));
   print_done(a, "put", json);
   return Status();
 }
@@ -300,8 +313,8 @@ Status run_del(const KeyArgs& a, bool json) {
   if (st.is_not_found()) {
     return Status::not_found(fmt::format("{}: no key {}", a.store.path, shown(a.key)));
   }
-  if (!st.ok()) return st;
-  PM_TRY((*s)->sync());
+  if (!st.ok()) return st.with_context(fmt::format("del {} from {}", shown(a.key), a.store.path));
+  PM_TRY(finish_update(**s));
   print_done(a, "removed", json);
   return Status();
 }
