@@ -269,8 +269,8 @@ Status ContainerImpl::init_existing(const PersistOpener& opener) {
   struct stat st;
   if (::fstat(lock_.fd(), &st) != 0) return Status::from_errno("stat " + path_, errno);
   if (!S_ISREG(st.st_mode)) {
-    return Status::invalid_argument(path_ +
-                                    ": not a regular file (a FIFO, device or socket), so no container");
+    return Status::invalid_argument(
+        path_ + ": not a regular file (a FIFO, device or socket), so no container");
   }
   if (static_cast<uint64_t>(st.st_size) < sizeof(Superblock)) {
     return Status::corruption("file is " + std::to_string(st.st_size) +
