@@ -472,7 +472,8 @@ Status Backend::split_as_needed(uint64_t max_splits) {
   return Status();
 }
 
-Status Backend::purge_ghosts(uint64_t min_live_seq) {
+Status Backend::purge_ghosts(uint64_t min_live_seq,
+                             const std::function<bool(std::string_view, uint64_t)>& older_in_logs) {
   std::unique_lock<std::shared_mutex> s(struct_mu_);
   // `link` is where the pointer to the current ghost is stored: the root, or
   // the (unaligned) link after a ghost's key; hence memcpy.
@@ -495,7 +496,8 @@ Status Backend::purge_ghosts(uint64_t min_live_seq) {
       return Status();
     }
     BackendEntry* next = ghost_link(g);
-    if (g->seq != 0 && g->seq >= min_live_seq) {
+    if (g->seq != 0 && g->seq >= min_live_seq &&
+        (!older_in_logs || older_in_logs(key_of(g), g->seq))) {
       link = g->data + key_len(g);
       continue;
     }

@@ -168,8 +168,13 @@ class Backend {
   // --- exclusive: no apply or get may run ---
   // Splits buckets until the load factor is at most 1 (or max_splits done).
   Status split_as_needed(uint64_t max_splits);
-  // Forgets ghosts older than min_live_seq (no record older can remain).
-  Status purge_ghosts(uint64_t min_live_seq);
+  // Forgets ghosts older than min_live_seq (no record older can remain)
+  // and, when `older_in_logs` is given, each newer ghost for whose key it
+  // says no record older than the ghost is left in the logs (key, ghost's
+  // sequence number). A ghost only keeps such a record from bringing its
+  // key back when it is applied or replayed.
+  Status purge_ghosts(uint64_t min_live_seq,
+                      const std::function<bool(std::string_view, uint64_t)>& older_in_logs = {});
   // Writes the live counters into the root (before a commit).
   void store_counters();
 

@@ -38,6 +38,25 @@ Status Gleaner::apply(const Op& op, uint64_t h, LogRef ref, uint64_t seq) {
   return Status();
 }
 
+Gleaner::Fit Gleaner::record_fits(const Record& rec) const {
+  if (g_kv_planted_bugs.epoch_ignores_journal_room || env_.container->commit_fits()) {
+    if (rec.ops.size() < 64) return Fit::kNow;  // the commit's slack holds it
+  }
+  // Journal lines an op may change, each counted as the tracker's bound
+  // counts them (80 bytes): its bucket, the heap's bitmaps and counters, an
+  // index leaf's slot and cell, and a new entry's own lines (journaled
+  // when it reuses space freed since the last commit).
+  uint64_t lines = 0;
+  for (const Op& op : rec.ops) lines += 6 + (op.key.size() + op.value.size() + 48 + 63) / 64;
+  const uint64_t need = lines * 80;
+  if (g_kv_planted_bugs.epoch_ignores_journal_room || env_.container->commit_fits(need)) {
+    return Fit::kNow;
+  }
+  if (!env_.container->commit_fits(need, true)) return Fit::kNever;
+  commit_wanted_.store(true, std::memory_order_relaxed);
+  return Fit::kLater;
+}
+
 Result<uint64_t> Gleaner::glean(uint64_t max_records, bool* skipped) {
   PM_TRY(env_.stop->status());
   std::shared_lock<std::shared_mutex> ep(epoch_mu_, std::defer_lock);
@@ -100,6 +119,18 @@ Result<uint64_t> Gleaner::glean(uint64_t max_records, bool* skipped) {
       uint64_t blocked_end = 0;  // past the record the backend had no room for
       for (int r = 0; r < got && blocked_end == 0; r++) {
         const Record& rec = batch[r];
+        const Fit fit = record_fits(rec);
+        if (fit == Fit::kLater) {
+          full = true;
+          break;
+        }
+        if (fit == Fit::kNever) {
+          no_space = Status::no_space("store: a record of " + std::to_string(rec.ops.size()) +
+                                      " updates needs more journal room than the full file "
+                                      "system leaves the store file; it waits for room");
+          blocked_end = pos + rec.header.len;
+          break;
+        }
         for (const Op& op : rec.ops) {
           Status s = apply(op, hashes[k++], make_ref(n, pos), rec.header.seq);
           if (s.code() == pm::Code::kNoSpace) {
@@ -119,6 +150,7 @@ Result<uint64_t> Gleaner::glean(uint64_t max_records, bool* skipped) {
         PM_TRY(apply_beyond(n, L, cur, blocked_end, tail));
         break;  // this log waits for room; the others go on
       }
+      if (full) break;
     }
   }
   if (seen == 0 && !no_space.ok()) return no_space;
@@ -151,6 +183,12 @@ Status Gleaner::apply_beyond(uint32_t n, LogState* L, Cursor& cur, uint64_t pos,
       return fail(Status::corruption("log " + std::to_string(n) + ": record at " +
                                      std::to_string(pos) + " does not validate"));
     }
+    const Fit fit = record_fits(rec);
+    if (fit == Fit::kLater) {
+      cur.tried_to = pos;
+      break;
+    }
+    if (fit == Fit::kNever) continue;  // stays for an in-order apply, as any record here
     for (const Op& op : rec.ops) {
       Status s = apply(op, hash_key(op.key), make_ref(n, pos), rec.header.seq);
       if (!s.ok() && s.code() != pm::Code::kNoSpace) return fail(s);
@@ -172,6 +210,57 @@ uint64_t Gleaner::oldest_live_seq() const {
   return oldest;
 }
 
+bool Gleaner::waiting_for_room() const {
+  for (const auto& c : cursors_) {
+    if (c->blocked > c->pos.load(std::memory_order_relaxed)) return true;
+  }
+  return false;
+}
+
+Result<Gleaner::SeqByKey> Gleaner::oldest_seq_by_key() const {
+  SeqByKey out;
+  Record rec;
+  for (uint32_t i = 0; i < env_.logs->size(); i++) {
+    LogState* L = env_.logs->at(i);
+    const uint64_t tail = L->tail.load(std::memory_order_acquire);
+    for (uint64_t pos = cursors_[i]->pos.load(); pos < tail; pos += rec.header.len) {
+      if (!L->log->read(pos, env_.limits, &rec)) {
+        return Status::corruption("log " + std::to_string(i) + ": record at " +
+                                  std::to_string(pos) + " does not validate");
+      }
+      for (const Op& op : rec.ops) out.emplace_back(hash_key(op.key), rec.header.seq);
+    }
+  }
+  std::sort(out.begin(), out.end());  // by hash, then oldest first
+  out.erase(std::unique(out.begin(), out.end(),
+                        [](const auto& a, const auto& b) { return a.first == b.first; }),
+            out.end());
+  return out;
+}
+
+Status Gleaner::purge_ghosts() {
+  const uint64_t live = oldest_live_seq();
+  if (env_.backend->ghosts() == 0 || !waiting_for_room()) return env_.backend->purge_ghosts(live);
+  // A log that waits for room holds oldest_live_seq() back, and with it
+  // every ghost newer than its blocked record: removes of small values
+  // (ghosts in place) freed nothing while the puts behind them waited, the
+  // logs' reserve for removes ran out, and then not even a remove went
+  // through (a user trial wedged a full store of 100-byte values so). A
+  // ghost only keeps an older record of its key from bringing the key back
+  // (applied, or replayed after a crash); so while a log waits, a ghost
+  // whose key has none left goes too. Records logged meanwhile are newer
+  // than every ghost of their key: a key's records are logged in sequence
+  // order (StoreImpl::update).
+  Result<SeqByKey> left = oldest_seq_by_key();
+  if (!left.ok()) return fail(left.status());
+  return env_.backend->purge_ghosts(live, [&](std::string_view key, uint64_t seq) {
+    if (g_kv_planted_bugs.purge_ignores_records_left) return false;
+    const uint64_t h = hash_key(key);
+    auto it = std::lower_bound(left->begin(), left->end(), std::make_pair(h, uint64_t{0}));
+    return it != left->end() && it->first == h && it->second < seq;
+  });
+}
+
 Status Gleaner::advance_epoch() {
   PM_TRY(env_.stop->status());
   std::vector<std::string> tombs;
@@ -183,7 +272,11 @@ Status Gleaner::advance_epoch() {
     for (uint32_t i = 0; i < env_.logs->size(); i++) {
       moved |= cursors_[i]->pos.load() != env_.logs->at(i)->head.load();
     }
-    if (!moved && env_.backend->ghosts() == 0) return Status();
+    // (Changes that moved no cursor must be committed too when a record
+    // waits for the room they hold: else record_fits() says kLater again
+    // and again, and nothing commits.)
+    if (!moved && env_.backend->ghosts() == 0 && !commit_wanted_.exchange(false)) return Status();
+    commit_wanted_.store(false, std::memory_order_relaxed);
     // The invariant (gleaner.h): every record a collapse skipped for a newer
     // one is passed only once that newer one is durable.
     if (!g_kv_planted_bugs.epoch_skips_log_sync) PM_TRY(env_.logs->sync());
@@ -194,7 +287,7 @@ Status Gleaner::advance_epoch() {
       // A full heap leaves the table as loaded as it is (a split that finds
       // no room for a segment changes nothing).
       if (s.code() == pm::Code::kNoSpace) s = Status();
-      if (s.ok()) s = env_.backend->purge_ghosts(oldest_live_seq());
+      if (s.ok()) s = purge_ghosts();
       if (s.ok()) {
         env_.backend->store_counters();
         BackendRoot* r = env_.backend->root();

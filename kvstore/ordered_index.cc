@@ -52,6 +52,7 @@ class OrderedIndex::Node {
       : c_(c), p_(reinterpret_cast<char*>(addr)), bytes_(bytes), max_key_(max_key) {}
 
   uint64_t addr() const { return reinterpret_cast<uint64_t>(p_); }
+  uint32_t bytes() const { return bytes_; }
   NodeHeader* h() const { return reinterpret_cast<NodeHeader*>(p_); }
   bool leaf() const { return h()->level == 0; }
   uint32_t n() const { return h()->n; }
@@ -203,7 +204,8 @@ Result<IndexRoot*> OrderedIndex::create(pm::Container* c, uint32_t max_key) {
   c->will_write(r, sizeof *r);
   *r = IndexRoot{kIndexMagic, node_bytes_for(max_key), 1, 0, 0, 0};
   OrderedIndex idx(c, r, max_key);
-  Result<uint64_t> leaf = idx.new_node();
+  std::vector<uint64_t> none;
+  Result<uint64_t> leaf = idx.new_node(&none);
   if (!leaf.ok()) {
     (void)c->free(r);
     return leaf.status();
@@ -246,7 +248,12 @@ Result<OrderedIndex::Node> OrderedIndex::node(uint64_t addr, uint32_t level) con
   return Node(c_, addr, bytes, max_key_);
 }
 
-Result<uint64_t> OrderedIndex::new_node() {
+Result<uint64_t> OrderedIndex::new_node(std::vector<uint64_t>* pool) {
+  if (!pool->empty()) {
+    const uint64_t a = pool->back();
+    pool->pop_back();
+    return a;
+  }
   Result<void*> m = c_->alloc(root_->node_bytes, pm::AllocKind::kData);
   if (!m.ok()) return m.status();
   return reinterpret_cast<uint64_t>(*m);
@@ -327,6 +334,31 @@ Status OrderedIndex::insert(std::string_view key) {
     if (leaf.ok() && present) return Status();
   }
   std::unique_lock<std::shared_mutex> l(mu_);
+  std::vector<uint64_t> pool;
+  Status s = insert_locked(key, &pool);
+  if (s.code() == pm::Code::kNoSpace) {
+    // The heap has no node for a split. Removes may have left leaves
+    // sparse, and their freed bytes never add up to a free node (a full
+    // disk of small values whose every other key was removed took no new
+    // key: a user trial). Neighbours packed into one node fewer give one.
+    Status m = merge_futile_ ? Status() : merge_leaves(root_->height + 1, &pool);
+    if (!m.ok()) {
+      s = m;
+    } else if (!pool.empty()) {
+      s = insert_locked(key, &pool);
+    }
+  }
+  for (uint64_t a : pool) {  // out of the tree and not needed: free
+    Status f = c_->free(reinterpret_cast<void*>(a));
+    if (s.ok()) s = f;
+  }
+  return s;
+}
+
+Status OrderedIndex::insert_locked(std::string_view key, std::vector<uint64_t>* pool) {
+  thread_local std::vector<Step> path;
+  uint32_t pos;
+  bool present;
   Result<Node> leaf = leaf_for(key, &path, &pos, &present);
   if (!leaf.ok()) return leaf.status();
   if (present) return Status();
@@ -339,7 +371,7 @@ Status OrderedIndex::insert(std::string_view key) {
     es.insert(es.begin() + pos, Entry{std::string(key), 0});
     PM_TRY(write_node(leaf->addr(), 0, 0, es, 0, es.size()));
   } else {
-    return insert_split(path, key, static_cast<int>(pos));
+    return insert_split(path, key, static_cast<int>(pos), pool);
   }
   set(&root_->keys, root_->keys + 1);
   return Status();
@@ -348,7 +380,8 @@ Status OrderedIndex::insert(std::string_view key) {
 // The leaf has no room without a rewrite: rewrite (compact) or split it,
 // and each ancestor that cannot take the separator, and the root. Every
 // node this may need is allocated first, so that kNoSpace changes nothing.
-Status OrderedIndex::insert_split(std::vector<Step>& path, std::string_view key, int pos) {
+Status OrderedIndex::insert_split(std::vector<Step>& path, std::string_view key, int pos,
+                                  std::vector<uint64_t>* pool) {
   const uint32_t height = root_->height;
   const uint32_t widest = kSlot + cell_bytes(false, max_key_);
   // Every node the split may rewrite is checked before anything is
@@ -370,9 +403,9 @@ Status OrderedIndex::insert_split(std::vector<Step>& path, std::string_view key,
   if (splits == path.size()) splits++;  // a new root
   std::vector<uint64_t> spare;
   for (size_t i = 0; i < splits; i++) {
-    Result<uint64_t> m = new_node();
+    Result<uint64_t> m = new_node(pool);
     if (!m.ok()) {
-      for (uint64_t a : spare) (void)c_->free(reinterpret_cast<void*>(a));
+      pool->insert(pool->end(), spare.begin(), spare.end());  // freed by insert()
       return m.status();
     }
     spare.push_back(*m);
@@ -441,7 +474,7 @@ Status OrderedIndex::insert_split(std::vector<Step>& path, std::string_view key,
     set(&root_->height, height + 1);
     set(&root_->nodes, root_->nodes + 1);
   }
-  for (uint64_t a : spare) (void)c_->free(reinterpret_cast<void*>(a));
+  pool->insert(pool->end(), spare.begin(), spare.end());
   set(&root_->keys, root_->keys + 1);
   return Status();
 }
@@ -454,6 +487,7 @@ Status OrderedIndex::erase(std::string_view key) {
   Result<Node> leaf = leaf_for(key, &path, &pos, &present);
   if (!leaf.ok()) return leaf.status();
   if (!present) return Status();
+  merge_futile_ = false;
   leaf->remove(pos);
   set(&root_->keys, root_->keys - std::min<uint64_t>(root_->keys, 1));
   if (leaf->n() == 0 && path.size() > 1) return drop_empty(path);
@@ -499,7 +533,10 @@ Status OrderedIndex::drop_empty(const std::vector<Step>& path) {
   }
   for (uint64_t a : dropped) PM_TRY(c_->free(reinterpret_cast<void*>(a)));
   set(&root_->nodes, root_->nodes - std::min<uint64_t>(root_->nodes, dropped.size()));
-  // A root with one child and no key: the child becomes the root.
+  return shrink_root();
+}
+
+Status OrderedIndex::shrink_root() {
   while (root_->height > 1) {
     Result<Node> top = node(root_->root, root_->height - 1);
     if (!top.ok()) return top.status();
@@ -511,6 +548,105 @@ Status OrderedIndex::drop_empty(const std::vector<Step>& path) {
     set(&root_->nodes, root_->nodes - std::min<uint64_t>(root_->nodes, 1));
   }
   return Status();
+}
+
+Status OrderedIndex::merge_leaves(size_t want, std::vector<uint64_t>* pool) {
+  const size_t had = pool->size();
+  Status s = pack_all(want, pool);
+  // Until a key is erased, no leaf thins out: a walk that found nothing to
+  // pack would find nothing again (a full disk's retries of a blocked
+  // update walked the whole tree for each record behind it).
+  merge_futile_ = s.ok() && pool->size() == had && c_->commit_fits();
+  return s;
+}
+
+Status OrderedIndex::pack_all(size_t want, std::vector<uint64_t>* pool) {
+  if (root_->height < 2) return Status();
+  // Depth first to the parents of leaves; in each, two or three
+  // neighbouring leaves whose cells fit one node fewer are packed into it
+  // (every other key removed leaves leaves half full: two of them may not
+  // fit one node, three fit two).
+  // Each pack rewrites up to four nodes, which the epoch's commit
+  // journals: on a full disk, a pack only while the commit has room for it
+  // (else the epoch outgrows its journal's room, and no commit goes
+  // through until the disk has room: Container::commit_fits). The rest
+  // after the next commit.
+  std::vector<std::pair<uint64_t, uint32_t>> todo{{root_->root, root_->height - 1}};
+  while (!todo.empty() && pool->size() < want && c_->commit_fits()) {
+    const auto [addr, level] = todo.back();
+    todo.pop_back();
+    Result<Node> nd = node(addr, level);
+    if (!nd.ok()) return nd.status();
+    if (level > 1) {
+      for (int i = -1; i < static_cast<int>(nd->n()); i++) todo.emplace_back(nd->child(i), level - 1);
+      if (nd->bad()) return damaged(addr, "a cell out of range");
+      continue;
+    }
+    for (int i = -1; i + 1 < static_cast<int>(nd->n()) && pool->size() < want && c_->commit_fits();) {
+      Result<bool> merged = pack_leaves(*nd, i, 2, pool);
+      if (merged.ok() && !*merged && i + 2 < static_cast<int>(nd->n())) {
+        merged = pack_leaves(*nd, i, 3, pool);
+      }
+      if (!merged.ok()) return merged.status();
+      if (!*merged) i++;  // else child i may take its new neighbours too
+    }
+  }
+  return shrink_root();
+}
+
+Result<bool> OrderedIndex::pack_leaves(Node& parent, int from, int count,
+                                       std::vector<uint64_t>* pool) {
+  const uint32_t cap = root_->node_bytes - kHeader;
+  std::vector<uint64_t> addrs;
+  std::vector<Node> leaves;
+  uint64_t used = 0;
+  for (int k = 0; k < count; k++) {
+    addrs.push_back(parent.child(from + k));
+    if (parent.bad()) return damaged(parent.addr(), "a cell out of range");
+    Result<Node> leaf = node(addrs.back(), 0);
+    if (!leaf.ok()) return leaf.status();
+    // The live cells' bytes, from the header alone (no key is read).
+    used += kSlot * leaf->n() + (leaf->bytes() - leaf->h()->heap - leaf->h()->dead);
+    leaves.push_back(*leaf);
+  }
+  if (used > uint64_t{cap} * (count - 1)) return false;
+  std::vector<Entry> es, part;
+  for (const Node& leaf : leaves) {
+    if (!leaf.entries(&part)) return damaged(leaf.addr(), "its cells and counts disagree");
+    es.insert(es.end(), part.begin(), part.end());
+  }
+  // Greedy: each node as full as it goes; cut[k] is node k's first entry.
+  std::vector<size_t> cut{0};
+  uint64_t acc = 0;
+  for (size_t j = 0; j < es.size(); j++) {
+    const uint32_t c = kSlot + cell_bytes(true, es[j].key.size());
+    if (acc + c > cap) {
+      cut.push_back(j);
+      acc = 0;
+    }
+    acc += c;
+  }
+  const size_t nodes = cut.size();
+  if (es.empty() || nodes >= static_cast<size_t>(count)) return false;
+  // The parent: the cells of children from+1 .. from+count-1 give way to
+  // one per node after the first, keyed by its first key (the first keeps
+  // its cell, or `first`, and its lower bound).
+  std::vector<Entry> pes;
+  if (!parent.entries(&pes)) return damaged(parent.addr(), "its cells and counts disagree");
+  const auto at = static_cast<size_t>(from + 1);
+  const size_t drop = g_kv_planted_bugs.index_merge_keeps_cell ? count - 2 : count - 1;
+  pes.erase(pes.begin() + at, pes.begin() + at + drop);
+  for (size_t k = 1; k < nodes; k++) pes.insert(pes.begin() + at + k - 1, Entry{es[cut[k]].key, addrs[k]});
+  uint64_t total = kHeader;
+  for (const Entry& e : pes) total += kSlot + cell_bytes(false, e.key.size());
+  if (total > root_->node_bytes) return false;  // a longer separator that does not fit
+  cut.push_back(es.size());
+  for (size_t k = 0; k < nodes; k++) PM_TRY(write_node(addrs[k], 0, 0, es, cut[k], cut[k + 1]));
+  PM_TRY(write_node(parent.addr(), parent.h()->level, parent.h()->first, pes, 0, pes.size()));
+  for (size_t k = nodes; k < addrs.size(); k++) pool->push_back(addrs[k]);
+  const uint64_t freed = addrs.size() - nodes;
+  set(&root_->nodes, root_->nodes - std::min<uint64_t>(root_->nodes, freed));
+  return true;
 }
 
 Result<bool> OrderedIndex::contains(std::string_view key) const {

@@ -22,7 +22,8 @@
 // bytes that the next insert needing them compacts away. An emptied node
 // leaves the tree (else a queue's keys, inserted ascending and removed
 // oldest first, would leave a trail of empty leaves for every scan to walk);
-// underfull ones are not merged. A key appended at a node's end (ascending
+// underfull ones are packed together only when a split finds the heap full
+// (merge_leaves). A key appended at a node's end (ascending
 // keys) leaves the node full and starts the new one.
 //
 // Damage: every node is checked (inside the heap, magic, level, counts,
@@ -79,8 +80,9 @@ class OrderedIndex {
   // that holds three cells of the longest key.
   static uint32_t node_bytes_for(uint32_t max_key);
 
-  // Adds key. All or nothing: kNoSpace (the heap is full) leaves the index
-  // as it was. A key already present is left alone.
+  // Adds key. All or nothing: kNoSpace (the heap is full, and no
+  // neighbouring leaves could be packed to give a node) leaves the index
+  // with the keys it had. A key already present is left alone.
   Status insert(std::string_view key);
   // Removes key; an absent key is left alone.
   Status erase(std::string_view key);
@@ -130,8 +132,24 @@ class OrderedIndex {
   // the cell there is key.
   Result<Node> leaf_for(std::string_view key, std::vector<Step>* path, uint32_t* pos,
                         bool* present) const;
-  Result<uint64_t> new_node();
-  Status insert_split(std::vector<Step>& path, std::string_view key, int pos);
+  // A node from *pool (nodes merge_leaves() took out of the tree), else
+  // from the heap.
+  Result<uint64_t> new_node(std::vector<uint64_t>* pool);
+  // insert() under the exclusive lock, splits taking nodes from *pool first.
+  Status insert_locked(std::string_view key, std::vector<uint64_t>* pool);
+  Status insert_split(std::vector<Step>& path, std::string_view key, int pos,
+                      std::vector<uint64_t>* pool);
+  // For a full heap: packs neighbouring leaves (pack_leaves) until *pool
+  // holds `want` nodes; those it takes out of the tree are still allocated.
+  Status merge_leaves(size_t want, std::vector<uint64_t>* pool);
+  Status pack_all(size_t want, std::vector<uint64_t>* pool);
+  // Packs `count` neighbouring leaves of parent, children from .. from +
+  // count - 1 (-1: `first`), into fewer nodes if their cells fit: true,
+  // the nodes freed into *pool, the parent's cells rewritten. False, with
+  // nothing changed, if they do not fit.
+  Result<bool> pack_leaves(Node& parent, int from, int count, std::vector<uint64_t>* pool);
+  // A root with one child and no key gives way to that child, repeatedly.
+  Status shrink_root();
   // Rewrites node addr with es[from, to). kCorruption when they do not fit
   // (only from a damaged node: see Node::entries).
   Status write_node(uint64_t addr, uint32_t level, uint64_t first, const std::vector<Entry>& es,
@@ -147,6 +165,9 @@ class OrderedIndex {
   IndexRoot* root_;
   uint32_t max_key_;
   mutable std::shared_mutex mu_;
+  // The last merge_leaves() found nothing to pack, and no key was erased
+  // since (under mu_, exclusive).
+  bool merge_futile_ = false;
 };
 
 }  // namespace kv

@@ -85,6 +85,12 @@ struct KvPlantedBugs {
   // An epoch applies whatever waits, whether or not its commit has room
   // for the journal (a full disk; Container::commit_fits)
   bool epoch_ignores_journal_room = false;
+  // While a log waits for room, every ghost goes, even one whose key has an
+  // older record left in the logs (it comes back when that record is replayed).
+  bool purge_ignores_records_left = false;
+  // An index merge of two leaves for a full heap leaves the right one linked
+  // to its parent as well as reused.
+  bool index_merge_keeps_cell = false;
 };
 
 // Read by kvstore, written only by tests.

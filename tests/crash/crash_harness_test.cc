@@ -413,6 +413,10 @@ const Planted kPlanted[] = {
     // an abort, and the replayed logs wrote the same bytes again.
     {"abort_forgets_fresh_retry", &g_planted_bugs.abort_forgets_fresh_retry,
      faults(make_kv_async_workload, UnitMode::kPmemLines, 60)},
+    // While a log waits for room, a ghost goes unless its key has an older
+    // record left in the logs, which a replay would bring back.
+    {"kv_purge_ignores_records_left", &kv::g_kv_planted_bugs.purge_ignores_records_left,
+     power(make_kv_full_small_workload, UnitMode::kPmemLines, 80)},
     // A read-only open of an image with a pending commit (off pmem, the
     // deferred write-back) must see it in its working view too.
     {"read_only_view_skips_replay", &g_planted_bugs.read_only_view_skips_replay,
