@@ -38,25 +38,6 @@ Status Gleaner::apply(const Op& op, uint64_t h, LogRef ref, uint64_t seq) {
   return Status();
 }
 
-Gleaner::Fit Gleaner::record_fits(const Record& rec) const {
-  if (g_kv_planted_bugs.epoch_ignores_journal_room || env_.container->commit_fits()) {
-    if (rec.ops.size() < 64) return Fit::kNow;  // the commit's slack holds it
-  }
-  // Journal lines an op may change, each counted as the tracker's bound
-  // counts them (80 bytes): its bucket, the heap's bitmaps and counters, an
-  // index leaf's slot and cell, and a new entry's own lines (journaled
-  // when it reuses space freed since the last commit).
-  uint64_t lines = 0;
-  for (const Op& op : rec.ops) lines += 6 + (op.key.size() + op.value.size() + 48 + 63) / 64;
-  const uint64_t need = lines * 80;
-  if (g_kv_planted_bugs.epoch_ignores_journal_room || env_.container->commit_fits(need)) {
-    return Fit::kNow;
-  }
-  if (!env_.container->commit_fits(need, true)) return Fit::kNever;
-  commit_wanted_.store(true, std::memory_order_relaxed);
-  return Fit::kLater;
-}
-
 Result<uint64_t> Gleaner::glean(uint64_t max_records, bool* skipped) {
   PM_TRY(env_.stop->status());
   std::shared_lock<std::shared_mutex> ep(epoch_mu_, std::defer_lock);
@@ -119,18 +100,6 @@ Result<uint64_t> Gleaner::glean(uint64_t max_records, bool* skipped) {
       uint64_t blocked_end = 0;  // past the record the backend had no room for
       for (int r = 0; r < got && blocked_end == 0; r++) {
         const Record& rec = batch[r];
-        const Fit fit = record_fits(rec);
-        if (fit == Fit::kLater) {
-          full = true;
-          break;
-        }
-        if (fit == Fit::kNever) {
-          no_space = Status::no_space("store: a record of " + std::to_string(rec.ops.size()) +
-                                      " updates needs more journal room than the full file "
-                                      "system leaves the store file; it waits for room");
-          blocked_end = pos + rec.header.len;
-          break;
-        }
         for (const Op& op : rec.ops) {
           Status s = apply(op, hashes[k++], make_ref(n, pos), rec.header.seq);
           if (s.code() == pm::Code::kNoSpace) {
@@ -150,7 +119,6 @@ Result<uint64_t> Gleaner::glean(uint64_t max_records, bool* skipped) {
         PM_TRY(apply_beyond(n, L, cur, blocked_end, tail));
         break;  // this log waits for room; the others go on
       }
-      if (full) break;
     }
   }
   if (seen == 0 && !no_space.ok()) return no_space;
@@ -183,12 +151,6 @@ Status Gleaner::apply_beyond(uint32_t n, LogState* L, Cursor& cur, uint64_t pos,
       return fail(Status::corruption("log " + std::to_string(n) + ": record at " +
                                      std::to_string(pos) + " does not validate"));
     }
-    const Fit fit = record_fits(rec);
-    if (fit == Fit::kLater) {
-      cur.tried_to = pos;
-      break;
-    }
-    if (fit == Fit::kNever) continue;  // stays for an in-order apply, as any record here
     for (const Op& op : rec.ops) {
       Status s = apply(op, hash_key(op.key), make_ref(n, pos), rec.header.seq);
       if (!s.ok() && s.code() != pm::Code::kNoSpace) return fail(s);
@@ -272,11 +234,7 @@ Status Gleaner::advance_epoch() {
     for (uint32_t i = 0; i < env_.logs->size(); i++) {
       moved |= cursors_[i]->pos.load() != env_.logs->at(i)->head.load();
     }
-    // (Changes that moved no cursor must be committed too when a record
-    // waits for the room they hold: else record_fits() says kLater again
-    // and again, and nothing commits.)
-    if (!moved && env_.backend->ghosts() == 0 && !commit_wanted_.exchange(false)) return Status();
-    commit_wanted_.store(false, std::memory_order_relaxed);
+    if (!moved && env_.backend->ghosts() == 0) return Status();
     // The invariant (gleaner.h): every record a collapse skipped for a newer
     // one is passed only once that newer one is durable.
     if (!g_kv_planted_bugs.epoch_skips_log_sync) PM_TRY(env_.logs->sync());

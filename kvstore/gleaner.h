@@ -130,14 +130,6 @@ class Gleaner {
   bool epoch_full() const {
     return !g_kv_planted_bugs.epoch_ignores_journal_room && !env_.container->commit_fits();
   }
-  // The same for one record before it is applied: a record of thousands
-  // of puts (a `pm kv load` batch) applied whole outgrew the room of a
-  // nearly full disk by itself, and every commit after failed (a user
-  // trial, through the C API: removes failed by the thousand). kLater: it
-  // fits an epoch of its own (commit first); kNever: it does not, and waits
-  // like a record the backend has no room for.
-  enum class Fit { kNow, kLater, kNever };
-  Fit record_fits(const Record& rec) const;
   // The backend is full and log n's record before `pos` is one it has no
   // room for: its cursor stays there (a head never passes an unapplied
   // record), and everything after it, up to `tail`, is applied now that
@@ -176,8 +168,6 @@ class Gleaner {
   Status purge_ghosts();
   // Records read by apply_beyond() since open (StoreStats::blocked_rereads).
   std::atomic<uint64_t> beyond_reads_{0};
-  // A record waits for the next commit (record_fits: kLater).
-  mutable std::atomic<bool> commit_wanted_{false};
   void drop_applied_tombstones(std::vector<std::string>& keys);
   Status fail(const Status& s) {
     env_.stop->stop(s);

@@ -546,60 +546,6 @@ TEST(StoreFullDiskTest, PutsWaitingForRoomGetTheRoomOfSmallValuesRemovedAfterThe
   }
 }
 
-// A user trial through the C API: transactions of thousands of puts (as
-// `pm kv load` writes its batches) filled a small disk; then removes of
-// every other key, one at a time, and new puts. A record applied whole
-// outgrew what the nearly full disk left for the epoch's journal, and the
-// first epoch on a disk that had not yet refused anything grew unchecked:
-// its commit failed, kept what it held, and every later one failed too
-// (removes and puts by the thousand). Each record is now measured before
-// it is applied (Gleaner::record_fits), and a file system with little
-// free space is measured before it refuses (Container::commit_fits).
-std::string big_records_then_thinned(const std::string& dir) {
-  SmallFs fs(dir, "size=16m");
-  if (!fs.ok()) return "skip";
-  StoreOptions o = small_store(true);
-  o.log_bytes = 2 << 20;
-  o.initial_heap_bytes = 2 << 20;
-  const std::string path = dir + "/kv.pm", v(100, 'v');
-  auto s = must(Store::open(path, o));
-  auto key = [](int i) { return "k" + std::to_string(i); };
-  int n = 0;
-  for (Status st; st.ok() && n < 1000000; n += 2000) {
-    auto t = s->begin();
-    for (int i = n; i < n + 2000; i++) (void)t->put(key(i), v);
-    st = t->commit();
-    if (!st.ok() && st.code() != pm::Code::kNoSpace) return "filling: " + st.to_string();
-    if (!st.ok()) break;
-  }
-  if (n >= 1000000) return "the disk never filled";
-  for (int i = 0; i < n; i += 2) {
-    if (Status r = s->remove(key(i)); !r.ok() && r.code() != pm::Code::kNotFound) {
-      return "remove " + std::to_string(i) + " of " + std::to_string(n) + ": " + r.to_string() +
-             space(*s, dir);
-    }
-  }
-  for (int i = 0; i < 2000; i++) {
-    if (Status p = s->put("new" + std::to_string(i), v); !p.ok()) {
-      return "put " + std::to_string(i) + " after the removes: " + p.to_string() + space(*s, dir);
-    }
-  }
-  if (Status cp = s->checkpoint(); !cp.ok()) return "checkpoint: " + cp.to_string();
-  s.reset();
-  s = must(Store::open(path, o));
-  if (get(*s, "new1999") != v || get(*s, key(0)) != "<none>" || get(*s, key(1)) != v) {
-    return "wrong values after a reopen";
-  }
-  return "";
-}
-
-TEST(StoreFullDiskTest, RemovesAndPutsAfterBigTransactionsFilledTheDiskGoThrough) {
-  pm::test::TempDir dir;
-  const std::string problem = big_records_then_thinned(dir.file("big"));
-  if (problem == "skip") GTEST_SKIP() << "mount(2) of a tmpfs is not allowed here";
-  EXPECT_EQ(problem, "");
-}
-
 // ... and the test sees epochs that take more than their commit has room for.
 TEST(StorePlantedBugTest, AFullDiskTestCatchesAnEpochThatOutgrowsTheJournalsRoom) {
   pm::test::TempDir dir;

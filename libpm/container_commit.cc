@@ -68,10 +68,7 @@ Status ContainerImpl::commit() {
     // background epoch of an idle store on a full tmpfs retry two
     // fallocates of megabytes (with the epochs' pace, 40% of a core). The
     // disk's free space is the other signal (above).
-    if (seq_.load() != seq) {
-      no_room_from_ = 0;
-      sample_space(false);
-    }
+    if (seq_.load() != seq) no_room_from_ = 0;
   }
   // Outside persist_mu_ (lock order: heap, then persist); the gate is still
   // closed, so nothing allocates before the freed pages are indexed.
@@ -83,27 +80,15 @@ Status ContainerImpl::commit() {
 // on a full disk may use (place_body; commit_locked falls back to the
 // heap's end). The slack covers the header, page alignment and the heap
 // metadata a commit itself may change.
-bool ContainerImpl::commit_fits(uint64_t more, bool alone) {
-  const bool refused = short_of_room_.load(std::memory_order_relaxed);
-  const uint64_t fs_free = low_space_free_.load(std::memory_order_relaxed);
-  if (!refused && fs_free == UINT64_MAX) return true;
-  const uint64_t bound = (alone ? 0 : tracker_->dirty_bytes_bound()) + more;
+bool ContainerImpl::commit_fits() {
+  if (!short_of_room_.load(std::memory_order_relaxed)) return true;
+  const uint64_t bound = tracker_->dirty_bytes_bound();
   if (bound == 0) return true;
   constexpr uint64_t kSlack = 64 << 10;
   std::lock_guard<std::mutex> l(persist_mu_);
   const uint64_t end = heap_off_ + mapped_.load();
-  uint64_t room = persist_->size() > end ? persist_->size() - end : 0;
-  // Once the file system refused the file room, the file's own room only.
-  if (!refused) room += fs_free;
+  const uint64_t room = persist_->size() > end ? persist_->size() - end : 0;
   return bound + kSlack <= room;
-}
-
-void ContainerImpl::sample_space(bool now) {
-  const auto t = std::chrono::steady_clock::now();
-  if (!now && t - space_sampled_ < kSpaceSampleEvery) return;
-  space_sampled_ = t;
-  const uint64_t free = persist_->free_bytes();
-  low_space_free_.store(free < kLowSpace ? free : UINT64_MAX, std::memory_order_relaxed);
 }
 
 Status ContainerImpl::commit_locked() {

@@ -7,7 +7,6 @@
 #define LIBPM_CONTAINER_IMPL_H_
 
 #include <atomic>
-#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -74,7 +73,7 @@ class ContainerImpl final : public Container {
   HeapCounters heap_counters() const override { return heap_->counters(); }
   TrackerKind tracker_kind() const override { return tracker_->kind(); }
   bool read_only() const override { return options_.read_only; }
-  bool commit_fits(uint64_t more = 0, bool alone = false) override;
+  bool commit_fits() override;
   CheckReport check(bool foreign_writer) override;
   Result<CollectReport> collect(bool dry_run) override;
   void begin_mutation() override { gate_.enter(); }
@@ -184,19 +183,6 @@ class ContainerImpl final : public Container {
   // failed with kNoSpace) and no growth has succeeded since: commit_fits()
   // then measures.
   std::atomic<bool> short_of_room_{false};
-  // The file system's free bytes when last sampled below kLowSpace (else
-  // UINT64_MAX): then commit_fits() measures too, against the file's room
-  // and that free space. Without it, the first epoch on a nearly full disk
-  // grew unchecked until its commit failed, and kept what it held, too much
-  // for any later commit (a user trial: puts through the C API failed by
-  // the thousand, each commit needing 4 MiB with 1 MiB left). Sampled
-  // (under persist_mu_) at open, after a growth, and after a commit at most
-  // every kSpaceSampleEvery.
-  static constexpr uint64_t kLowSpace = 64 << 20;
-  static constexpr std::chrono::milliseconds kSpaceSampleEvery{10};
-  std::atomic<uint64_t> low_space_free_{UINT64_MAX};
-  std::chrono::steady_clock::time_point space_sampled_{};
-  void sample_space(bool now);
   uint64_t no_room_from_ = 0;
   uint64_t no_room_free_ = 0;
   Status no_room_;

@@ -296,20 +296,12 @@ class Container {
   // False when a commit of what changed since the last one would not fit
   // the journal's room in the file, on a file system that has refused the
   // file more room (a growth or a commit failed with kNoSpace, and no
-  // growth succeeded since), or that room and the file system's free space
-  // when that is below 64 MiB; true otherwise, and while nothing changed. A
+  // growth succeeded since); true otherwise, and while nothing changed. A
   // program that batches many changes into one commit (the kvstore's
   // epochs) commits before it adds more, or its commit fails for want of
   // room and so do all the retries, which only grow. Cheap when the disk
-  // has room (an atomic load); else a walk of the dirty pages. `more`:
-  // journal bytes about to be added (a change the program is about to
-  // make); `alone`: as if nothing had changed since the last commit (false
-  // then means the change cannot go in until the file system has room).
-  virtual bool commit_fits(uint64_t more = 0, bool alone = false) {
-    (void)more;
-    (void)alone;
-    return true;
-  }
+  // has room (an atomic load); else a walk of the dirty pages.
+  virtual bool commit_fits() { return true; }
 
   // Verifies the heap metadata (page maps, granule and slab bitmaps, data
   // block marks, counters) and reports escaping pointers in object blocks
