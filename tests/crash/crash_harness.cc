@@ -16,6 +16,7 @@
 #include <optional>
 #include <sstream>
 
+#include "crash/scheduler.h"
 #include "libpm/container_impl.h"
 #include "libpm/journal.h"
 #include "libpm/sync_point.h"
@@ -642,6 +643,7 @@ class Session {
   void check_image(SimPersist& sp, const std::string& name, uint64_t point, uint64_t k,
                    const std::vector<size_t>& choice) {
     if (replaying_ && k != replay_image_) return;
+    Scheduler::HarnessWork working;  // not time the workload is blocked
     std::mt19937_64 rng(mix(point, k));
     if (!image_.put(sp, choice, &rng)) {
       failure("cannot write " + image_path_);

@@ -11,6 +11,8 @@ namespace {
 
 thread_local Scheduler* t_scheduler = nullptr;
 thread_local int t_actor = -1;
+// The run in progress, for HarnessWork on threads that are not actors.
+std::atomic<Scheduler*> g_running{nullptr};
 
 // Every actor blocked this many times in a row, with no actor making
 // progress in between: nobody can run.
@@ -18,13 +20,22 @@ constexpr uint64_t kDeadlockTurns = 20000;
 
 }  // namespace
 
-Scheduler::Scheduler(uint64_t seed, Observer observer)
-    : rng_(seed), observer_(std::move(observer)) {}
+Scheduler::Scheduler(uint64_t seed, Observer observer, std::chrono::nanoseconds blocked_limit)
+    : rng_(seed), observer_(std::move(observer)), blocked_limit_(blocked_limit) {}
 
 int Scheduler::current() { return t_scheduler != nullptr ? t_actor : -1; }
 
 void Scheduler::hook(const char* name, sync_point::Kind kind) {
   if (t_scheduler != nullptr && t_actor >= 0) t_scheduler->on_point(t_actor, name, kind);
+}
+
+Scheduler::HarnessWork::HarnessWork()
+    : s_(g_running.load()), start_(std::chrono::steady_clock::now()) {}
+
+Scheduler::HarnessWork::~HarnessWork() {
+  if (s_ == nullptr) return;
+  const auto spent = std::chrono::steady_clock::now() - start_;
+  s_->harness_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(spent).count());
 }
 
 void Scheduler::run(const std::vector<std::function<void()>>& fns) {
@@ -35,6 +46,7 @@ void Scheduler::run(const std::vector<std::function<void()>>& fns) {
   stopping_ = false;
   running_ = static_cast<int>(rng_() % fns.size());
   sync_point::Hook previous = sync_point::g_hook.exchange(&Scheduler::hook);
+  g_running.store(this);
   std::thread dog([this] { watchdog(); });
   std::vector<std::thread> threads;
   for (size_t i = 0; i < fns.size(); i++) {
@@ -58,6 +70,7 @@ void Scheduler::run(const std::vector<std::function<void()>>& fns) {
   }
   cv_.notify_all();
   dog.join();
+  g_running.store(nullptr);
   sync_point::g_hook.store(previous);
 }
 
@@ -120,12 +133,26 @@ void Scheduler::fail(const std::string& why) {
 }
 
 void Scheduler::watchdog() {
+  // Blocked time: wall time since the last point, less the harness's work.
+  using Clock = std::chrono::steady_clock;
   std::unique_lock<std::mutex> l(mu_);
   uint64_t seen = progress_;
-  while (!stopping_) {
-    if (cv_.wait_for(l, std::chrono::seconds(60), [&] { return stopping_; })) return;
-    if (progress_ == seen) fail("no sync point reached for 60 s (blocked outside a sync point)");
-    seen = progress_;
+  Clock::time_point since = Clock::now();
+  int64_t harness_then = harness_ns_.load();
+  while (!cv_.wait_for(l, std::chrono::seconds(1), [&] { return stopping_; })) {
+    if (progress_ != seen) {
+      seen = progress_;
+      since = Clock::now();
+      harness_then = harness_ns_.load();
+      continue;
+    }
+    const std::chrono::nanoseconds harness(harness_ns_.load() - harness_then);
+    const auto blocked = Clock::now() - since - harness;
+    if (blocked > blocked_limit_) {
+      const auto secs = std::chrono::duration_cast<std::chrono::seconds>(blocked_limit_).count();
+      fail("no sync point reached for " + std::to_string(secs) +
+           " s (blocked outside a sync point)");
+    }
   }
 }
 
