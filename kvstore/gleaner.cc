@@ -98,10 +98,14 @@ Result<uint64_t> Gleaner::glean(uint64_t max_records, bool* skipped) {
       }
       size_t k = 0;
       uint64_t blocked_end = 0;  // past the record the backend had no room for
-      for (int r = 0; r < got && blocked_end == 0; r++) {
+      for (int r = 0; r < got && blocked_end == 0 && !full; r++) {
         const Record& rec = batch[r];
-        for (const Op& op : rec.ops) {
-          Status s = apply(op, hashes[k++], make_ref(n, pos), rec.header.seq);
+        for (size_t i = 0; i < rec.ops.size(); i++) {
+          if (full_inside(i)) {
+            full = true;  // the rest of the record after this epoch's commit
+            break;
+          }
+          Status s = apply(rec.ops[i], hashes[k++], make_ref(n, pos), rec.header.seq);
           if (s.code() == pm::Code::kNoSpace) {
             no_space = s;
             blocked_end = pos + rec.header.len;
@@ -109,7 +113,7 @@ Result<uint64_t> Gleaner::glean(uint64_t max_records, bool* skipped) {
           }
           if (!s.ok()) return fail(s);
         }
-        if (blocked_end != 0) break;
+        if (blocked_end != 0 || full) break;
         pos += rec.header.len;
         cur.pos.store(pos, std::memory_order_release);
         seen++;
@@ -119,6 +123,7 @@ Result<uint64_t> Gleaner::glean(uint64_t max_records, bool* skipped) {
         PM_TRY(apply_beyond(n, L, cur, blocked_end, tail));
         break;  // this log waits for room; the others go on
       }
+      if (full) break;
     }
   }
   if (seen == 0 && !no_space.ok()) return no_space;
@@ -151,7 +156,12 @@ Status Gleaner::apply_beyond(uint32_t n, LogState* L, Cursor& cur, uint64_t pos,
       return fail(Status::corruption("log " + std::to_string(n) + ": record at " +
                                      std::to_string(pos) + " does not validate"));
     }
-    for (const Op& op : rec.ops) {
+    for (size_t i = 0; i < rec.ops.size(); i++) {
+      if (full_inside(i)) {
+        cur.tried_to = pos;  // this record again, from its start
+        return Status();
+      }
+      const Op& op = rec.ops[i];
       Status s = apply(op, hash_key(op.key), make_ref(n, pos), rec.header.seq);
       if (!s.ok() && s.code() != pm::Code::kNoSpace) return fail(s);
     }
@@ -234,7 +244,7 @@ Status Gleaner::advance_epoch() {
     for (uint32_t i = 0; i < env_.logs->size(); i++) {
       moved |= cursors_[i]->pos.load() != env_.logs->at(i)->head.load();
     }
-    if (!moved && env_.backend->ghosts() == 0) return Status();
+    if (!moved && env_.backend->ghosts() == 0 && !commit_wanted_.load()) return Status();
     // The invariant (gleaner.h): every record a collapse skipped for a newer
     // one is passed only once that newer one is durable.
     if (!g_kv_planted_bugs.epoch_skips_log_sync) PM_TRY(env_.logs->sync());
@@ -265,6 +275,7 @@ Status Gleaner::advance_epoch() {
       if (s.code() == pm::Code::kNoSpace) return s;
     }
     if (!s.ok()) return fail(s);
+    commit_wanted_.store(false);
     // Without this the working view's private copies of the pages written
     // would grow with everything the store ever wrote (a 2.2 GiB file
     // through the mount held 2.7 GB). Here, no gleaner holds a mutation
@@ -327,7 +338,13 @@ Status Gleaner::checkpoint() {
       continue;
     }
     if (epoch_full()) {
+      const uint64_t before = committed_epoch_.load();
       PM_TRY(advance_epoch());
+      if (committed_epoch_.load() == before && epoch_full()) {
+        return Status::no_space(
+            "store: the epoch's changes need more journal room than the file system leaves the "
+            "store file; free space on its file system");
+      }
       continue;
     }
     pm::sync_point::spin("kv.checkpoint.wait");  // another gleaner holds a log: wait for it

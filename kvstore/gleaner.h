@@ -130,6 +130,24 @@ class Gleaner {
   bool epoch_full() const {
     return !g_kv_planted_bugs.epoch_ignores_journal_room && !env_.container->commit_fits();
   }
+  // Checked before each kOpsBetweenChecks-th update of a record, too: one
+  // record of thousands of updates (a transaction, a `pm kv load` batch)
+  // outgrew by itself what a nearly full disk left the journal, and every
+  // commit after failed. The epoch then ends inside the record: its cursor
+  // stays at the record, which is applied again from its start later, the
+  // updates already applied skipped by sequence number (as a replay skips
+  // them; a record the backend had no room for is taken again so too).
+  // The epoch must commit them even when no cursor moved (commit_wanted_).
+  static constexpr size_t kOpsBetweenChecks = 32;
+  bool full_inside(size_t op_index) {
+    if (op_index == 0 || op_index % kOpsBetweenChecks != 0) return false;
+    if (g_kv_planted_bugs.epoch_ends_between_records || !epoch_full()) return false;
+    commit_wanted_.store(true, std::memory_order_relaxed);
+    return true;
+  }
+  // Updates applied that no cursor move shows (full_inside): cleared by a
+  // successful commit.
+  std::atomic<bool> commit_wanted_{false};
   // The backend is full and log n's record before `pos` is one it has no
   // room for: its cursor stays there (a head never passes an unapplied
   // record), and everything after it, up to `tail`, is applied now that

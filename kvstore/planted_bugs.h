@@ -91,6 +91,9 @@ struct KvPlantedBugs {
   // An index merge of two leaves for a full heap leaves the right one linked
   // to its parent as well as reused.
   bool index_merge_keeps_cell = false;
+  // An epoch ends only between records: one record larger than the
+  // journal's room on a nearly full disk fails every commit after it.
+  bool epoch_ends_between_records = false;
 };
 
 // Read by kvstore, written only by tests.

@@ -119,6 +119,7 @@ Status ContainerImpl::grow_to(uint64_t new_heap_size) {
     // was made, which a gleaner blocked on that record never makes).
     no_room_from_ = 0;
     short_of_room_ = false;
+    sample_space(true);
   }
   uint64_t mapped = mapped_.load();
   if (new_heap_size > mapped) {

@@ -68,7 +68,10 @@ Status ContainerImpl::commit() {
     // background epoch of an idle store on a full tmpfs retry two
     // fallocates of megabytes (with the epochs' pace, 40% of a core). The
     // disk's free space is the other signal (above).
-    if (seq_.load() != seq) no_room_from_ = 0;
+    if (seq_.load() != seq) {
+      no_room_from_ = 0;
+      sample_space(false);
+    }
   }
   // Outside persist_mu_ (lock order: heap, then persist); the gate is still
   // closed, so nothing allocates before the freed pages are indexed.
@@ -81,14 +84,34 @@ Status ContainerImpl::commit() {
 // heap's end). The slack covers the header, page alignment and the heap
 // metadata a commit itself may change.
 bool ContainerImpl::commit_fits() {
-  if (!short_of_room_.load(std::memory_order_relaxed)) return true;
+  sample_space(false);
+  const bool refused = short_of_room_.load(std::memory_order_relaxed);
+  const uint64_t fs_free = low_space_free_.load(std::memory_order_relaxed);
+  if (!refused && fs_free == UINT64_MAX) return true;
   const uint64_t bound = tracker_->dirty_bytes_bound();
   if (bound == 0) return true;
   constexpr uint64_t kSlack = 64 << 10;
   std::lock_guard<std::mutex> l(persist_mu_);
   const uint64_t end = heap_off_ + mapped_.load();
-  const uint64_t room = persist_->size() > end ? persist_->size() - end : 0;
+  uint64_t room = persist_->size() > end ? persist_->size() - end : 0;
+  // Once the file system refused the file room, the file's own room only.
+  if (!refused) room += fs_free;
   return bound + kSlack <= room;
+}
+
+void ContainerImpl::sample_space(bool now) {
+  const int64_t t = std::chrono::steady_clock::now().time_since_epoch().count();
+  int64_t last = space_sampled_.load(std::memory_order_relaxed);
+  if (!now) {
+    const int64_t every = std::chrono::steady_clock::duration(kSpaceSampleEvery).count();
+    if (t - last < every) return;
+    // One sampler at a time; the others keep the last sample.
+    if (!space_sampled_.compare_exchange_strong(last, t, std::memory_order_relaxed)) return;
+  } else {
+    space_sampled_.store(t, std::memory_order_relaxed);
+  }
+  const uint64_t free = persist_->free_bytes();
+  low_space_free_.store(free < kLowSpace ? free : UINT64_MAX, std::memory_order_relaxed);
 }
 
 Status ContainerImpl::commit_locked() {

@@ -7,6 +7,7 @@
 #define LIBPM_CONTAINER_IMPL_H_
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -183,6 +184,21 @@ class ContainerImpl final : public Container {
   // failed with kNoSpace) and no growth has succeeded since: commit_fits()
   // then measures.
   std::atomic<bool> short_of_room_{false};
+  // The file system's free bytes when last sampled below kLowSpace (else
+  // UINT64_MAX): then commit_fits() measures too, against the file's room
+  // and that free space. Without it, the first epoch on a nearly full disk
+  // grew unchecked until its commit failed, and kept what it held, too much
+  // for any later commit (a user trial: puts through the C API failed by
+  // the thousand, each commit needing 4 MiB with 1 MiB left). Sampled at
+  // open and after a growth, and after a commit and by commit_fits() itself
+  // at most every kSpaceSampleEvery: an idle store whose disk another file
+  // took meanwhile must see it before its next epoch grows (an epoch that
+  // outgrew the room cannot shrink; it commits once the disk has room).
+  static constexpr uint64_t kLowSpace = 64 << 20;
+  static constexpr std::chrono::milliseconds kSpaceSampleEvery{10};
+  std::atomic<uint64_t> low_space_free_{UINT64_MAX};
+  std::atomic<int64_t> space_sampled_{0};  // steady_clock ticks
+  void sample_space(bool now);
   uint64_t no_room_from_ = 0;
   uint64_t no_room_free_ = 0;
   Status no_room_;

@@ -357,6 +357,7 @@ void ContainerImpl::replay_into_working_view() {
 }
 
 Status ContainerImpl::map_and_attach() {
+  sample_space(true);
   const auto* hh = reinterpret_cast<const HeapHeader*>(persist_->view() + heap_off_);
   const uint64_t file_heap = persist_->size() - heap_off_;
   uint64_t heap_size = hh->heap_size;

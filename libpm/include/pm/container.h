@@ -296,7 +296,8 @@ class Container {
   // False when a commit of what changed since the last one would not fit
   // the journal's room in the file, on a file system that has refused the
   // file more room (a growth or a commit failed with kNoSpace, and no
-  // growth succeeded since); true otherwise, and while nothing changed. A
+  // growth succeeded since), or that room and the file system's free space
+  // when that is below 64 MiB; true otherwise, and while nothing changed. A
   // program that batches many changes into one commit (the kvstore's
   // epochs) commits before it adds more, or its commit fails for want of
   // room and so do all the retries, which only grow. Cheap when the disk
